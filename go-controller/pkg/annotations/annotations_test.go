@@ -1,0 +1,95 @@
+package annotations
+
+import (
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestNodeSubnetsRoundTrip(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    []string
+		wantErr string
+	}{
+		{in: `{"default":"10.244.1.0/24"}`, want: []string{"10.244.1.0/24"}},
+		{in: `{"default":["10.244.1.0/24","fd00:10:244:1::/64"]}`, want: []string{"10.244.1.0/24", "fd00:10:244:1::/64"}},
+		{in: `{"default":"10.244.1.5/24"}`, wantErr: "not a subnet"},
+		{in: `{"default":[]}`, wantErr: "empty"},
+		{in: `{"default":7}`, wantErr: "must be a CIDR string"},
+		{in: `{"other":"10.244.1.0/24"}`, wantErr: `no "default"`},
+		{in: `10.244.1.0/24`, wantErr: "not a JSON object"},
+		{in: ``, wantErr: "not a JSON object"},
+	}
+	for _, tt := range tests {
+		got, err := ParseNodeSubnets(tt.in)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("ParseNodeSubnets(%s) error = %v, want %q", tt.in, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("ParseNodeSubnets(%s): %v", tt.in, err)
+		}
+		var strs []string
+		for _, p := range got {
+			strs = append(strs, p.String())
+		}
+		if !reflect.DeepEqual(strs, tt.want) {
+			t.Errorf("ParseNodeSubnets(%s) = %v, want %v", tt.in, strs, tt.want)
+		}
+		if back := FormatNodeSubnets(got); back != tt.in {
+			t.Errorf("FormatNodeSubnets round trip = %s, want %s", back, tt.in)
+		}
+	}
+}
+
+func TestPodNetworksFormat(t *testing.T) {
+	mac, _ := ParseMAC("0a:58:0a:f4:01:05")
+	pn := PodNetwork{
+		IPs:      []netip.Prefix{netip.MustParsePrefix("10.244.1.5/24")},
+		MAC:      mac,
+		Gateways: []netip.Addr{netip.MustParseAddr("10.244.1.1")},
+		Routes:   []PodRoute{{Dest: netip.MustParsePrefix("10.96.0.0/16"), NextHop: netip.MustParseAddr("10.244.1.1")}},
+	}
+	want := `{"default":{"ip_addresses":["10.244.1.5/24"],"mac_address":"0a:58:0a:f4:01:05","gateway_ips":["10.244.1.1"],"routes":[{"dest":"10.96.0.0/16","nextHop":"10.244.1.1"}],"ip_address":"10.244.1.5/24","gateway_ip":"10.244.1.1"}}`
+	got := FormatPodNetworks(pn)
+	if got != want {
+		t.Fatalf("FormatPodNetworks =\n%s\nwant\n%s", got, want)
+	}
+	back, err := ParsePodNetworks(got)
+	if err != nil || !reflect.DeepEqual(back, pn) {
+		t.Fatalf("round trip = %+v, %v", back, err)
+	}
+}
+
+func TestParsePodNetworks(t *testing.T) {
+	tests := []struct {
+		name, in, wantErr, wantIP string
+	}{
+		{name: "old single-stack fields", in: `{"default":{"ip_address":"10.244.1.5/24","mac_address":"0a:58:0a:f4:01:05","gateway_ip":"10.244.1.1"}}`, wantIP: "10.244.1.5/24"},
+		{name: "no ip", in: `{"default":{"mac_address":"0a:58:0a:f4:01:05"}}`, wantErr: "no IP address"},
+		{name: "bad ip", in: `{"default":{"ip_addresses":["10.244.1.500/24"],"mac_address":"0a:58:0a:f4:01:05"}}`, wantErr: "not an address"},
+		{name: "bad mac", in: `{"default":{"ip_addresses":["10.244.1.5/24"],"mac_address":"zz"}}`, wantErr: "mac_address"},
+		{name: "multicast mac", in: `{"default":{"ip_addresses":["10.244.1.5/24"],"mac_address":"01:00:5e:00:00:01"}}`, wantErr: "multicast"},
+		{name: "bad gateway", in: `{"default":{"ip_addresses":["10.244.1.5/24"],"mac_address":"0a:58:0a:f4:01:05","gateway_ips":["x"]}}`, wantErr: "gateway"},
+		{name: "bad route", in: `{"default":{"ip_addresses":["10.244.1.5/24"],"mac_address":"0a:58:0a:f4:01:05","routes":[{"dest":"x","nextHop":"10.244.1.1"}]}}`, wantErr: "route destination"},
+		{name: "foreign network only", in: `{"blue":{}}`, wantErr: `no "default"`},
+		{name: "not json", in: `ovn`, wantErr: "not valid JSON"},
+		{name: "wrong type", in: `{"default":"10.244.1.5"}`, wantErr: "not valid JSON"},
+	}
+	for _, tt := range tests {
+		got, err := ParsePodNetworks(tt.in)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("%s: error = %v, want %q", tt.name, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || got.IPs[0].String() != tt.wantIP {
+			t.Errorf("%s: got %+v, %v", tt.name, got, err)
+		}
+	}
+}

@@ -1,0 +1,119 @@
+// Package config holds the parsed, validated settings of each ovnkube command.
+// Values are passed explicitly to the components that need them; nothing here is global.
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// ClusterSubnet is one pod address range and the size of the per-node slice
+// carved out of it ("10.244.0.0/16/24": /24 host subnets from 10.244.0.0/16).
+type ClusterSubnet struct {
+	CIDR             netip.Prefix
+	HostSubnetLength int
+}
+
+func (c ClusterSubnet) String() string {
+	return fmt.Sprintf("%s/%d", c.CIDR, c.HostSubnetLength)
+}
+
+// ParseClusterSubnet parses "CIDR[/hostlen]". Without a host length, IPv4
+// ranges get /24 host subnets and IPv6 ranges /64, as upstream does.
+func ParseClusterSubnet(s string) (ClusterSubnet, error) {
+	s = strings.TrimSpace(s)
+	cidr, hostLen := s, -1
+	if strings.Count(s, "/") == 2 {
+		i := strings.LastIndex(s, "/")
+		n, err := strconv.Atoi(s[i+1:])
+		if err != nil {
+			return ClusterSubnet{}, fmt.Errorf("cluster subnet %q: host subnet length %q is not a number", s, s[i+1:])
+		}
+		cidr, hostLen = s[:i], n
+	}
+	p, err := ParseCIDR(cidr)
+	if err != nil {
+		return ClusterSubnet{}, fmt.Errorf("cluster subnet %q: %v", s, err)
+	}
+	if hostLen < 0 {
+		hostLen = 24
+		if p.Addr().Is6() {
+			hostLen = 64
+		}
+	}
+	maxLen := p.Addr().BitLen()
+	if p.Addr().Is4() && hostLen > 30 || p.Addr().Is6() && hostLen > 126 {
+		return ClusterSubnet{}, fmt.Errorf("cluster subnet %q: host subnet /%d leaves no room for gateway, management port and pods", s, hostLen)
+	}
+	if hostLen < p.Bits() || hostLen > maxLen {
+		return ClusterSubnet{}, fmt.Errorf("cluster subnet %q: host subnet length %d must be between the prefix length %d and %d", s, hostLen, p.Bits(), maxLen)
+	}
+	if hostLen-p.Bits() > 24 {
+		return ClusterSubnet{}, fmt.Errorf("cluster subnet %q: %d host subnet bits is more than the 24 supported (16M nodes)", s, hostLen-p.Bits())
+	}
+	return ClusterSubnet{CIDR: p, HostSubnetLength: hostLen}, nil
+}
+
+// ParseClusterSubnets parses a list of cluster subnets; entries may also be comma-separated.
+func ParseClusterSubnets(values []string) ([]ClusterSubnet, error) {
+	var out []ClusterSubnet
+	for _, v := range splitList(values) {
+		cs, err := ParseClusterSubnet(v)
+		if err != nil {
+			return nil, err
+		}
+		for _, prev := range out {
+			if prev.CIDR.Overlaps(cs.CIDR) {
+				return nil, fmt.Errorf("cluster subnets %s and %s overlap", prev.CIDR, cs.CIDR)
+			}
+		}
+		out = append(out, cs)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no cluster subnet given")
+	}
+	return out, nil
+}
+
+// ParseCIDR parses a network prefix and insists that it is the network
+// address itself: "10.244.1.0/16" is refused because it almost always means a typo.
+func ParseCIDR(s string) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(strings.TrimSpace(s))
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is not a CIDR (want e.g. 10.244.0.0/16)", s)
+	}
+	if p.Addr().Zone() != "" {
+		return netip.Prefix{}, fmt.Errorf("%q: zones are not allowed in a CIDR", s)
+	}
+	if p.Masked() != p {
+		return netip.Prefix{}, fmt.Errorf("%q has host bits set; did you mean %s?", s, p.Masked())
+	}
+	return p, nil
+}
+
+// ParseCIDRs parses a list of CIDRs; entries may also be comma-separated.
+func ParseCIDRs(values []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, v := range splitList(values) {
+		p, err := ParseCIDR(v)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func splitList(values []string) []string {
+	var out []string
+	for _, v := range values {
+		for _, part := range strings.Split(v, ",") {
+			if part = strings.TrimSpace(part); part != "" {
+				out = append(out, part)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,5 @@
+// Package nbdb holds the libovsdb models of the OVN Northbound database,
+// generated from the schema Debian's ovn-central ships (copied beside this file).
+package nbdb
+
+//go:generate go run github.com/ovn-org/libovsdb/cmd/modelgen -p nbdb -o . ovn-nb.ovsschema

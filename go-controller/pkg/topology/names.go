@@ -1,0 +1,104 @@
+// Package topology is the pure core of ovn-k8s: it computes the Northbound
+// rows the cluster should have from plain inputs, with no I/O. The ovndb
+// package diffs these rows against the database; tests check them by table.
+package topology
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+)
+
+// Row and port names follow upstream OVN-Kubernetes so its tooling and the
+// people who know it recognise the database.
+const (
+	ClusterRouter  = "ovn_cluster_router"
+	JoinSwitch     = "join"
+	RouterToJoin   = "rtoj-" + ClusterRouter
+	JoinToRouter   = "jtor-" + ClusterRouter
+	routerToSwitch = "rtos-"
+	switchToRouter = "stor-"
+	mgmtPortPrefix = "k8s-"
+)
+
+// Owner external_ids: every row ovn-k8s writes names its controller, the kind
+// of object that wants it and that object's key, so a sync can find (and only
+// ever delete) its own stale rows.
+const (
+	OwnerControllerKey = "k8s.ovn.org/owner-controller"
+	OwnerTypeKey       = "k8s.ovn.org/owner-type"
+	OwnerNameKey       = "k8s.ovn.org/name"
+	ControllerName     = "ovn-k8s"
+
+	OwnerCluster = "Cluster"
+	OwnerNode    = "Node"
+	OwnerPod     = "Pod"
+)
+
+// Owner identifies the object a row belongs to.
+type Owner struct {
+	Type string
+	Name string
+}
+
+// ExternalIDs are the owner external_ids of a row.
+func (o Owner) ExternalIDs() map[string]string {
+	return map[string]string{OwnerControllerKey: ControllerName, OwnerTypeKey: o.Type, OwnerNameKey: o.Name}
+}
+
+func (o Owner) String() string { return o.Type + " " + o.Name }
+
+// OwnerOf reads the owner of a row from its external_ids; ok is false for rows
+// ovn-k8s did not write.
+func OwnerOf(externalIDs map[string]string) (Owner, bool) {
+	if externalIDs[OwnerControllerKey] != ControllerName {
+		return Owner{}, false
+	}
+	return Owner{Type: externalIDs[OwnerTypeKey], Name: externalIDs[OwnerNameKey]}, true
+}
+
+// NodeSwitchToRouterPort is the LSP on a node switch that faces the cluster router.
+func NodeSwitchToRouterPort(node string) string { return switchToRouter + node }
+
+// NodeRouterToSwitchPort is the cluster router's LRP toward a node switch.
+func NodeRouterToSwitchPort(node string) string { return routerToSwitch + node }
+
+// ManagementPort is the LSP of the node's ovn-k8s-mp0 interface.
+func ManagementPort(node string) string { return mgmtPortPrefix + node }
+
+// PodPort is the LSP name (and OVS iface-id) of a pod.
+func PodPort(namespace, name string) string { return namespace + "_" + name }
+
+// MACFromIP derives the MAC OVN uses for an address it assigns: 0a:58 followed by
+// the last four bytes of the address (10.244.1.5 → 0a:58:0a:f4:01:05).
+func MACFromIP(ip netip.Addr) net.HardwareAddr {
+	b := ip.As16()
+	return net.HardwareAddr{0x0a, 0x58, b[12], b[13], b[14], b[15]}
+}
+
+// GatewayIP is the host subnet's .1, the cluster router's address on the node switch.
+func GatewayIP(subnet netip.Prefix) netip.Addr { return nthAddr(subnet, 1) }
+
+// ManagementIP is the host subnet's .2, the node's ovn-k8s-mp0 address.
+func ManagementIP(subnet netip.Prefix) netip.Addr { return nthAddr(subnet, 2) }
+
+func nthAddr(p netip.Prefix, n int) netip.Addr {
+	a := p.Masked().Addr()
+	for i := 0; i < n; i++ {
+		a = a.Next()
+	}
+	return a
+}
+
+// lspAddress is the "MAC IP..." string of an LSP's addresses and port_security.
+func lspAddress(mac net.HardwareAddr, ips ...netip.Addr) string {
+	s := mac.String()
+	for _, ip := range ips {
+		s += " " + ip.String()
+	}
+	return s
+}
+
+func cidrOf(ip netip.Addr, subnet netip.Prefix) string {
+	return fmt.Sprintf("%s/%d", ip, subnet.Bits())
+}

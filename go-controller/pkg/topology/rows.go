@@ -1,0 +1,152 @@
+package topology
+
+import (
+	"net"
+	"net/netip"
+	"strings"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+)
+
+// ClusterRows are the cluster-wide rows: the distributed router and the join
+// switch, linked by rtoj-/jtor-ovn_cluster_router.
+type ClusterRows struct {
+	Router       *nbdb.LogicalRouter
+	RouterToJoin *nbdb.LogicalRouterPort
+	Join         *nbdb.LogicalSwitch
+	JoinToRouter *nbdb.LogicalSwitchPort
+}
+
+// Cluster computes the cluster-wide rows for the join subnet (router at .1).
+func Cluster(joinSubnet netip.Prefix) ClusterRows {
+	owner := Owner{Type: OwnerCluster, Name: ClusterRouter}.ExternalIDs()
+	routerIP := nthAddr(joinSubnet, 1)
+	return ClusterRows{
+		Router: &nbdb.LogicalRouter{Name: ClusterRouter, ExternalIDs: owner},
+		RouterToJoin: &nbdb.LogicalRouterPort{
+			Name:        RouterToJoin,
+			MAC:         MACFromIP(routerIP).String(),
+			Networks:    []string{cidrOf(routerIP, joinSubnet)},
+			ExternalIDs: owner,
+		},
+		Join: &nbdb.LogicalSwitch{Name: JoinSwitch, ExternalIDs: owner},
+		JoinToRouter: &nbdb.LogicalSwitchPort{
+			Name:        JoinToRouter,
+			Type:        "router",
+			Addresses:   []string{"router"},
+			Options:     map[string]string{"router-port": RouterToJoin},
+			ExternalIDs: owner,
+		},
+	}
+}
+
+// NodeRows are the rows one node needs: its switch, the router port into it
+// and the switch's two fixed ports.
+type NodeRows struct {
+	Switch         *nbdb.LogicalSwitch
+	RouterToSwitch *nbdb.LogicalRouterPort
+	SwitchToRouter *nbdb.LogicalSwitchPort
+	Management     *nbdb.LogicalSwitchPort
+}
+
+// Node computes a node's rows from its host subnets and, when the node has
+// published one, its management port MAC (else the MAC derived from .2).
+func Node(name string, subnets []netip.Prefix, mgmtMAC net.HardwareAddr) NodeRows {
+	owner := Owner{Type: OwnerNode, Name: name}.ExternalIDs()
+	var cidrs, gws, mgmtIPs, exclude []string
+	var gwIPs, mgmtAddrs []netip.Addr
+	for _, s := range subnets {
+		gw, mgmt := GatewayIP(s), ManagementIP(s)
+		cidrs = append(cidrs, s.String())
+		gws = append(gws, cidrOf(gw, s))
+		gwIPs = append(gwIPs, gw)
+		mgmtIPs = append(mgmtIPs, mgmt.String())
+		mgmtAddrs = append(mgmtAddrs, mgmt)
+		exclude = append(exclude, mgmt.String())
+	}
+	otherConfig := map[string]string{}
+	for i, s := range subnets {
+		if s.Addr().Is4() {
+			otherConfig["subnet"] = cidrs[i]
+			otherConfig["exclude_ips"] = exclude[i]
+		} else {
+			otherConfig["ipv6_prefix"] = s.Addr().String()
+		}
+	}
+	if mgmtMAC == nil && len(mgmtAddrs) > 0 {
+		mgmtMAC = MACFromIP(mgmtAddrs[0])
+	}
+	routerMAC := net.HardwareAddr(nil)
+	if len(gwIPs) > 0 {
+		routerMAC = MACFromIP(gwIPs[0])
+	}
+	return NodeRows{
+		Switch: &nbdb.LogicalSwitch{Name: name, OtherConfig: otherConfig, ExternalIDs: owner},
+		RouterToSwitch: &nbdb.LogicalRouterPort{
+			Name:        NodeRouterToSwitchPort(name),
+			MAC:         routerMAC.String(),
+			Networks:    gws,
+			ExternalIDs: owner,
+		},
+		SwitchToRouter: &nbdb.LogicalSwitchPort{
+			Name:        NodeSwitchToRouterPort(name),
+			Type:        "router",
+			Addresses:   []string{"router"},
+			Options:     map[string]string{"router-port": NodeRouterToSwitchPort(name)},
+			ExternalIDs: owner,
+		},
+		Management: &nbdb.LogicalSwitchPort{
+			Name:        ManagementPort(name),
+			Addresses:   []string{lspAddress(mgmtMAC, mgmtAddrs...)},
+			ExternalIDs: owner,
+		},
+	}
+}
+
+// PodInfo is what the pod port depends on.
+type PodInfo struct {
+	Namespace, Name, UID, Node string
+	IPs                        []netip.Addr
+	MAC                        net.HardwareAddr
+}
+
+// Key is the pod's namespace/name.
+func (p PodInfo) Key() string { return p.Namespace + "/" + p.Name }
+
+// Pod computes the LSP of a pod. requested-chassis pins the binding to the
+// pod's node; iface-id-ver makes ovn-controller bind only the interface of this
+// pod incarnation (a recreated pod with the same name has a new UID).
+func Pod(p PodInfo) *nbdb.LogicalSwitchPort {
+	addr := lspAddress(p.MAC, p.IPs...)
+	ids := Owner{Type: OwnerPod, Name: p.Key()}.ExternalIDs()
+	ids["namespace"] = p.Namespace
+	return &nbdb.LogicalSwitchPort{
+		Name:         PodPort(p.Namespace, p.Name),
+		Addresses:    []string{addr},
+		PortSecurity: []string{addr},
+		Options:      map[string]string{"requested-chassis": p.Node, "iface-id-ver": p.UID},
+		ExternalIDs:  ids,
+	}
+}
+
+// ParseLSPAddress splits an LSP "MAC IP..." address into its parts; ok is
+// false for "router", "dynamic" and malformed strings.
+func ParseLSPAddress(s string) (net.HardwareAddr, []netip.Addr, bool) {
+	fields := strings.Fields(s)
+	if len(fields) < 2 {
+		return nil, nil, false
+	}
+	mac, err := net.ParseMAC(fields[0])
+	if err != nil {
+		return nil, nil, false
+	}
+	var ips []netip.Addr
+	for _, f := range fields[1:] {
+		ip, err := netip.ParseAddr(f)
+		if err != nil {
+			return nil, nil, false
+		}
+		ips = append(ips, ip)
+	}
+	return mac, ips, true
+}

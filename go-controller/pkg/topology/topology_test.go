@@ -1,0 +1,136 @@
+package topology
+
+import (
+	"net"
+	"net/netip"
+	"reflect"
+	"testing"
+)
+
+func TestMACFromIP(t *testing.T) {
+	tests := []struct{ ip, want string }{
+		{"10.244.1.5", "0a:58:0a:f4:01:05"},
+		{"100.64.0.1", "0a:58:64:40:00:01"},
+		{"fd00:10:244:1::5", "0a:58:00:00:00:05"},
+	}
+	for _, tt := range tests {
+		if got := MACFromIP(netip.MustParseAddr(tt.ip)).String(); got != tt.want {
+			t.Errorf("MACFromIP(%s) = %s, want %s", tt.ip, got, tt.want)
+		}
+	}
+}
+
+func TestCluster(t *testing.T) {
+	rows := Cluster(netip.MustParsePrefix("100.64.0.0/16"))
+	if rows.Router.Name != "ovn_cluster_router" || rows.Join.Name != "join" {
+		t.Fatalf("names: %s %s", rows.Router.Name, rows.Join.Name)
+	}
+	if rows.RouterToJoin.Name != "rtoj-ovn_cluster_router" || !reflect.DeepEqual(rows.RouterToJoin.Networks, []string{"100.64.0.1/16"}) || rows.RouterToJoin.MAC != "0a:58:64:40:00:01" {
+		t.Errorf("rtoj = %+v", rows.RouterToJoin)
+	}
+	if rows.JoinToRouter.Name != "jtor-ovn_cluster_router" || rows.JoinToRouter.Type != "router" || rows.JoinToRouter.Options["router-port"] != "rtoj-ovn_cluster_router" {
+		t.Errorf("jtor = %+v", rows.JoinToRouter)
+	}
+	if o, ok := OwnerOf(rows.Router.ExternalIDs); !ok || o.Type != OwnerCluster {
+		t.Errorf("router owner = %v %v", o, ok)
+	}
+}
+
+func TestNode(t *testing.T) {
+	subnet := netip.MustParsePrefix("10.244.1.0/24")
+	mac, _ := net.ParseMAC("aa:bb:cc:dd:ee:ff")
+	tests := []struct {
+		name    string
+		mac     net.HardwareAddr
+		wantMgm string
+	}{
+		{"derived MAC", nil, "0a:58:0a:f4:01:02 10.244.1.2"},
+		{"annotated MAC", mac, "aa:bb:cc:dd:ee:ff 10.244.1.2"},
+	}
+	for _, tt := range tests {
+		rows := Node("node1", []netip.Prefix{subnet}, tt.mac)
+		if rows.Switch.Name != "node1" || rows.Switch.OtherConfig["subnet"] != "10.244.1.0/24" || rows.Switch.OtherConfig["exclude_ips"] != "10.244.1.2" {
+			t.Errorf("%s: switch = %+v", tt.name, rows.Switch)
+		}
+		if rows.RouterToSwitch.Name != "rtos-node1" || rows.RouterToSwitch.MAC != "0a:58:0a:f4:01:01" || !reflect.DeepEqual(rows.RouterToSwitch.Networks, []string{"10.244.1.1/24"}) {
+			t.Errorf("%s: rtos = %+v", tt.name, rows.RouterToSwitch)
+		}
+		if rows.SwitchToRouter.Name != "stor-node1" || rows.SwitchToRouter.Options["router-port"] != "rtos-node1" || rows.SwitchToRouter.Addresses[0] != "router" {
+			t.Errorf("%s: stor = %+v", tt.name, rows.SwitchToRouter)
+		}
+		if rows.Management.Name != "k8s-node1" || rows.Management.Addresses[0] != tt.wantMgm {
+			t.Errorf("%s: mgmt = %+v", tt.name, rows.Management)
+		}
+		if o, _ := OwnerOf(rows.Switch.ExternalIDs); o != (Owner{Type: OwnerNode, Name: "node1"}) {
+			t.Errorf("%s: owner = %v", tt.name, o)
+		}
+	}
+}
+
+func TestNodeDualStack(t *testing.T) {
+	rows := Node("n", []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24"), netip.MustParsePrefix("fd00:10:244:1::/64")}, nil)
+	if rows.Switch.OtherConfig["ipv6_prefix"] != "fd00:10:244:1::" {
+		t.Errorf("other_config = %v", rows.Switch.OtherConfig)
+	}
+	if !reflect.DeepEqual(rows.RouterToSwitch.Networks, []string{"10.244.1.1/24", "fd00:10:244:1::1/64"}) {
+		t.Errorf("networks = %v", rows.RouterToSwitch.Networks)
+	}
+	if rows.Management.Addresses[0] != "0a:58:0a:f4:01:02 10.244.1.2 fd00:10:244:1::2" {
+		t.Errorf("mgmt = %v", rows.Management.Addresses)
+	}
+}
+
+func TestPod(t *testing.T) {
+	ip := netip.MustParseAddr("10.244.1.5")
+	lsp := Pod(PodInfo{Namespace: "ns", Name: "web", UID: "u-1", Node: "node1", IPs: []netip.Addr{ip}, MAC: MACFromIP(ip)})
+	want := "0a:58:0a:f4:01:05 10.244.1.5"
+	if lsp.Name != "ns_web" || lsp.Addresses[0] != want || lsp.PortSecurity[0] != want {
+		t.Errorf("lsp = %+v", lsp)
+	}
+	if lsp.Options["requested-chassis"] != "node1" || lsp.Options["iface-id-ver"] != "u-1" {
+		t.Errorf("options = %v", lsp.Options)
+	}
+	if o, _ := OwnerOf(lsp.ExternalIDs); o != (Owner{Type: OwnerPod, Name: "ns/web"}) || lsp.ExternalIDs["namespace"] != "ns" {
+		t.Errorf("external_ids = %v", lsp.ExternalIDs)
+	}
+}
+
+func TestOwnerOfForeignRow(t *testing.T) {
+	if _, ok := OwnerOf(map[string]string{OwnerTypeKey: "Pod"}); ok {
+		t.Fatal("row without our controller key treated as ours")
+	}
+	if _, ok := OwnerOf(nil); ok {
+		t.Fatal("nil external_ids treated as ours")
+	}
+}
+
+func TestParseLSPAddress(t *testing.T) {
+	tests := []struct {
+		in     string
+		ok     bool
+		nIPs   int
+		wantIP string
+	}{
+		{"0a:58:0a:f4:01:05 10.244.1.5", true, 1, "10.244.1.5"},
+		{"0a:58:0a:f4:01:05 10.244.1.5 fd00::5", true, 2, "10.244.1.5"},
+		{"router", false, 0, ""},
+		{"dynamic", false, 0, ""},
+		{"zz 10.244.1.5", false, 0, ""},
+		{"0a:58:0a:f4:01:05 nope", false, 0, ""},
+	}
+	for _, tt := range tests {
+		_, ips, ok := ParseLSPAddress(tt.in)
+		if ok != tt.ok || len(ips) != tt.nIPs || (ok && ips[0].String() != tt.wantIP) {
+			t.Errorf("ParseLSPAddress(%q) = %v, %v", tt.in, ips, ok)
+		}
+	}
+}
+
+func BenchmarkPod(b *testing.B) {
+	ip := netip.MustParseAddr("10.244.1.5")
+	p := PodInfo{Namespace: "ns", Name: "web", UID: "u-1", Node: "node1", IPs: []netip.Addr{ip}, MAC: MACFromIP(ip)}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		_ = Pod(p)
+	}
+}
