@@ -1,0 +1,79 @@
+// Package app is the ovnkube command line: flag parsing and validation,
+// then a call into the package that does the work.
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os/signal"
+	"strconv"
+	"syscall"
+
+	"github.com/go-logr/logr"
+	"github.com/urfave/cli/v2"
+	"k8s.io/klog/v2"
+)
+
+// exitUsage is the status for invalid flags, as for any Unix command.
+const exitUsage = 2
+
+// usageError marks an error caused by the command line.
+type usageError struct{ error }
+
+func flagError(name string, err error) error {
+	return usageError{fmt.Errorf("invalid --%s: %w", name, err)}
+}
+
+// Main runs ovnkube with args and returns the exit status.
+func Main(args []string, stdout, stderr io.Writer) int {
+	app := &cli.App{
+		Name:  "ovnkube",
+		Usage: "OVN-Kubernetes style network controller: Kubernetes objects into an OVN logical network",
+		Description: "ovnkube master watches Nodes and Pods and programs the OVN Northbound database;\n" +
+			"master-init creates the cluster-wide topology once, without watching anything.",
+		Writer:    stdout,
+		ErrWriter: stderr,
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "loglevel", Value: 2, Usage: "log verbosity (0 quiet … 5 debug)"},
+		},
+		Before: func(c *cli.Context) error {
+			fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+			klog.InitFlags(fs)
+			if c.Int("loglevel") < 0 {
+				return flagError("loglevel", fmt.Errorf("must be 0 or more"))
+			}
+			_ = fs.Set("v", strconv.Itoa(c.Int("loglevel")))
+			klog.SetOutput(stderr)
+			_ = fs.Set("logtostderr", "false")
+			_ = fs.Set("alsologtostderr", "false")
+			return nil
+		},
+		Commands: []*cli.Command{masterCommand(), masterInitCommand()},
+		OnUsageError: func(c *cli.Context, err error, _ bool) error {
+			return usageError{err}
+		},
+		ExitErrHandler: func(*cli.Context, error) {},
+	}
+	for _, cmd := range app.Commands {
+		cmd.OnUsageError = app.OnUsageError
+	}
+	if err := app.Run(args); err != nil {
+		fmt.Fprintf(stderr, "ovnkube: %v\n", err)
+		var ue usageError
+		if errors.As(err, &ue) {
+			return exitUsage
+		}
+		return 1
+	}
+	return 0
+}
+
+// signalContext ends on SIGINT or SIGTERM.
+func signalContext(parent context.Context) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(parent, syscall.SIGINT, syscall.SIGTERM)
+}
+
+func logger() logr.Logger { return klog.NewKlogr() }

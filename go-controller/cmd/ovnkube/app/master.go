@@ -1,0 +1,133 @@
+package app
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/master"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
+)
+
+func kubeFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig file; empty: in-cluster service account", EnvVars: []string{"KUBECONFIG"}},
+		&cli.Float64Flag{Name: "kube-api-qps", Value: 2000, Usage: "client-side rate limit of Kubernetes API requests per second (a low limit caps pods/s)"},
+		&cli.IntFlag{Name: "kube-api-burst", Value: 4000, Usage: "burst above --kube-api-qps"},
+	}
+}
+
+func kubeConfig(c *cli.Context) (config.Kube, error) {
+	k := config.Kube{Kubeconfig: c.String("kubeconfig"), QPS: float32(c.Float64("kube-api-qps")), Burst: c.Int("kube-api-burst")}
+	if k.QPS <= 0 {
+		return k, flagError("kube-api-qps", fmt.Errorf("must be positive"))
+	}
+	if k.Burst <= 0 {
+		return k, flagError("kube-api-burst", fmt.Errorf("must be positive"))
+	}
+	return k, nil
+}
+
+func kubeClient(k config.Kube) (kubernetes.Interface, error) {
+	var rc *rest.Config
+	var err error
+	if k.Kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", k.Kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("Kubernetes client config (set --kubeconfig outside a cluster): %w", err)
+	}
+	rc.QPS, rc.Burst = k.QPS, k.Burst
+	rc.UserAgent = "ovnkube-master"
+	rc.ContentType = "application/vnd.kubernetes.protobuf"
+	rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	return kubernetes.NewForConfig(rc)
+}
+
+func masterCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "master",
+		Usage: "watch Nodes and Pods and program the OVN Northbound database",
+		Description: "Creates ovn_cluster_router and the join switch, gives every node a host subnet\n" +
+			"(k8s.ovn.org/node-subnets), a switch and a management port, and every pod an address\n" +
+			"(k8s.ovn.org/pod-networks) and a logical switch port. Restart-safe: state is rebuilt\n" +
+			"from annotations and the NB, and only rows ovn-k8s owns are ever deleted.",
+		Flags: append(kubeFlags(),
+			&cli.StringFlag{Name: "nb-address", Required: true, Usage: "OVN NB database: unix:PATH, tcp:HOST:PORT or ssl:HOST:PORT; comma-separated for a clustered NB"},
+			&cli.StringSliceFlag{Name: "cluster-subnet", Value: cli.NewStringSlice("10.244.0.0/16/24"), Usage: "pod network CIDR/HOSTLEN (repeatable; one per IP family for dual-stack)"},
+			&cli.StringSliceFlag{Name: "service-cidr", Value: cli.NewStringSlice("10.96.0.0/16"), Usage: "service ClusterIP range (repeatable)"},
+			&cli.StringFlag{Name: "join-subnet", Value: "100.64.0.0/16", Usage: "subnet of the join switch between the cluster router and gateway routers"},
+			&cli.IntFlag{Name: "pod-workers", Value: 32, Usage: "pods synced concurrently (their NB writes share transactions)"},
+			&cli.IntFlag{Name: "node-workers", Value: 4, Usage: "nodes synced concurrently"},
+		),
+		Action: func(c *cli.Context) error {
+			cfg, err := masterConfig(c)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := signalContext(c.Context)
+			defer cancel()
+			log := logger().WithName("master")
+			kube, err := kubeClient(cfg.Kube)
+			if err != nil {
+				return err
+			}
+			dbModel, err := ovndb.NBModel()
+			if err != nil {
+				return err
+			}
+			nb, err := ovndb.Connect(ctx, cfg.NBAddress, dbModel, log.WithName("nb"))
+			if err != nil {
+				return err
+			}
+			defer nb.Close()
+			log.Info("connected to NB", "address", cfg.NBAddress)
+			return master.New(cfg, kube, nb, log).Run(ctx)
+		},
+	}
+}
+
+func masterConfig(c *cli.Context) (config.Master, error) {
+	var cfg config.Master
+	var err error
+	if cfg.Kube, err = kubeConfig(c); err != nil {
+		return cfg, err
+	}
+	if cfg.NBAddress, err = config.ParseOVSDBAddress(c.String("nb-address")); err != nil {
+		return cfg, flagError("nb-address", err)
+	}
+	if cfg.ClusterSubnets, err = config.ParseClusterSubnets(c.StringSlice("cluster-subnet")); err != nil {
+		return cfg, flagError("cluster-subnet", err)
+	}
+	if cfg.ServiceCIDRs, err = config.ParseCIDRs(c.StringSlice("service-cidr")); err != nil {
+		return cfg, flagError("service-cidr", err)
+	}
+	if cfg.JoinSubnet, err = config.ParseCIDR(c.String("join-subnet")); err != nil {
+		return cfg, flagError("join-subnet", err)
+	}
+	for _, cs := range cfg.ClusterSubnets {
+		if cs.CIDR.Overlaps(cfg.JoinSubnet) {
+			return cfg, flagError("join-subnet", fmt.Errorf("%s overlaps cluster subnet %s", cfg.JoinSubnet, cs.CIDR))
+		}
+		for _, svc := range cfg.ServiceCIDRs {
+			if cs.CIDR.Overlaps(svc) {
+				return cfg, flagError("service-cidr", fmt.Errorf("%s overlaps cluster subnet %s", svc, cs.CIDR))
+			}
+		}
+	}
+	if cfg.PodWorkers = c.Int("pod-workers"); cfg.PodWorkers < 1 {
+		return cfg, flagError("pod-workers", fmt.Errorf("must be at least 1"))
+	}
+	if cfg.NodeWorkers = c.Int("node-workers"); cfg.NodeWorkers < 1 {
+		return cfg, flagError("node-workers", fmt.Errorf("must be at least 1"))
+	}
+	cfg.RetryMaxDelay = 30 * time.Second
+	return cfg, nil
+}

@@ -1,0 +1,28 @@
+package config
+
+import (
+	"net/netip"
+	"time"
+)
+
+// Kube is how a command reaches the Kubernetes API.
+type Kube struct {
+	Kubeconfig string // empty: in-cluster config
+	QPS        float32
+	Burst      int
+}
+
+// Master configures `ovnkube master`.
+type Master struct {
+	Kube           Kube
+	NBAddress      []string
+	ClusterSubnets []ClusterSubnet
+	ServiceCIDRs   []netip.Prefix
+	JoinSubnet     netip.Prefix
+	// PodWorkers bounds concurrent pod syncs; their NB writes share transactions
+	// and their annotation patches run in parallel.
+	PodWorkers  int
+	NodeWorkers int
+	// RetryMaxDelay caps the backoff of a failing object's retries.
+	RetryMaxDelay time.Duration
+}

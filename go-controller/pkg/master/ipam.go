@@ -1,0 +1,220 @@
+package master
+
+import (
+	"fmt"
+	"net/netip"
+	"sync"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/allocator"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
+)
+
+// ipam is the address state of the cluster: which node holds which host
+// subnet and which pod holds which address. It is rebuilt from annotations
+// and the NB at start, before anything new is handed out.
+type ipam struct {
+	mu      sync.Mutex
+	subnets *allocator.SubnetAllocator
+	nodes   map[string]*nodeIPAM
+	pods    map[string]podAddr // by namespace/name
+}
+
+type nodeIPAM struct {
+	subnets []netip.Prefix
+	ips     []*allocator.IPAllocator
+}
+
+// podAddr is what a pod holds; kept small, since there is one per pod.
+type podAddr struct {
+	uid  string
+	node string
+	ips  []netip.Addr
+}
+
+func newIPAM(clusterSubnets []config.ClusterSubnet) *ipam {
+	return &ipam{
+		subnets: allocator.NewSubnetAllocator(clusterSubnets),
+		nodes:   map[string]*nodeIPAM{},
+		pods:    map[string]podAddr{},
+	}
+}
+
+// nodeSubnets returns the node's host subnets, nil if it has none yet.
+func (m *ipam) nodeSubnets(node string) []netip.Prefix {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if n := m.nodes[node]; n != nil {
+		return n.subnets
+	}
+	return nil
+}
+
+// claimNodeSubnets gives the node the subnets it already carries, if they are
+// valid and free. A node keeps what it has; it is not moved.
+func (m *ipam) claimNodeSubnets(node string, subnets []netip.Prefix) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if n := m.nodes[node]; n != nil {
+		if equalPrefixes(n.subnets, subnets) {
+			return nil
+		}
+		return fmt.Errorf("node %s already holds %v", node, n.subnets)
+	}
+	if err := m.subnets.Reserve(subnets); err != nil {
+		return err
+	}
+	m.nodes[node] = newNodeIPAM(subnets)
+	return nil
+}
+
+// allocateNodeSubnets hands the node new subnets (one per IP family).
+func (m *ipam) allocateNodeSubnets(node string) ([]netip.Prefix, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if n := m.nodes[node]; n != nil {
+		return n.subnets, nil
+	}
+	subnets, err := m.subnets.Allocate()
+	if err != nil {
+		return nil, err
+	}
+	m.nodes[node] = newNodeIPAM(subnets)
+	return subnets, nil
+}
+
+// releaseNode frees the node's subnets and forgets its pods' addresses
+// (their ports went away with the node's switch).
+func (m *ipam) releaseNode(node string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := m.nodes[node]
+	if n == nil {
+		return
+	}
+	m.subnets.Release(n.subnets)
+	delete(m.nodes, node)
+	for key, p := range m.pods {
+		if p.node == node {
+			delete(m.pods, key)
+		}
+	}
+}
+
+// pod returns what the pod holds.
+func (m *ipam) pod(key string) (podAddr, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, ok := m.pods[key]
+	return p, ok
+}
+
+// claimPod gives the pod the addresses it already carries (annotation or NB),
+// if they fit its node's subnets and no other pod holds them. Whatever the pod
+// held before is released.
+func (m *ipam) claimPod(key, uid, node string, ips []netip.Addr) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p, ok := m.pods[key]; ok && p.uid == uid && p.node == node && equalAddrs(p.ips, ips) {
+		return nil
+	}
+	n := m.nodes[node]
+	if n == nil {
+		return fmt.Errorf("node %s has no host subnet yet", node)
+	}
+	if len(ips) != len(n.ips) {
+		return fmt.Errorf("%d addresses for %d host subnets of node %s", len(ips), len(n.ips), node)
+	}
+	m.releasePodLocked(key)
+	for i, ip := range ips {
+		if err := n.ips[i].Reserve(ip); err != nil {
+			for j, done := range ips[:i] {
+				n.ips[j].Release(done)
+			}
+			return err
+		}
+	}
+	m.pods[key] = podAddr{uid: uid, node: node, ips: ips}
+	return nil
+}
+
+// allocatePod hands the pod fresh addresses from its node's subnets, or
+// returns what this pod incarnation already holds.
+func (m *ipam) allocatePod(key, uid, node string) ([]netip.Addr, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p, ok := m.pods[key]; ok && p.uid == uid && p.node == node {
+		return p.ips, nil
+	}
+	n := m.nodes[node]
+	if n == nil {
+		return nil, fmt.Errorf("node %s has no host subnet yet", node)
+	}
+	m.releasePodLocked(key)
+	ips := make([]netip.Addr, 0, len(n.ips))
+	for _, a := range n.ips {
+		ip, err := a.Allocate()
+		if err != nil {
+			for i, done := range ips {
+				n.ips[i].Release(done)
+			}
+			return nil, err
+		}
+		ips = append(ips, ip)
+	}
+	m.pods[key] = podAddr{uid: uid, node: node, ips: ips}
+	return ips, nil
+}
+
+// releasePod frees the pod's addresses.
+func (m *ipam) releasePod(key string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.releasePodLocked(key)
+}
+
+func (m *ipam) releasePodLocked(key string) {
+	p, ok := m.pods[key]
+	if !ok {
+		return
+	}
+	if n := m.nodes[p.node]; n != nil {
+		for i, ip := range p.ips {
+			if i < len(n.ips) {
+				n.ips[i].Release(ip)
+			}
+		}
+	}
+	delete(m.pods, key)
+}
+
+func newNodeIPAM(subnets []netip.Prefix) *nodeIPAM {
+	n := &nodeIPAM{subnets: subnets}
+	for _, s := range subnets {
+		n.ips = append(n.ips, allocator.NewIPAllocator(s))
+	}
+	return n
+}
+
+func equalPrefixes(a, b []netip.Prefix) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func equalAddrs(a, b []netip.Addr) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

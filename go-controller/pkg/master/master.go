@@ -1,0 +1,269 @@
+// Package master is `ovnkube master`: it watches Nodes and Pods and keeps the
+// OVN Northbound database in line with them. Each object is synced by key,
+// level-triggered (sample-controller style): a sync reads the informer caches
+// and the NB client cache, computes the desired rows with the pure topology
+// package and commits only the difference.
+package master
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	libovsdbclient "github.com/ovn-org/libovsdb/client"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
+)
+
+const podNodeIndex = "spec.nodeName"
+
+// Master is the running controller.
+type Master struct {
+	cfg       config.Master
+	log       logr.Logger
+	kube      kubernetes.Interface
+	nb        libovsdbclient.Client
+	committer *ovndb.Committer
+	ipam      *ipam
+	recorder  record.EventRecorder
+
+	factory    informers.SharedInformerFactory
+	nodeLister corelisters.NodeLister
+	podLister  corelisters.PodLister
+	podIndexer cache.Indexer
+	nodeQueue  workqueue.TypedRateLimitingInterface[string]
+	podQueue   workqueue.TypedRateLimitingInterface[string]
+
+	// synced is closed once startup (rebuild + first full sync) is done.
+	synced     chan struct{}
+	syncedOnce sync.Once
+	busy       atomic.Int64 // syncs in progress
+}
+
+// New wires a master; Run starts it.
+func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client, log logr.Logger) *Master {
+	if cfg.PodWorkers <= 0 {
+		cfg.PodWorkers = 32
+	}
+	if cfg.NodeWorkers <= 0 {
+		cfg.NodeWorkers = 4
+	}
+	if cfg.RetryMaxDelay <= 0 {
+		cfg.RetryMaxDelay = 30 * time.Second
+	}
+	factory := informers.NewSharedInformerFactory(kube, 0)
+	podInformer := factory.Core().V1().Pods()
+	nodeInformer := factory.Core().V1().Nodes()
+	// Keep only what the controller reads: informer copies of managedFields
+	// and status are most of a pod's memory.
+	_ = podInformer.Informer().SetTransform(trimPod)
+	_ = podInformer.Informer().AddIndexers(cache.Indexers{podNodeIndex: func(obj any) ([]string, error) {
+		if pod, ok := obj.(*corev1.Pod); ok && pod.Spec.NodeName != "" {
+			return []string{pod.Spec.NodeName}, nil
+		}
+		return nil, nil
+	}})
+	broadcaster := record.NewBroadcaster()
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	limiter := func() workqueue.TypedRateLimiter[string] {
+		return workqueue.NewTypedItemExponentialFailureRateLimiter[string](50*time.Millisecond, cfg.RetryMaxDelay)
+	}
+	m := &Master{
+		cfg:        cfg,
+		log:        log,
+		kube:       kube,
+		nb:         nb,
+		committer:  ovndb.NewCommitter(nb, log.WithName("nb")),
+		ipam:       newIPAM(cfg.ClusterSubnets),
+		recorder:   broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "ovnkube-master"}),
+		factory:    factory,
+		nodeLister: nodeInformer.Lister(),
+		podLister:  podInformer.Lister(),
+		podIndexer: podInformer.Informer().GetIndexer(),
+		nodeQueue:  workqueue.NewTypedRateLimitingQueueWithConfig(limiter(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodes"}),
+		podQueue:   workqueue.NewTypedRateLimitingQueueWithConfig(limiter(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "pods"}),
+		synced:     make(chan struct{}),
+	}
+	_, _ = nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { m.enqueue(m.nodeQueue, obj) },
+		UpdateFunc: func(old, cur any) { m.nodeUpdated(old, cur) },
+		DeleteFunc: func(obj any) { m.enqueue(m.nodeQueue, obj) },
+	})
+	_, _ = podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { m.enqueue(m.podQueue, obj) },
+		UpdateFunc: func(old, cur any) { m.podUpdated(old, cur) },
+		DeleteFunc: func(obj any) { m.enqueue(m.podQueue, obj) },
+	})
+	return m
+}
+
+// Committer exposes NB transaction counts (for tests and benchmarks).
+func (m *Master) Committer() *ovndb.Committer { return m.committer }
+
+// Synced is closed when the startup sync has finished.
+func (m *Master) Synced() <-chan struct{} { return m.synced }
+
+// Run starts informers, rebuilds address state, syncs everything once and
+// then follows changes until ctx ends.
+func (m *Master) Run(ctx context.Context) error {
+	defer m.nodeQueue.ShutDown()
+	defer m.podQueue.ShutDown()
+	go m.committer.Run(ctx)
+
+	m.factory.Start(ctx.Done())
+	for typ, ok := range m.factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("informer cache for %v did not sync", typ)
+		}
+	}
+	if err := m.ensureClusterWithRetry(ctx); err != nil {
+		return err
+	}
+	m.rebuild()
+	m.enqueueAll()
+
+	var wg sync.WaitGroup
+	run := func(n int, q workqueue.TypedRateLimitingInterface[string], sync func(context.Context, string) error) {
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for m.processNext(ctx, q, sync) {
+				}
+			}()
+		}
+	}
+	run(m.cfg.NodeWorkers, m.nodeQueue, m.syncNode)
+	run(m.cfg.PodWorkers, m.podQueue, m.syncPod)
+	go m.watchReconnects(ctx)
+	go m.signalSynced(ctx)
+
+	<-ctx.Done()
+	m.nodeQueue.ShutDown()
+	m.podQueue.ShutDown()
+	wg.Wait()
+	return nil
+}
+
+func (m *Master) processNext(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], sync func(context.Context, string) error) bool {
+	key, quit := q.Get()
+	if quit {
+		return false
+	}
+	defer q.Done(key)
+	m.busy.Add(1)
+	defer m.busy.Add(-1)
+	if err := sync(ctx, key); err != nil {
+		if ctx.Err() != nil {
+			return false
+		}
+		m.log.Info("sync failed; will retry", "key", key, "retries", q.NumRequeues(key), "error", err.Error())
+		q.AddRateLimited(key)
+		return true
+	}
+	q.Forget(key)
+	return true
+}
+
+func (m *Master) enqueue(q workqueue.TypedRateLimitingInterface[string], obj any) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		m.log.Error(err, "cannot key object")
+		return
+	}
+	q.Add(key)
+}
+
+// enqueueAll queues every object the API has and every object the NB has
+// rows for, so deletions that happened while we were down are seen too.
+func (m *Master) enqueueAll() {
+	nodes, _ := m.nodeLister.List(everything)
+	for _, n := range nodes {
+		m.nodeQueue.Add(n.Name)
+	}
+	pods, _ := m.podLister.List(everything)
+	for _, p := range pods {
+		m.podQueue.Add(p.Namespace + "/" + p.Name)
+	}
+	nodeKeys, podKeys := m.ownedKeysInNB()
+	for _, k := range nodeKeys {
+		m.nodeQueue.Add(k)
+	}
+	for _, k := range podKeys {
+		m.podQueue.Add(k)
+	}
+}
+
+// signalSynced closes m.synced once the first full pass has drained.
+func (m *Master) signalSynced(ctx context.Context) {
+	_ = wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
+		return m.nodeQueue.Len() == 0 && m.podQueue.Len() == 0 && m.inFlightIdle(), nil
+	})
+	if ctx.Err() == nil {
+		m.syncedOnce.Do(func() {
+			m.log.Info("initial sync done", "nbTransactions", m.committer.Transactions())
+			close(m.synced)
+		})
+	}
+}
+
+func (m *Master) inFlightIdle() bool { return m.busy.Load() == 0 }
+
+// watchReconnects resyncs everything after the NB connection comes back: the
+// database may have changed (or been wiped) while we could not see it.
+func (m *Master) watchReconnects(ctx context.Context) {
+	wasConnected := true
+	ticker := time.NewTicker(250 * time.Millisecond)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		connected := m.nb.Connected()
+		if connected && !wasConnected {
+			m.log.Info("NB connection restored; resyncing everything")
+			if err := m.ensureClusterWithRetry(ctx); err != nil {
+				return
+			}
+			m.enqueueAll()
+		} else if !connected && wasConnected {
+			m.log.Info("NB connection lost; the client is reconnecting")
+		}
+		wasConnected = connected
+	}
+}
+
+func (m *Master) ensureClusterWithRetry(ctx context.Context) error {
+	backoff := 200 * time.Millisecond
+	for {
+		err := EnsureCluster(ctx, m.nb, m.committer.Commit, m.cfg.JoinSubnet)
+		if err == nil {
+			return nil
+		}
+		m.log.Info("cannot create cluster router and join switch yet; retrying", "error", err.Error())
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		if backoff < 5*time.Second {
+			backoff *= 2
+		}
+	}
+}

@@ -1,0 +1,157 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	libovsdbclient "github.com/ovn-org/libovsdb/client"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/allocator"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
+)
+
+// syncNode makes the NB and the node's annotation match the node (or its absence).
+func (m *Master) syncNode(ctx context.Context, name string) error {
+	node, err := m.nodeLister.Get(name)
+	if apierrors.IsNotFound(err) {
+		return m.deleteNode(ctx, name)
+	}
+	if err != nil {
+		return err
+	}
+	hadSubnets := m.ipam.nodeSubnets(name) != nil
+	subnets, err := m.nodeSubnetsFor(node)
+	if err != nil {
+		if errors.Is(err, allocator.ErrExhausted) {
+			m.log.Error(err, "cannot give node a host subnet; add a cluster subnet or remove nodes", "node", name)
+			m.recorder.Eventf(node, corev1.EventTypeWarning, "SubnetAllocationFailed",
+				"no host subnet for node %s: %v; add a --cluster-subnet or remove nodes", name, err)
+		}
+		return err
+	}
+	if err := EnsureNode(ctx, m.nb, m.committer.Commit, name, subnets, mgmtMAC(node, m)); err != nil {
+		return fmt.Errorf("node %s: %w", name, err)
+	}
+	want := annotations.FormatNodeSubnets(subnets)
+	if node.Annotations[annotations.NodeSubnets] != want {
+		if err := m.patchAnnotation(ctx, node, annotations.NodeSubnets, want); err != nil {
+			return fmt.Errorf("annotating node %s with %s: %w", name, want, err)
+		}
+	}
+	if !hadSubnets {
+		m.enqueuePodsOn(name)
+	}
+	return nil
+}
+
+// nodeSubnetsFor returns the subnets the node holds, honouring a valid
+// existing annotation, else allocating.
+func (m *Master) nodeSubnetsFor(node *corev1.Node) ([]netip.Prefix, error) {
+	if s := m.ipam.nodeSubnets(node.Name); s != nil {
+		return s, nil
+	}
+	if v, ok := node.Annotations[annotations.NodeSubnets]; ok {
+		subnets, err := annotations.ParseNodeSubnets(v)
+		if err == nil {
+			err = m.ipam.claimNodeSubnets(node.Name, subnets)
+		}
+		if err == nil {
+			return subnets, nil
+		}
+		m.log.Info("ignoring node's host subnet annotation; allocating a new subnet", "node", node.Name, "annotation", v, "reason", err.Error())
+	}
+	return m.ipam.allocateNodeSubnets(node.Name)
+}
+
+func mgmtMAC(node *corev1.Node, m *Master) net.HardwareAddr {
+	v, ok := node.Annotations[annotations.NodeMgmtPortMAC]
+	if !ok {
+		return nil
+	}
+	mac, err := annotations.ParseMAC(v)
+	if err != nil {
+		m.log.Info("ignoring malformed management port MAC annotation; using the derived MAC", "node", node.Name, "annotation", annotations.NodeMgmtPortMAC, "reason", err.Error())
+		return nil
+	}
+	return mac
+}
+
+// EnsureNode creates or repairs a node's switch, its router port and its
+// management port LSP in one transaction.
+func EnsureNode(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc, name string, subnets []netip.Prefix, mac net.HardwareAddr) error {
+	rows := topology.Node(name, subnets, mac)
+	t := ovndb.NewTxn(nb)
+	stor := t.Ensure(rows.SwitchToRouter, lspFields(rows.SwitchToRouter), nil)
+	mgmt := t.Ensure(rows.Management, lspFields(rows.Management), nil)
+	t.Ensure(rows.Switch, []any{&rows.Switch.OtherConfig, &rows.Switch.ExternalIDs}, &rows.Switch.Ports, stor, mgmt)
+	rtos := t.Ensure(rows.RouterToSwitch, lrpFields(rows.RouterToSwitch), nil)
+	router, _ := t.Lookup(&nbdb.LogicalRouter{Name: topology.ClusterRouter}).(*nbdb.LogicalRouter)
+	if t.Err() == nil && router == nil {
+		return fmt.Errorf("%s does not exist yet", topology.ClusterRouter)
+	}
+	if router != nil {
+		t.AddChildren(router, &router.Ports, rtos)
+	}
+	ops, err := t.Ops()
+	if err != nil {
+		return err
+	}
+	return commit(ctx, ops)
+}
+
+// deleteNode removes the rows of a node that no longer exists and frees its subnet.
+func (m *Master) deleteNode(ctx context.Context, name string) error {
+	owner := topology.Owner{Type: topology.OwnerNode, Name: name}
+	t := ovndb.NewTxn(m.nb)
+	if sw, _ := t.Lookup(&nbdb.LogicalSwitch{Name: name}).(*nbdb.LogicalSwitch); sw != nil && ownedBy(sw.ExternalIDs, owner) {
+		t.Delete(sw) // its ports are garbage-collected with it
+	}
+	lrp, _ := t.Lookup(&nbdb.LogicalRouterPort{Name: topology.NodeRouterToSwitchPort(name)}).(*nbdb.LogicalRouterPort)
+	router, _ := t.Lookup(&nbdb.LogicalRouter{Name: topology.ClusterRouter}).(*nbdb.LogicalRouter)
+	if lrp != nil && router != nil && ownedBy(lrp.ExternalIDs, owner) {
+		t.RemoveChildren(router, &router.Ports, lrp.UUID)
+	}
+	ops, err := t.Ops()
+	if err != nil {
+		return fmt.Errorf("deleting node %s: %w", name, err)
+	}
+	if err := m.committer.Commit(ctx, ops); err != nil {
+		return fmt.Errorf("deleting node %s: %w", name, err)
+	}
+	if len(ops) > 0 {
+		m.log.Info("removed deleted node's rows", "node", name)
+	}
+	m.ipam.releaseNode(name)
+	return nil
+}
+
+func ownedBy(ids map[string]string, want topology.Owner) bool {
+	o, ok := topology.OwnerOf(ids)
+	return ok && o == want
+}
+
+func (m *Master) nodeUpdated(old, cur any) {
+	o, ok1 := old.(*corev1.Node)
+	n, ok2 := cur.(*corev1.Node)
+	if ok1 && ok2 &&
+		o.Annotations[annotations.NodeSubnets] == n.Annotations[annotations.NodeSubnets] &&
+		o.Annotations[annotations.NodeMgmtPortMAC] == n.Annotations[annotations.NodeMgmtPortMAC] {
+		return
+	}
+	m.enqueue(m.nodeQueue, cur)
+}
+
+func (m *Master) enqueuePodsOn(node string) {
+	objs, _ := m.podIndexer.ByIndex(podNodeIndex, node)
+	for _, obj := range objs {
+		m.enqueue(m.podQueue, obj)
+	}
+}

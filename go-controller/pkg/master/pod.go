@@ -1,0 +1,270 @@
+package master
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
+)
+
+var everything = labels.Everything()
+
+// wantsPort says whether ovn-k8s networks the pod: scheduled, on the pod
+// network, and not finished (a finished pod's address goes back to the pool).
+func wantsPort(pod *corev1.Pod) bool {
+	return pod.Spec.NodeName != "" && !pod.Spec.HostNetwork &&
+		pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
+}
+
+// syncPod makes the pod's LSP and annotation match the pod (or its absence).
+func (m *Master) syncPod(ctx context.Context, key string) error {
+	ns, name, err := splitKey(key)
+	if err != nil {
+		return nil // malformed keys cannot become valid by retrying
+	}
+	pod, err := m.podLister.Pods(ns).Get(name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if pod == nil || !wantsPort(pod) {
+		return m.deletePod(ctx, key)
+	}
+	node := pod.Spec.NodeName
+	subnets := m.ipam.nodeSubnets(node)
+	if subnets == nil {
+		// The node's sync queues this pod once the node has a subnet.
+		return nil
+	}
+	pn, err := m.podNetwork(pod, subnets)
+	if err != nil {
+		return fmt.Errorf("pod %s: %w", key, err)
+	}
+	if err := m.ensurePodPort(ctx, pod, pn); err != nil {
+		return fmt.Errorf("pod %s: %w", key, err)
+	}
+	if !annotationMatches(pod, pn) {
+		if err := m.patchAnnotation(ctx, pod, annotations.PodNetworks, annotations.FormatPodNetworks(pn)); err != nil {
+			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+				return nil // the pod is gone or was replaced; its own events follow
+			}
+			return fmt.Errorf("annotating pod %s: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// podNetwork decides the pod's addresses: what this pod incarnation already
+// holds, else a valid existing annotation, else fresh ones.
+func (m *Master) podNetwork(pod *corev1.Pod, subnets []netip.Prefix) (annotations.PodNetwork, error) {
+	key := pod.Namespace + "/" + pod.Name
+	uid := string(pod.UID)
+	var ips []netip.Addr
+	var annotated *annotations.PodNetwork
+	if v, ok := pod.Annotations[annotations.PodNetworks]; ok {
+		if pn, err := annotations.ParsePodNetworks(v); err != nil {
+			m.log.Info("ignoring malformed pod annotation; allocating a new address", "pod", key, "reason", err.Error())
+		} else {
+			annotated = &pn
+		}
+	}
+	if held, ok := m.ipam.pod(key); ok && held.uid == uid && held.node == pod.Spec.NodeName {
+		ips = held.ips
+	} else if annotated != nil {
+		want, err := addrsInSubnets(annotated.IPs, subnets)
+		if err == nil {
+			err = m.ipam.claimPod(key, uid, pod.Spec.NodeName, want)
+		}
+		if err == nil {
+			ips = want
+		} else {
+			m.log.Info("pod annotation cannot be honoured; allocating a new address", "pod", key, "reason", err.Error())
+			annotated = nil
+		}
+	}
+	if ips == nil {
+		var err error
+		if ips, err = m.ipam.allocatePod(key, uid, pod.Spec.NodeName); err != nil {
+			return annotations.PodNetwork{}, err
+		}
+	}
+	pn := annotations.PodNetwork{MAC: topology.MACFromIP(ips[0])}
+	if annotated != nil && annotated.MAC != nil {
+		pn.MAC = annotated.MAC
+	}
+	for i, ip := range ips {
+		gw := topology.GatewayIP(subnets[i])
+		pn.IPs = append(pn.IPs, netip.PrefixFrom(ip, subnets[i].Bits()))
+		pn.Gateways = append(pn.Gateways, gw)
+		for _, dst := range m.podRoutes() {
+			if dst.Addr().Is4() == ip.Is4() {
+				pn.Routes = append(pn.Routes, annotations.PodRoute{Dest: dst, NextHop: gw})
+			}
+		}
+	}
+	return pn, nil
+}
+
+// podRoutes are the destinations a pod reaches through its gateway beyond its
+// default route, as upstream annotates them: the join subnet and services.
+func (m *Master) podRoutes() []netip.Prefix {
+	return append([]netip.Prefix{m.cfg.JoinSubnet}, m.cfg.ServiceCIDRs...)
+}
+
+// addrsInSubnets orders annotated addresses like the node's subnets and
+// checks each belongs to its subnet with the subnet's length.
+func addrsInSubnets(ips []netip.Prefix, subnets []netip.Prefix) ([]netip.Addr, error) {
+	if len(ips) != len(subnets) {
+		return nil, fmt.Errorf("%d addresses for %d host subnets", len(ips), len(subnets))
+	}
+	out := make([]netip.Addr, len(subnets))
+	for i, s := range subnets {
+		found := false
+		for _, ip := range ips {
+			if s.Contains(ip.Addr()) && ip.Bits() == s.Bits() {
+				out[i], found = ip.Addr(), true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("no annotated address in host subnet %s", s)
+		}
+	}
+	return out, nil
+}
+
+func annotationMatches(pod *corev1.Pod, want annotations.PodNetwork) bool {
+	v, ok := pod.Annotations[annotations.PodNetworks]
+	if !ok {
+		return false
+	}
+	return v == annotations.FormatPodNetworks(want)
+}
+
+// ensurePodPort creates or repairs the pod's LSP on its node's switch.
+func (m *Master) ensurePodPort(ctx context.Context, pod *corev1.Pod, pn annotations.PodNetwork) error {
+	info := topology.PodInfo{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID), Node: pod.Spec.NodeName, MAC: pn.MAC}
+	for _, ip := range pn.IPs {
+		info.IPs = append(info.IPs, ip.Addr())
+	}
+	lsp := topology.Pod(info)
+	t := ovndb.NewTxn(m.nb)
+	if old, _ := t.Lookup(&nbdb.LogicalSwitchPort{Name: lsp.Name}).(*nbdb.LogicalSwitchPort); old != nil && old.Options["requested-chassis"] != info.Node {
+		// Same name, other node (pod recreated elsewhere): drop the old port first,
+		// as a port name is unique and must live on one switch.
+		if err := m.removePodPort(ctx, info.Key()); err != nil {
+			return err
+		}
+		t = ovndb.NewTxn(m.nb)
+	}
+	sw, _ := t.Lookup(&nbdb.LogicalSwitch{Name: info.Node}).(*nbdb.LogicalSwitch)
+	if t.Err() == nil && sw == nil {
+		return fmt.Errorf("switch of node %s does not exist yet", info.Node)
+	}
+	uuid := t.Ensure(lsp, lspFields(lsp), nil)
+	if sw != nil {
+		t.AddChildren(sw, &sw.Ports, uuid)
+	}
+	ops, err := t.Ops()
+	if err != nil {
+		return err
+	}
+	return m.committer.Commit(ctx, ops)
+}
+
+// deletePod removes the LSP of a pod that is gone or finished, then frees its address.
+func (m *Master) deletePod(ctx context.Context, key string) error {
+	if err := m.removePodPort(ctx, key); err != nil {
+		return fmt.Errorf("removing port of pod %s: %w", key, err)
+	}
+	m.ipam.releasePod(key)
+	return nil
+}
+
+func (m *Master) removePodPort(ctx context.Context, key string) error {
+	ns, name, _ := splitKey(key)
+	t := ovndb.NewTxn(m.nb)
+	lsp, _ := t.Lookup(&nbdb.LogicalSwitchPort{Name: topology.PodPort(ns, name)}).(*nbdb.LogicalSwitchPort)
+	if lsp == nil || !ownedBy(lsp.ExternalIDs, topology.Owner{Type: topology.OwnerPod, Name: key}) {
+		return t.Err()
+	}
+	sw, _ := t.Lookup(&nbdb.LogicalSwitch{Name: lsp.Options["requested-chassis"]}).(*nbdb.LogicalSwitch)
+	if sw == nil || !contains(sw.Ports, lsp.UUID) {
+		sw = m.switchHolding(lsp.UUID)
+	}
+	if sw != nil {
+		t.RemoveChildren(sw, &sw.Ports, lsp.UUID)
+	}
+	ops, err := t.Ops()
+	if err != nil {
+		return err
+	}
+	return m.committer.Commit(ctx, ops)
+}
+
+// switchHolding scans for the switch referencing a port; only reached when a
+// port's requested-chassis does not name its switch (rows edited by hand).
+func (m *Master) switchHolding(lspUUID string) *nbdb.LogicalSwitch {
+	var found []nbdb.LogicalSwitch
+	_ = m.nb.WhereCache(func(ls *nbdb.LogicalSwitch) bool { return contains(ls.Ports, lspUUID) }).List(context.Background(), &found)
+	if len(found) == 0 {
+		return nil
+	}
+	return &found[0]
+}
+
+func (m *Master) podUpdated(old, cur any) {
+	o, ok1 := old.(*corev1.Pod)
+	n, ok2 := cur.(*corev1.Pod)
+	if ok1 && ok2 && o.UID == n.UID && o.Spec.NodeName == n.Spec.NodeName &&
+		wantsPort(o) == wantsPort(n) &&
+		o.Annotations[annotations.PodNetworks] == n.Annotations[annotations.PodNetworks] {
+		return
+	}
+	m.enqueue(m.podQueue, cur)
+}
+
+// trimPod drops what the controller never reads from informer copies of pods.
+func trimPod(obj any) (any, error) {
+	if acc, err := meta.Accessor(obj); err == nil {
+		acc.SetManagedFields(nil)
+	}
+	if pod, ok := obj.(*corev1.Pod); ok {
+		pod.Spec = corev1.PodSpec{NodeName: pod.Spec.NodeName, HostNetwork: pod.Spec.HostNetwork}
+		pod.Status = corev1.PodStatus{Phase: pod.Status.Phase}
+		kept := map[string]string{}
+		if v, ok := pod.Annotations[annotations.PodNetworks]; ok {
+			kept[annotations.PodNetworks] = v
+		}
+		pod.Annotations = kept
+		pod.Labels = nil
+		pod.OwnerReferences = nil
+	}
+	return obj, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func splitKey(key string) (string, string, error) {
+	for i := 0; i < len(key); i++ {
+		if key[i] == '/' {
+			return key[:i], key[i+1:], nil
+		}
+	}
+	return "", "", fmt.Errorf("malformed key %q", key)
+}
+

@@ -1,0 +1,170 @@
+package master
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
+)
+
+// rebuild restores address state before anything new is allocated: node
+// subnets from annotations (or, for a node annotated by nobody yet, from the
+// subnet its switch already has), then pod addresses from annotations (or from
+// the pod's existing LSP when we stopped between commit and annotation).
+// Where two objects claim one subnet or address, the first in name order keeps
+// it and the other is given a new one by its sync.
+func (m *Master) rebuild() {
+	nodes, _ := m.nodeLister.List(everything)
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	for _, node := range nodes {
+		subnets, err := m.existingNodeSubnets(node)
+		if err == nil {
+			err = m.ipam.claimNodeSubnets(node.Name, subnets)
+		}
+		if err != nil {
+			m.log.V(2).Info("node subnet not restored; it will be allocated", "node", node.Name, "reason", err.Error())
+		}
+	}
+	pods, _ := m.podLister.List(everything)
+	sort.Slice(pods, func(i, j int) bool {
+		return pods[i].Namespace+"/"+pods[i].Name < pods[j].Namespace+"/"+pods[j].Name
+	})
+	restored := 0
+	for _, pod := range pods {
+		if !wantsPort(pod) {
+			continue
+		}
+		subnets := m.ipam.nodeSubnets(pod.Spec.NodeName)
+		if subnets == nil {
+			continue
+		}
+		ips, err := m.existingPodAddrs(pod, subnets)
+		if err == nil {
+			err = m.ipam.claimPod(pod.Namespace+"/"+pod.Name, string(pod.UID), pod.Spec.NodeName, ips)
+		}
+		if err != nil {
+			m.log.V(2).Info("pod address not restored; it will be allocated", "pod", pod.Namespace+"/"+pod.Name, "reason", err.Error())
+			continue
+		}
+		restored++
+	}
+	m.log.Info("address state restored", "nodes", len(nodes), "pods", restored)
+}
+
+func (m *Master) existingNodeSubnets(node *corev1.Node) ([]netip.Prefix, error) {
+	if v, ok := node.Annotations[annotations.NodeSubnets]; ok {
+		return annotations.ParseNodeSubnets(v)
+	}
+	var switches []nbdb.LogicalSwitch
+	err := m.nb.WhereCache(func(ls *nbdb.LogicalSwitch) bool { return ls.Name == node.Name }).List(context.Background(), &switches)
+	if err != nil || len(switches) != 1 || !ownedBy(switches[0].ExternalIDs, topology.Owner{Type: topology.OwnerNode, Name: node.Name}) {
+		return nil, fmt.Errorf("no annotation and no switch of ours")
+	}
+	var out []netip.Prefix
+	for _, k := range []string{"subnet"} {
+		if v, ok := switches[0].OtherConfig[k]; ok {
+			p, err := config.ParseCIDR(v)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+func (m *Master) existingPodAddrs(pod *corev1.Pod, subnets []netip.Prefix) ([]netip.Addr, error) {
+	if v, ok := pod.Annotations[annotations.PodNetworks]; ok {
+		pn, err := annotations.ParsePodNetworks(v)
+		if err != nil {
+			return nil, err
+		}
+		return addrsInSubnets(pn.IPs, subnets)
+	}
+	lsp := &nbdb.LogicalSwitchPort{Name: topology.PodPort(pod.Namespace, pod.Name)}
+	if err := m.nb.Get(context.Background(), lsp); err != nil {
+		return nil, fmt.Errorf("no annotation and no port")
+	}
+	if lsp.Options["iface-id-ver"] != string(pod.UID) || len(lsp.Addresses) != 1 {
+		return nil, fmt.Errorf("no annotation and the port belongs to another incarnation")
+	}
+	_, ips, ok := topology.ParseLSPAddress(lsp.Addresses[0])
+	if !ok {
+		return nil, fmt.Errorf("port address %q unreadable", lsp.Addresses[0])
+	}
+	var prefixes []netip.Prefix
+	for i, ip := range ips {
+		if i < len(subnets) {
+			prefixes = append(prefixes, netip.PrefixFrom(ip, subnets[i].Bits()))
+		}
+	}
+	return addrsInSubnets(prefixes, subnets)
+}
+
+// ownedKeysInNB lists the nodes and pods that rows of ours in the NB belong
+// to: one scan at start, so rows of objects deleted while we were down are
+// synced (and so removed) too.
+func (m *Master) ownedKeysInNB() (nodes, pods []string) {
+	var switches []nbdb.LogicalSwitch
+	_ = m.nb.WhereCache(func(ls *nbdb.LogicalSwitch) bool {
+		o, ok := topology.OwnerOf(ls.ExternalIDs)
+		return ok && o.Type == topology.OwnerNode
+	}).List(context.Background(), &switches)
+	for _, ls := range switches {
+		o, _ := topology.OwnerOf(ls.ExternalIDs)
+		nodes = append(nodes, o.Name)
+	}
+	var lrps []nbdb.LogicalRouterPort
+	_ = m.nb.WhereCache(func(p *nbdb.LogicalRouterPort) bool {
+		o, ok := topology.OwnerOf(p.ExternalIDs)
+		return ok && o.Type == topology.OwnerNode
+	}).List(context.Background(), &lrps)
+	for _, p := range lrps {
+		o, _ := topology.OwnerOf(p.ExternalIDs)
+		nodes = append(nodes, o.Name)
+	}
+	var ports []nbdb.LogicalSwitchPort
+	_ = m.nb.WhereCache(func(p *nbdb.LogicalSwitchPort) bool {
+		o, ok := topology.OwnerOf(p.ExternalIDs)
+		return ok && o.Type == topology.OwnerPod
+	}).List(context.Background(), &ports)
+	for _, p := range ports {
+		o, _ := topology.OwnerOf(p.ExternalIDs)
+		pods = append(pods, o.Name)
+	}
+	return nodes, pods
+}
+
+// patchAnnotation sets one annotation with a merge patch. The UID in the
+// patch makes the API server refuse it if the object was replaced meanwhile.
+func (m *Master) patchAnnotation(ctx context.Context, obj runtime.Object, key, value string) error {
+	acc, err := meta.Accessor(obj)
+	if err != nil {
+		return err
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+		"uid":         acc.GetUID(),
+		"annotations": map[string]string{key: value},
+	}})
+	switch obj.(type) {
+	case *corev1.Pod:
+		_, err = m.kube.CoreV1().Pods(acc.GetNamespace()).Patch(ctx, acc.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
+	case *corev1.Node:
+		_, err = m.kube.CoreV1().Nodes().Patch(ctx, acc.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
+	default:
+		err = fmt.Errorf("cannot annotate %T", obj)
+	}
+	return err
+}

@@ -1,0 +1,155 @@
+package ovndb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/go-logr/logr"
+	"github.com/ovn-org/libovsdb/client"
+	"github.com/ovn-org/libovsdb/ovsdb"
+)
+
+// ErrRowGone means an update or mutate matched no row: the cache was behind
+// the database (a row was deleted meanwhile). The caller retries its sync.
+var ErrRowGone = errors.New("a row this change refers to no longer exists")
+
+// Committer commits operations from many goroutines in shared transactions
+// (group commit): while one transaction is in flight, requests queue up and
+// the next transaction carries them all. A lone request is sent at once, so
+// latency stays one round trip while throughput under a burst grows with the
+// batch. A failed batch is retried request by request, so one bad request
+// cannot fail the others.
+type Committer struct {
+	c        client.Client
+	log      logr.Logger
+	requests chan *commitRequest
+	maxOps   int
+
+	transactions atomic.Uint64
+	operations   atomic.Uint64
+}
+
+type commitRequest struct {
+	ops  []ovsdb.Operation
+	done chan error
+}
+
+// NewCommitter returns a committer over c; call Run to start it.
+func NewCommitter(c client.Client, log logr.Logger) *Committer {
+	return &Committer{c: c, log: log, requests: make(chan *commitRequest, 1024), maxOps: 4096}
+}
+
+// Transactions is how many transactions were sent, for tests and benchmarks.
+func (b *Committer) Transactions() uint64 { return b.transactions.Load() }
+
+// Operations is how many operations were sent.
+func (b *Committer) Operations() uint64 { return b.operations.Load() }
+
+// Commit sends ops (possibly together with other callers' ops) and waits for
+// the outcome. Empty ops are a no-op: nothing is sent.
+func (b *Committer) Commit(ctx context.Context, ops []ovsdb.Operation) error {
+	if len(ops) == 0 {
+		return nil
+	}
+	r := &commitRequest{ops: ops, done: make(chan error, 1)}
+	select {
+	case b.requests <- r:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-r.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Run commits queued requests until ctx ends.
+func (b *Committer) Run(ctx context.Context) {
+	for {
+		var first *commitRequest
+		select {
+		case <-ctx.Done():
+			return
+		case first = <-b.requests:
+		}
+		batch := []*commitRequest{first}
+		n := len(first.ops)
+	drain:
+		for n < b.maxOps {
+			select {
+			case r := <-b.requests:
+				batch = append(batch, r)
+				n += len(r.ops)
+			default:
+				break drain
+			}
+		}
+		b.commitBatch(ctx, batch)
+	}
+}
+
+func (b *Committer) commitBatch(ctx context.Context, batch []*commitRequest) {
+	if len(batch) == 1 {
+		batch[0].done <- b.transact(ctx, batch[0].ops)
+		return
+	}
+	var all []ovsdb.Operation
+	for _, r := range batch {
+		all = append(all, r.ops...)
+	}
+	results, err := b.send(ctx, all)
+	if err == nil {
+		_, err = ovsdb.CheckOperationResults(results, all)
+	}
+	if err != nil {
+		// One request may have poisoned the batch: give each its own verdict.
+		b.log.V(4).Info("batched transaction failed; retrying its requests one by one", "requests", len(batch), "error", err.Error())
+		for _, r := range batch {
+			r.done <- b.transact(ctx, r.ops)
+		}
+		return
+	}
+	off := 0
+	for _, r := range batch {
+		r.done <- checkCounts(results[off:off+len(r.ops)], r.ops)
+		off += len(r.ops)
+	}
+}
+
+// transact sends ops in their own transaction and checks every result.
+func (b *Committer) transact(ctx context.Context, ops []ovsdb.Operation) error {
+	results, err := b.send(ctx, ops)
+	if err != nil {
+		return err
+	}
+	if _, err := ovsdb.CheckOperationResults(results, ops); err != nil {
+		return fmt.Errorf("NB transaction failed: %w", err)
+	}
+	return checkCounts(results, ops)
+}
+
+func (b *Committer) send(ctx context.Context, ops []ovsdb.Operation) ([]ovsdb.OperationResult, error) {
+	b.transactions.Add(1)
+	b.operations.Add(uint64(len(ops)))
+	results, err := b.c.Transact(ctx, ops...)
+	if err != nil {
+		return nil, fmt.Errorf("NB transaction of %d operations: %w", len(ops), err)
+	}
+	return results, nil
+}
+
+// checkCounts turns an update or mutate that matched no row into ErrRowGone:
+// the server reports that as success, but the change did not happen.
+func checkCounts(results []ovsdb.OperationResult, ops []ovsdb.Operation) error {
+	for i, op := range ops {
+		if (op.Op == ovsdb.OperationUpdate || op.Op == ovsdb.OperationMutate || op.Op == ovsdb.OperationDelete) &&
+			i < len(results) && results[i].Count == 0 {
+			return fmt.Errorf("%w (%s on %s)", ErrRowGone, op.Op, op.Table)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,227 @@
+package ovndb
+
+import (
+	"fmt"
+	"reflect"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/ovn-org/libovsdb/client"
+	"github.com/ovn-org/libovsdb/model"
+	"github.com/ovn-org/libovsdb/ovsdb"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
+)
+
+var namedUUIDCounter atomic.Uint64
+
+// newNamedUUID is unique across every transaction of the process, so that
+// operations built by different workers can share one batched transaction.
+func newNamedUUID() string {
+	return "row" + strconv.FormatUint(namedUUIDCounter.Add(1), 10)
+}
+
+// Txn builds the operations that bring some rows from what the client cache
+// holds to what is desired. Rows that already match produce no operation, so
+// a sync of an unchanged object writes nothing. The first error sticks.
+type Txn struct {
+	c   client.Client
+	ops []ovsdb.Operation
+	err error
+}
+
+// NewTxn starts an empty set of operations against c's cache.
+func NewTxn(c client.Client) *Txn { return &Txn{c: c} }
+
+// Ops returns the operations built so far, or the first error met.
+func (t *Txn) Ops() ([]ovsdb.Operation, error) { return t.ops, t.err }
+
+// Err is the first error met.
+func (t *Txn) Err() error { return t.err }
+
+func (t *Txn) fail(err error) {
+	if t.err == nil && err != nil {
+		t.err = err
+	}
+}
+
+// Lookup finds the cached row matching want's name (or UUID) and returns a
+// copy, or nil when there is none. Two rows sharing a name is an error: this
+// controller never creates that, so someone else did and a human must choose.
+func (t *Txn) Lookup(want model.Model) model.Model {
+	if t.err != nil {
+		return nil
+	}
+	table := t.c.Cache().DatabaseModel().FindTable(reflect.TypeOf(want))
+	rc := t.c.Cache().Table(table)
+	if rc == nil {
+		t.fail(fmt.Errorf("table %s is not in the client cache", table))
+		return nil
+	}
+	rows, err := rc.RowsByModels([]model.Model{want})
+	if err != nil {
+		t.fail(fmt.Errorf("looking up %s %s: %w", table, rowName(want), err))
+		return nil
+	}
+	if len(rows) > 1 {
+		t.fail(fmt.Errorf("%d %s rows are named %q; delete the ones not created by ovn-k8s", len(rows), table, rowName(want)))
+		return nil
+	}
+	for _, r := range rows {
+		return model.Clone(r)
+	}
+	return nil
+}
+
+// Ensure makes the row want (found by its name) exist with the listed columns
+// (pointers to fields of want) as desired, and returns the UUID to reference
+// it by in this transaction: the real one, or a named UUID for a new row.
+// children, if given, are UUIDs that childField (a pointer to a set field of
+// want) must contain; extra members are left alone.
+func (t *Txn) Ensure(want model.Model, fields []any, childField any, children ...string) string {
+	cached := t.Lookup(want)
+	if t.err != nil {
+		return ""
+	}
+	if cached == nil {
+		uuid := newNamedUUID()
+		setUUID(want, uuid)
+		if childField != nil {
+			reflect.ValueOf(childField).Elem().Set(reflect.ValueOf(children))
+		}
+		ops, err := t.c.Create(want)
+		t.fail(err)
+		t.ops = append(t.ops, ops...)
+		return uuid
+	}
+	if err := checkOwner(cached, want); err != nil {
+		t.fail(err)
+		return ""
+	}
+	uuid := getUUID(cached)
+	setUUID(want, uuid)
+	changed, err := changedFields(cached, want, fields)
+	if err != nil {
+		t.fail(err)
+		return ""
+	}
+	if len(changed) > 0 {
+		ops, err := t.c.Where(want).Update(want, changed...)
+		t.fail(err)
+		t.ops = append(t.ops, ops...)
+	}
+	if childField != nil {
+		i, err := fieldIndex(want, childField)
+		if err != nil {
+			t.fail(err)
+			return ""
+		}
+		have := reflect.ValueOf(cached).Elem().Field(i).Interface().([]string)
+		t.mutateSet(want, childField, ovsdb.MutateOperationInsert, missing(have, children))
+	}
+	return uuid
+}
+
+// AddChildren inserts UUIDs into a set column (childField points into parent,
+// a cached row) unless they are there already.
+func (t *Txn) AddChildren(parent model.Model, childField any, children ...string) {
+	have := reflect.ValueOf(childField).Elem().Interface().([]string)
+	t.mutateSet(parent, childField, ovsdb.MutateOperationInsert, missing(have, children))
+}
+
+// RemoveChildren deletes UUIDs from a set column of a cached row; rows only
+// referenced from there (ports) are then garbage-collected by the server.
+func (t *Txn) RemoveChildren(parent model.Model, childField any, children ...string) {
+	have := reflect.ValueOf(childField).Elem().Interface().([]string)
+	var present []string
+	for _, c := range children {
+		if contains(have, c) {
+			present = append(present, c)
+		}
+	}
+	t.mutateSet(parent, childField, ovsdb.MutateOperationDelete, present)
+}
+
+// Delete removes a cached root row (a switch or router).
+func (t *Txn) Delete(row model.Model) {
+	if t.err != nil {
+		return
+	}
+	ops, err := t.c.Where(row).Delete()
+	t.fail(err)
+	t.ops = append(t.ops, ops...)
+}
+
+func (t *Txn) mutateSet(parent model.Model, field any, mutator ovsdb.Mutator, uuids []string) {
+	if t.err != nil || len(uuids) == 0 {
+		return
+	}
+	// Mutate needs the field of the model it is given to hold the mutation's value.
+	target := model.Clone(parent)
+	i, err := fieldIndex(parent, field)
+	if err != nil {
+		t.fail(err)
+		return
+	}
+	fv := reflect.ValueOf(target).Elem().Field(i)
+	fv.Set(reflect.ValueOf(uuids))
+	ops, err := t.c.Where(target).Mutate(target, model.Mutation{Field: fv.Addr().Interface(), Mutator: mutator, Value: uuids})
+	t.fail(err)
+	t.ops = append(t.ops, ops...)
+}
+
+func checkOwner(cached, want model.Model) error {
+	have, ok := topology.OwnerOf(externalIDs(cached))
+	wantOwner, _ := topology.OwnerOf(externalIDs(want))
+	if !ok {
+		return fmt.Errorf("%s %q exists but was not created by ovn-k8s (no %s=%s external_id); remove or rename it",
+			reflect.TypeOf(cached).Elem().Name(), rowName(cached), topology.OwnerControllerKey, topology.ControllerName)
+	}
+	if have != wantOwner {
+		return fmt.Errorf("%s %q belongs to %s, not %s; two objects map to one row name",
+			reflect.TypeOf(cached).Elem().Name(), rowName(cached), have, wantOwner)
+	}
+	return nil
+}
+
+func missing(have, want []string) []string {
+	var out []string
+	for _, w := range want {
+		if !contains(have, w) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func getUUID(m model.Model) string {
+	return reflect.ValueOf(m).Elem().FieldByName("UUID").String()
+}
+
+func setUUID(m model.Model, uuid string) {
+	reflect.ValueOf(m).Elem().FieldByName("UUID").SetString(uuid)
+}
+
+func rowName(m model.Model) string {
+	if f := reflect.ValueOf(m).Elem().FieldByName("Name"); f.IsValid() && f.Kind() == reflect.String {
+		return f.String()
+	}
+	return getUUID(m)
+}
+
+func externalIDs(m model.Model) map[string]string {
+	if f := reflect.ValueOf(m).Elem().FieldByName("ExternalIDs"); f.IsValid() {
+		ids, _ := f.Interface().(map[string]string)
+		return ids
+	}
+	return nil
+}

@@ -1,0 +1,82 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/ovn-org/libovsdb/cache"
+	"github.com/ovn-org/libovsdb/client"
+	"github.com/ovn-org/libovsdb/model"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
+)
+
+// StartMaster runs `ovnkube master` against the given NB and API server.
+func StartMaster(t testing.TB, logDir, name string, ovn *OVNCentral, kube *KubeAPI, extra ...string) *Process {
+	t.Helper()
+	args := append([]string{Binary(t, "ovnkube"), "--loglevel", "4", "master",
+		"--kubeconfig", kube.Kubeconfig, "--nb-address", ovn.NBAddress()}, extra...)
+	return Start(t, logDir, name, args...)
+}
+
+// WaitForLog waits until the process log contains text.
+func WaitForLog(t testing.TB, p *Process, text string, timeout time.Duration) {
+	t.Helper()
+	Eventually(t, timeout, fmt.Sprintf("%q in %s log", text, p.Name), func() error {
+		if p.Exited() {
+			t.Fatalf("%s exited:\n%s", p.Name, p.Tail(30))
+		}
+		if strings.Contains(p.Tail(100000), text) {
+			return nil
+		}
+		return fmt.Errorf("not yet")
+	})
+}
+
+// NBWatcher is an independent NB client used to read rows and to count the
+// changes other clients make.
+type NBWatcher struct {
+	client.Client
+	changes atomic.Int64
+	tables  map[string]bool
+}
+
+// WatchNB connects a monitoring client; changes to the listed tables are counted.
+func WatchNB(t testing.TB, ovn *OVNCentral, countTables ...string) *NBWatcher {
+	t.Helper()
+	dbModel, err := ovndb.NBModel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := ovndb.Connect(ctx, []string{ovn.NBAddress()}, dbModel, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	w := &NBWatcher{Client: c, tables: map[string]bool{}}
+	for _, tbl := range countTables {
+		w.tables[tbl] = true
+	}
+	c.Cache().AddEventHandler(&cache.EventHandlerFuncs{
+		AddFunc:    func(table string, _ model.Model) { w.count(table) },
+		UpdateFunc: func(table string, _, _ model.Model) { w.count(table) },
+		DeleteFunc: func(table string, _ model.Model) { w.count(table) },
+	})
+	return w
+}
+
+func (w *NBWatcher) count(table string) {
+	if w.tables[table] {
+		w.changes.Add(1)
+	}
+}
+
+// Changes is the number of row changes seen on the counted tables so far.
+func (w *NBWatcher) Changes() int64 { return w.changes.Load() }
