@@ -267,4 +267,3 @@ func splitKey(key string) (string, string, error) {
 	}
 	return "", "", fmt.Errorf("malformed key %q", key)
 }
-

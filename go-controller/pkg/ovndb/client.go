@@ -37,8 +37,10 @@ func NBModel() (model.ClientDBModel, error) {
 // retrying with backoff until ctx ends, and monitors every table. The client
 // reconnects by itself after a lost connection and refills its cache.
 func Connect(ctx context.Context, endpoints []string, dbModel model.ClientDBModel, log logr.Logger) (client.Client, error) {
+	// libovsdb logs every transaction at V(4); keep that below our own debug level.
+	quiet := log.V(3)
 	opts := []client.Option{
-		client.WithLogger(&log),
+		client.WithLogger(&quiet),
 		// MaxElapsedTime 0: never give up reconnecting (libovsdb panics if the backoff stops).
 		client.WithReconnect(10*time.Second, &backoff.ExponentialBackOff{
 			InitialInterval: 200 * time.Millisecond, RandomizationFactor: 0.2, Multiplier: 2,
