@@ -235,7 +235,9 @@ func (m *Master) watchReconnects(ctx context.Context) {
 			return
 		case <-ticker.C:
 		}
-		connected := m.nb.Connected()
+		// libovsdb keeps Connected() true while it reconnects; an empty
+		// current endpoint is what shows the connection is down.
+		connected := m.nb.CurrentEndpoint() != ""
 		if connected && !wasConnected {
 			m.log.Info("NB connection restored; resyncing everything")
 			if err := m.ensureClusterWithRetry(ctx); err != nil {

@@ -27,6 +27,15 @@ func flagError(name string, err error) error {
 	return usageError{fmt.Errorf("invalid --%s: %w", name, err)}
 }
 
+// required returns the value of a flag that must be set, or a usage error.
+func required(c *cli.Context, name string) (string, error) {
+	v := c.String(name)
+	if v == "" {
+		return "", flagError(name, fmt.Errorf("is required"))
+	}
+	return v, nil
+}
+
 // Main runs ovnkube with args and returns the exit status.
 func Main(args []string, stdout, stderr io.Writer) int {
 	app := &cli.App{

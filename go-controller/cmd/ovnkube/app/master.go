@@ -60,7 +60,7 @@ func masterCommand() *cli.Command {
 			"(k8s.ovn.org/pod-networks) and a logical switch port. Restart-safe: state is rebuilt\n" +
 			"from annotations and the NB, and only rows ovn-k8s owns are ever deleted.",
 		Flags: append(kubeFlags(),
-			&cli.StringFlag{Name: "nb-address", Required: true, Usage: "OVN NB database: unix:PATH, tcp:HOST:PORT or ssl:HOST:PORT; comma-separated for a clustered NB"},
+			&cli.StringFlag{Name: "nb-address", Usage: "OVN NB database: unix:PATH, tcp:HOST:PORT or ssl:HOST:PORT; comma-separated for a clustered NB"},
 			&cli.StringSliceFlag{Name: "cluster-subnet", Value: cli.NewStringSlice("10.244.0.0/16/24"), Usage: "pod network CIDR/HOSTLEN (repeatable; one per IP family for dual-stack)"},
 			&cli.StringSliceFlag{Name: "service-cidr", Value: cli.NewStringSlice("10.96.0.0/16"), Usage: "service ClusterIP range (repeatable)"},
 			&cli.StringFlag{Name: "join-subnet", Value: "100.64.0.0/16", Usage: "subnet of the join switch between the cluster router and gateway routers"},
@@ -100,7 +100,11 @@ func masterConfig(c *cli.Context) (config.Master, error) {
 	if cfg.Kube, err = kubeConfig(c); err != nil {
 		return cfg, err
 	}
-	if cfg.NBAddress, err = config.ParseOVSDBAddress(c.String("nb-address")); err != nil {
+	nbAddress, err := required(c, "nb-address")
+	if err != nil {
+		return cfg, err
+	}
+	if cfg.NBAddress, err = config.ParseOVSDBAddress(nbAddress); err != nil {
 		return cfg, flagError("nb-address", err)
 	}
 	if cfg.ClusterSubnets, err = config.ParseClusterSubnets(c.StringSlice("cluster-subnet")); err != nil {

@@ -20,14 +20,19 @@ func masterInitCommand() *cli.Command {
 		Description: "One-shot and idempotent (the seed's `ovn-k8s-overlay master-init`): running it\n" +
 			"again changes nothing. `ovnkube master` adopts the rows it creates.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "nb-address", Required: true, Usage: "OVN NB database (unix:, tcp: or ssl: address; comma-separated for a cluster)"},
+			&cli.StringFlag{Name: "nb-address", Usage: "OVN NB database (unix:, tcp: or ssl: address; comma-separated for a cluster)"},
 			&cli.StringFlag{Name: "cluster-ip-subnet", Value: "10.244.0.0/16", Usage: "pod network; the master switch subnet must lie inside it"},
-			&cli.StringFlag{Name: "master-switch-subnet", Required: true, Usage: "host subnet of the master node's switch, e.g. 10.244.0.0/24"},
-			&cli.StringFlag{Name: "node-name", Required: true, Usage: "name of the master node (its switch is named after it)"},
+			&cli.StringFlag{Name: "master-switch-subnet", Usage: "host subnet of the master node's switch, e.g. 10.244.0.0/24"},
+			&cli.StringFlag{Name: "node-name", Usage: "name of the master node (its switch is named after it)"},
 			&cli.StringFlag{Name: "join-subnet", Value: "100.64.0.0/16", Usage: "subnet of the join switch"},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "give up if the NB cannot be reached and written in this time"},
 		},
 		Action: func(c *cli.Context) error {
+			for _, name := range []string{"nb-address", "master-switch-subnet", "node-name"} {
+				if _, err := required(c, name); err != nil {
+					return err
+				}
+			}
 			nbAddr, err := config.ParseOVSDBAddress(c.String("nb-address"))
 			if err != nil {
 				return flagError("nb-address", err)
@@ -48,9 +53,6 @@ func masterInitCommand() *cli.Command {
 				return flagError("join-subnet", err)
 			}
 			node := c.String("node-name")
-			if node == "" {
-				return flagError("node-name", fmt.Errorf("must not be empty"))
-			}
 			ctx, cancel := signalContext(c.Context)
 			defer cancel()
 			ctx, cancelT := context.WithTimeout(ctx, c.Duration("timeout"))

@@ -1,0 +1,59 @@
+package integration
+
+import (
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/ovn-k8s/ovn-k8s/test/harness"
+)
+
+func TestBadFlagsExitTwoNamingTheFlag(t *testing.T) {
+	bin := harness.Binary(t, "ovnkube")
+	tests := []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"master"}, "--nb-address"},
+		{[]string{"master", "--nb-address", "http://x"}, "--nb-address"},
+		{[]string{"master", "--nb-address", "unix:/x", "--cluster-subnet", "10.244.1.0/16"}, "--cluster-subnet"},
+		{[]string{"master", "--nb-address", "unix:/x", "--cluster-subnet", "10.244.0.0/16/33"}, "--cluster-subnet"},
+		{[]string{"master", "--nb-address", "unix:/x", "--join-subnet", "10.244.0.0/24"}, "--join-subnet"},
+		{[]string{"master", "--nb-address", "unix:/x", "--service-cidr", "nope"}, "--service-cidr"},
+		{[]string{"master", "--nb-address", "unix:/x", "--kube-api-qps", "0"}, "--kube-api-qps"},
+		{[]string{"master", "--nb-address", "unix:/x", "--pod-workers", "0"}, "--pod-workers"},
+		{[]string{"master", "--bogus"}, "bogus"},
+		{[]string{"master-init", "--nb-address", "unix:/x", "--node-name", "m"}, "--master-switch-subnet"},
+		{[]string{"master-init", "--nb-address", "unix:/x", "--node-name", "m", "--master-switch-subnet", "10.99.0.0/24"}, "--master-switch-subnet"},
+		{[]string{"--loglevel", "-1", "master"}, "--loglevel"},
+	}
+	for _, tt := range tests {
+		out, err := exec.Command(bin, tt.args...).CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+			t.Errorf("ovnkube %v: exit %v, want status 2; output:\n%s", tt.args, err, out)
+			continue
+		}
+		if !strings.Contains(string(out), tt.flag) {
+			t.Errorf("ovnkube %v: message does not name %s:\n%s", tt.args, tt.flag, out)
+		}
+	}
+}
+
+func TestHelpDocumentsEveryCommand(t *testing.T) {
+	bin := harness.Binary(t, "ovnkube")
+	out, err := exec.Command(bin, "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("--help: %v\n%s", err, out)
+	}
+	for _, cmd := range []string{"master", "master-init"} {
+		if !strings.Contains(string(out), cmd) {
+			t.Errorf("--help does not list %s", cmd)
+		}
+		sub, err := exec.Command(bin, cmd, "--help").CombinedOutput()
+		if err != nil || !strings.Contains(string(sub), "--nb-address") {
+			t.Errorf("%s --help: %v\n%s", cmd, err, sub)
+		}
+	}
+}
