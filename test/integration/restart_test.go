@@ -212,3 +212,31 @@ func TestNBCtlShowReadsLikeOVNKubernetes(t *testing.T) {
 		}
 	}
 }
+
+func TestMasterRepairsRowsDeletedByHand(t *testing.T) {
+	c := newCluster(t)
+	c.startMaster()
+	c.createNode("n1", nil)
+	c.kube.EnsureNamespace(t, "ns")
+	c.createPod("ns", "p", "n1")
+	c.waitPort("n1", "ns_p", nil)
+	for _, args := range [][]string{{"lsp-del", "ns_p"}, {"ls-del", "join"}, {"lrp-del", "rtos-n1"}} {
+		if _, err := c.ovn.NBCtl(args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.waitPort("n1", "ns_p", nil)
+	c.waitPort("join", "jtor-ovn_cluster_router", nil)
+	harness.Eventually(t, 10*time.Second, "rtos-n1 back on the cluster router", func() error {
+		lrp, r := c.lrp("rtos-n1"), c.routerNamed("ovn_cluster_router")
+		if lrp == nil || r == nil || !contains(r.Ports, lrp.UUID) {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	if _, err := c.ovn.NBCtl("ls-del", "n1"); err != nil {
+		t.Fatal(err)
+	}
+	c.waitPort("n1", "k8s-n1", nil)
+	c.waitPort("n1", "ns_p", nil)
+}

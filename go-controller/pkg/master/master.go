@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	ovsdbcache "github.com/ovn-org/libovsdb/cache"
 	libovsdbclient "github.com/ovn-org/libovsdb/client"
+	"github.com/ovn-org/libovsdb/model"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
@@ -26,7 +28,9 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
 
 const podNodeIndex = "spec.nodeName"
@@ -52,6 +56,8 @@ type Master struct {
 	synced     chan struct{}
 	syncedOnce sync.Once
 	busy       atomic.Int64 // syncs in progress
+	// clusterDirty asks for the cluster-wide rows to be checked again.
+	clusterDirty chan struct{}
 }
 
 // New wires a master; Run starts it.
@@ -97,6 +103,8 @@ func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client,
 		nodeQueue:  workqueue.NewTypedRateLimitingQueueWithConfig(limiter(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodes"}),
 		podQueue:   workqueue.NewTypedRateLimitingQueueWithConfig(limiter(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "pods"}),
 		synced:     make(chan struct{}),
+
+		clusterDirty: make(chan struct{}, 1),
 	}
 	_, _ = nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { m.enqueue(m.nodeQueue, obj) },
@@ -108,7 +116,42 @@ func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client,
 		UpdateFunc: func(old, cur any) { m.podUpdated(old, cur) },
 		DeleteFunc: func(obj any) { m.enqueue(m.podQueue, obj) },
 	})
+	nb.Cache().AddEventHandler(&ovsdbcache.EventHandlerFuncs{DeleteFunc: m.nbRowDeleted})
 	return m
+}
+
+// nbRowDeleted re-syncs the owner of a row of ours that disappeared from the
+// NB (deleted by hand, or the database was restored): the owner's sync puts
+// it back. Only deletions are followed; our own writes produce updates.
+func (m *Master) nbRowDeleted(table string, row model.Model) {
+	var ids map[string]string
+	switch r := row.(type) {
+	case *nbdb.LogicalSwitch:
+		ids = r.ExternalIDs
+	case *nbdb.LogicalSwitchPort:
+		ids = r.ExternalIDs
+	case *nbdb.LogicalRouter:
+		ids = r.ExternalIDs
+	case *nbdb.LogicalRouterPort:
+		ids = r.ExternalIDs
+	default:
+		return
+	}
+	owner, ok := topology.OwnerOf(ids)
+	if !ok {
+		return
+	}
+	switch owner.Type {
+	case topology.OwnerNode:
+		m.nodeQueue.Add(owner.Name)
+	case topology.OwnerPod:
+		m.podQueue.Add(owner.Name)
+	case topology.OwnerCluster:
+		select {
+		case m.clusterDirty <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // Committer exposes NB transaction counts (for tests and benchmarks).
@@ -234,6 +277,15 @@ func (m *Master) watchReconnects(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
+		case <-m.clusterDirty:
+			if err := m.ensureClusterWithRetry(ctx); err != nil {
+				return
+			}
+			nodes, _ := m.nodeLister.List(everything)
+			for _, n := range nodes {
+				m.nodeQueue.Add(n.Name) // their router ports hang off the cluster router
+			}
+			continue
 		}
 		// libovsdb keeps Connected() true while it reconnects; an empty
 		// current endpoint is what shows the connection is down.
