@@ -24,6 +24,7 @@ func TestBadFlagsExitTwoNamingTheFlag(t *testing.T) {
 		{[]string{"master", "--nb-address", "unix:/x", "--kube-api-qps", "0"}, "--kube-api-qps"},
 		{[]string{"master", "--nb-address", "unix:/x", "--pod-workers", "0"}, "--pod-workers"},
 		{[]string{"master", "--bogus"}, "bogus"},
+		{[]string{"master", "--nb-address", "ssl:127.0.0.1:6641"}, "--nb-client-cert"},
 		{[]string{"master-init", "--nb-address", "unix:/x", "--node-name", "m"}, "--master-switch-subnet"},
 		{[]string{"master-init", "--nb-address", "unix:/x", "--node-name", "m", "--master-switch-subnet", "10.99.0.0/24"}, "--master-switch-subnet"},
 		{[]string{"--loglevel", "-1", "master"}, "--loglevel"},

@@ -5,7 +5,11 @@ package ovndb
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -36,7 +40,8 @@ func NBModel() (model.ClientDBModel, error) {
 // Connect dials the endpoints (comma-separated OVSDB remotes already split),
 // retrying with backoff until ctx ends, and monitors every table. The client
 // reconnects by itself after a lost connection and refills its cache.
-func Connect(ctx context.Context, endpoints []string, dbModel model.ClientDBModel, log logr.Logger) (client.Client, error) {
+// tlsConfig is required for ssl: endpoints and ignored otherwise.
+func Connect(ctx context.Context, endpoints []string, dbModel model.ClientDBModel, log logr.Logger, tlsConfig ...*tls.Config) (client.Client, error) {
 	// libovsdb logs every transaction at V(4); keep that below our own debug level.
 	quiet := log.V(3)
 	opts := []client.Option{
@@ -53,6 +58,9 @@ func Connect(ctx context.Context, endpoints []string, dbModel model.ClientDBMode
 	}
 	for _, ep := range endpoints {
 		opts = append(opts, client.WithEndpoint(ep))
+	}
+	if len(tlsConfig) > 0 && tlsConfig[0] != nil {
+		opts = append(opts, client.WithTLSConfig(tlsConfig[0]))
 	}
 	c, err := client.NewOVSDBClient(dbModel, opts...)
 	if err != nil {
@@ -81,4 +89,55 @@ func Connect(ctx context.Context, endpoints []string, dbModel model.ClientDBMode
 		return nil, fmt.Errorf("monitoring OVSDB %v: %w", endpoints, err)
 	}
 	return c, nil
+}
+
+// TLSConfig loads the client certificate, key and CA for ssl: endpoints.
+// It returns nil when no endpoint uses ssl.
+func TLSConfig(endpoints []string, certFile, keyFile, caFile string) (*tls.Config, error) {
+	usesSSL := false
+	for _, ep := range endpoints {
+		usesSSL = usesSSL || strings.HasPrefix(ep, "ssl:")
+	}
+	if !usesSSL {
+		return nil, nil
+	}
+	if certFile == "" || keyFile == "" || caFile == "" {
+		return nil, fmt.Errorf("ssl: OVSDB addresses need a client certificate, key and CA certificate")
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("loading OVSDB client certificate %s / key %s: %w", certFile, keyFile, err)
+	}
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading OVSDB CA certificate: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", caFile)
+	}
+	// OVN certificates name the role (e.g. "ovnnb"), not the host: verify the
+	// chain against the CA, as ovsdb-server's own clients do, not the host name.
+	return &tls.Config{
+		Certificates:       []tls.Certificate{cert},
+		RootCAs:            pool,
+		InsecureSkipVerify: true,
+		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
+			if len(raw) == 0 {
+				return fmt.Errorf("OVSDB server sent no certificate")
+			}
+			leaf, err := x509.ParseCertificate(raw[0])
+			if err != nil {
+				return err
+			}
+			inter := x509.NewCertPool()
+			for _, r := range raw[1:] {
+				if c, err := x509.ParseCertificate(r); err == nil {
+					inter.AddCert(c)
+				}
+			}
+			_, err = leaf.Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter})
+			return err
+		},
+	}, nil
 }

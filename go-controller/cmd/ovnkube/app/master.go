@@ -61,6 +61,9 @@ func masterCommand() *cli.Command {
 			"from annotations and the NB, and only rows ovn-k8s owns are ever deleted.",
 		Flags: append(kubeFlags(),
 			&cli.StringFlag{Name: "nb-address", Usage: "OVN NB database: unix:PATH, tcp:HOST:PORT or ssl:HOST:PORT; comma-separated for a clustered NB"},
+			&cli.StringFlag{Name: "nb-client-cert", Usage: "client certificate for ssl: NB addresses"},
+			&cli.StringFlag{Name: "nb-client-privkey", Usage: "client private key for ssl: NB addresses"},
+			&cli.StringFlag{Name: "nb-client-cacert", Usage: "CA certificate that signed the NB server's certificate"},
 			&cli.StringSliceFlag{Name: "cluster-subnet", Value: cli.NewStringSlice("10.244.0.0/16/24"), Usage: "pod network CIDR/HOSTLEN (repeatable; one per IP family for dual-stack)"},
 			&cli.StringSliceFlag{Name: "service-cidr", Value: cli.NewStringSlice("10.96.0.0/16"), Usage: "service ClusterIP range (repeatable)"},
 			&cli.StringFlag{Name: "join-subnet", Value: "100.64.0.0/16", Usage: "subnet of the join switch between the cluster router and gateway routers"},
@@ -75,6 +78,10 @@ func masterCommand() *cli.Command {
 			ctx, cancel := signalContext(c.Context)
 			defer cancel()
 			log := logger().WithName("master")
+			tlsConfig, err := ovndb.TLSConfig(cfg.NBAddress, c.String("nb-client-cert"), c.String("nb-client-privkey"), c.String("nb-client-cacert"))
+			if err != nil {
+				return flagError("nb-client-cert", err)
+			}
 			kube, err := kubeClient(cfg.Kube)
 			if err != nil {
 				return err
@@ -83,7 +90,7 @@ func masterCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			nb, err := ovndb.Connect(ctx, cfg.NBAddress, dbModel, log.WithName("nb"))
+			nb, err := ovndb.Connect(ctx, cfg.NBAddress, dbModel, log.WithName("nb"), tlsConfig)
 			if err != nil {
 				return err
 			}
