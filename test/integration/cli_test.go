@@ -28,6 +28,7 @@ func TestBadFlagsExitTwoNamingTheFlag(t *testing.T) {
 		{[]string{"master-init", "--nb-address", "unix:/x", "--node-name", "m"}, "--master-switch-subnet"},
 		{[]string{"master-init", "--nb-address", "unix:/x", "--node-name", "m", "--master-switch-subnet", "10.99.0.0/24"}, "--master-switch-subnet"},
 		{[]string{"--loglevel", "-1", "master"}, "--loglevel"},
+		{[]string{"master", "--loglevel", "-3"}, "--loglevel"},
 	}
 	for _, tt := range tests {
 		out, err := exec.Command(bin, tt.args...).CombinedOutput()

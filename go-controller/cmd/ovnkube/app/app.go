@@ -48,18 +48,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "loglevel", Value: 2, Usage: "log verbosity (0 quiet … 5 debug)"},
 		},
-		Before: func(c *cli.Context) error {
-			fs := flag.NewFlagSet("klog", flag.ContinueOnError)
-			klog.InitFlags(fs)
-			if c.Int("loglevel") < 0 {
-				return flagError("loglevel", fmt.Errorf("must be 0 or more"))
-			}
-			_ = fs.Set("v", strconv.Itoa(c.Int("loglevel")))
-			klog.SetOutput(stderr)
-			_ = fs.Set("logtostderr", "false")
-			_ = fs.Set("alsologtostderr", "false")
-			return nil
-		},
+		Before:   func(c *cli.Context) error { return setLogLevel(c, stderr) },
 		Commands: []*cli.Command{masterCommand(), masterInitCommand()},
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {
 			return usageError{err}
@@ -68,6 +57,14 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	for _, cmd := range app.Commands {
 		cmd.OnUsageError = app.OnUsageError
+		// --loglevel is accepted after the subcommand too (`ovnkube master --loglevel 5`).
+		cmd.Flags = append(cmd.Flags, &cli.IntFlag{Name: "loglevel", Value: 2, Usage: "log verbosity (0 quiet … 5 debug)"})
+		cmd.Before = func(c *cli.Context) error {
+			if !c.IsSet("loglevel") {
+				return nil
+			}
+			return setLogLevel(c, stderr)
+		}
 	}
 	if err := app.Run(args); err != nil {
 		fmt.Fprintf(stderr, "ovnkube: %v\n", err)
@@ -78,6 +75,20 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+func setLogLevel(c *cli.Context, stderr io.Writer) error {
+	level := c.Int("loglevel")
+	if level < 0 {
+		return flagError("loglevel", fmt.Errorf("must be 0 or more"))
+	}
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	_ = fs.Set("v", strconv.Itoa(level))
+	_ = fs.Set("logtostderr", "false")
+	_ = fs.Set("alsologtostderr", "false")
+	klog.SetOutput(stderr)
+	return nil
 }
 
 // signalContext ends on SIGINT or SIGTERM.
