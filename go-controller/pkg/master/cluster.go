@@ -23,6 +23,7 @@ func EnsureCluster(ctx context.Context, nb libovsdbclient.Client, commit CommitF
 	t.Ensure(rows.Router, []any{&rows.Router.ExternalIDs}, &rows.Router.Ports, rtoj)
 	jtor := t.Ensure(rows.JoinToRouter, lspFields(rows.JoinToRouter), nil)
 	t.Ensure(rows.Join, []any{&rows.Join.ExternalIDs}, &rows.Join.Ports, jtor)
+	t.Ensure(rows.LBGroup, nil, nil)
 	ops, err := t.Ops()
 	if err != nil {
 		return err

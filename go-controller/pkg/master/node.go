@@ -87,11 +87,18 @@ func mgmtMAC(node *corev1.Node, m *Master) net.HardwareAddr {
 // EnsureNode creates or repairs a node's switch, its router port and its
 // management port LSP in one transaction.
 func EnsureNode(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc, name string, subnets []netip.Prefix, mac net.HardwareAddr) error {
-	rows := topology.Node(name, subnets, mac)
 	t := ovndb.NewTxn(nb)
+	group, _ := t.Lookup(&nbdb.LoadBalancerGroup{Name: topology.ClusterLBGroup}).(*nbdb.LoadBalancerGroup)
+	if t.Err() == nil && group == nil {
+		return fmt.Errorf("load balancer group %s does not exist yet", topology.ClusterLBGroup)
+	}
+	if group == nil {
+		return t.Err()
+	}
+	rows := topology.Node(name, subnets, mac, group.UUID)
 	stor := t.Ensure(rows.SwitchToRouter, lspFields(rows.SwitchToRouter), nil)
 	mgmt := t.Ensure(rows.Management, lspFields(rows.Management), nil)
-	t.Ensure(rows.Switch, []any{&rows.Switch.OtherConfig, &rows.Switch.ExternalIDs}, &rows.Switch.Ports, stor, mgmt)
+	t.Ensure(rows.Switch, []any{&rows.Switch.OtherConfig, &rows.Switch.ExternalIDs, &rows.Switch.LoadBalancerGroup}, &rows.Switch.Ports, stor, mgmt)
 	rtos := t.Ensure(rows.RouterToSwitch, lrpFields(rows.RouterToSwitch), nil)
 	router, _ := t.Lookup(&nbdb.LogicalRouter{Name: topology.ClusterRouter}).(*nbdb.LogicalRouter)
 	if t.Err() == nil && router == nil {

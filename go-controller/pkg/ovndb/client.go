@@ -33,6 +33,7 @@ func NBModel() (model.ClientDBModel, error) {
 	m.SetIndexes(map[string][]model.ClientIndex{
 		nbdb.LogicalSwitchTable: byName("name"),
 		nbdb.LogicalRouterTable: byName("name"),
+		nbdb.LoadBalancerTable:  byName("name"),
 	})
 	return m, nil
 }

@@ -171,6 +171,9 @@ func (t *Txn) mutateSet(parent model.Model, field any, mutator ovsdb.Mutator, uu
 }
 
 func checkOwner(cached, want model.Model) error {
+	if !reflect.ValueOf(want).Elem().FieldByName("ExternalIDs").IsValid() {
+		return nil // tables without external_ids (Load_Balancer_Group) are owned by name
+	}
 	have, ok := topology.OwnerOf(externalIDs(cached))
 	wantOwner, _ := topology.OwnerOf(externalIDs(want))
 	if !ok {

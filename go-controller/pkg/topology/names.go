@@ -19,6 +19,10 @@ const (
 	routerToSwitch = "rtos-"
 	switchToRouter = "stor-"
 	mgmtPortPrefix = "k8s-"
+	// ClusterLBGroup holds every cluster-wide service load balancer; attaching
+	// it to a switch or router attaches them all in one reference.
+	ClusterLBGroup      = "clusterLBGroup"
+	gatewayRouterPrefix = "GR_"
 )
 
 // Owner external_ids: every row ovn-k8s writes names its controller, the kind
@@ -33,6 +37,7 @@ const (
 	OwnerCluster = "Cluster"
 	OwnerNode    = "Node"
 	OwnerPod     = "Pod"
+	OwnerService = "Service"
 )
 
 // Owner identifies the object a row belongs to.
@@ -65,6 +70,17 @@ func NodeRouterToSwitchPort(node string) string { return routerToSwitch + node }
 
 // ManagementPort is the LSP of the node's ovn-k8s-mp0 interface.
 func ManagementPort(node string) string { return mgmtPortPrefix + node }
+
+// GatewayRouter is the name of a node's gateway router.
+func GatewayRouter(node string) string { return gatewayRouterPrefix + node }
+
+// GatewayRouterNode is the node of a gateway router name; ok is false for other names.
+func GatewayRouterNode(router string) (string, bool) {
+	if len(router) > len(gatewayRouterPrefix) && router[:len(gatewayRouterPrefix)] == gatewayRouterPrefix {
+		return router[len(gatewayRouterPrefix):], true
+	}
+	return "", false
+}
 
 // PodPort is the LSP name (and OVS iface-id) of a pod.
 func PodPort(namespace, name string) string { return namespace + "_" + name }

@@ -15,6 +15,7 @@ type ClusterRows struct {
 	RouterToJoin *nbdb.LogicalRouterPort
 	Join         *nbdb.LogicalSwitch
 	JoinToRouter *nbdb.LogicalSwitchPort
+	LBGroup      *nbdb.LoadBalancerGroup
 }
 
 // Cluster computes the cluster-wide rows for the join subnet (router at .1).
@@ -37,6 +38,7 @@ func Cluster(joinSubnet netip.Prefix) ClusterRows {
 			Options:     map[string]string{"router-port": RouterToJoin},
 			ExternalIDs: owner,
 		},
+		LBGroup: &nbdb.LoadBalancerGroup{Name: ClusterLBGroup},
 	}
 }
 
@@ -51,7 +53,8 @@ type NodeRows struct {
 
 // Node computes a node's rows from its host subnets and, when the node has
 // published one, its management port MAC (else the MAC derived from .2).
-func Node(name string, subnets []netip.Prefix, mgmtMAC net.HardwareAddr) NodeRows {
+// lbGroup is the UUID of the cluster load balancer group the switch carries.
+func Node(name string, subnets []netip.Prefix, mgmtMAC net.HardwareAddr, lbGroup string) NodeRows {
 	owner := Owner{Type: OwnerNode, Name: name}.ExternalIDs()
 	var cidrs, gws, mgmtIPs, exclude []string
 	var gwIPs, mgmtAddrs []netip.Addr
@@ -81,7 +84,7 @@ func Node(name string, subnets []netip.Prefix, mgmtMAC net.HardwareAddr) NodeRow
 		routerMAC = MACFromIP(gwIPs[0])
 	}
 	return NodeRows{
-		Switch: &nbdb.LogicalSwitch{Name: name, OtherConfig: otherConfig, ExternalIDs: owner},
+		Switch: &nbdb.LogicalSwitch{Name: name, OtherConfig: otherConfig, ExternalIDs: owner, LoadBalancerGroup: []string{lbGroup}},
 		RouterToSwitch: &nbdb.LogicalRouterPort{
 			Name:        NodeRouterToSwitchPort(name),
 			MAC:         routerMAC.String(),

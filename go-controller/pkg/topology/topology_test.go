@@ -48,7 +48,10 @@ func TestNode(t *testing.T) {
 		{"annotated MAC", mac, "aa:bb:cc:dd:ee:ff 10.244.1.2"},
 	}
 	for _, tt := range tests {
-		rows := Node("node1", []netip.Prefix{subnet}, tt.mac)
+		rows := Node("node1", []netip.Prefix{subnet}, tt.mac, "lbg-uuid")
+		if len(rows.Switch.LoadBalancerGroup) != 1 || rows.Switch.LoadBalancerGroup[0] != "lbg-uuid" {
+			t.Errorf("%s: switch load_balancer_group = %v", tt.name, rows.Switch.LoadBalancerGroup)
+		}
 		if rows.Switch.Name != "node1" || rows.Switch.OtherConfig["subnet"] != "10.244.1.0/24" || rows.Switch.OtherConfig["exclude_ips"] != "10.244.1.2" {
 			t.Errorf("%s: switch = %+v", tt.name, rows.Switch)
 		}
@@ -68,7 +71,7 @@ func TestNode(t *testing.T) {
 }
 
 func TestNodeDualStack(t *testing.T) {
-	rows := Node("n", []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24"), netip.MustParsePrefix("fd00:10:244:1::/64")}, nil)
+	rows := Node("n", []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24"), netip.MustParsePrefix("fd00:10:244:1::/64")}, nil, "g")
 	if rows.Switch.OtherConfig["ipv6_prefix"] != "fd00:10:244:1::" {
 		t.Errorf("other_config = %v", rows.Switch.OtherConfig)
 	}
@@ -132,5 +135,19 @@ func BenchmarkPod(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		_ = Pod(p)
+	}
+}
+
+func TestGatewayRouterNames(t *testing.T) {
+	if GatewayRouter("n1") != "GR_n1" {
+		t.Fatal(GatewayRouter("n1"))
+	}
+	if n, ok := GatewayRouterNode("GR_n1"); !ok || n != "n1" {
+		t.Fatal(n, ok)
+	}
+	for _, bad := range []string{"GR_", "ovn_cluster_router", "gr_n1"} {
+		if _, ok := GatewayRouterNode(bad); ok {
+			t.Errorf("%q taken for a gateway router", bad)
+		}
 	}
 }

@@ -1,0 +1,274 @@
+// Package services turns Services and their EndpointSlices into OVN load
+// balancers. lb.go is the pure part: desired rows from API objects, no I/O.
+package services
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
+)
+
+// defaultAffinityTimeout is Kubernetes' default ClientIP affinity (3 hours).
+const defaultAffinityTimeout = 10800
+
+// NodeGateway is what a node's NodePort load balancer needs: the node and the
+// addresses its gateway router answers on.
+type NodeGateway struct {
+	Node string
+	IPs  []netip.Addr
+}
+
+// Desired is every load balancer a service wants, with the problems found in
+// its input (each names the object; the rest of the service is still programmed).
+type Desired struct {
+	Cluster  []*nbdb.LoadBalancer          // attached through the cluster LB group
+	PerNode  map[string]*nbdb.LoadBalancer // node → NodePort LB on GR_<node>, one per protocol
+	Problems []string
+}
+
+// perNodeKey keys PerNode: node and protocol.
+func perNodeKey(node, proto string) string { return node + "/" + proto }
+
+// ClusterLBName is the name of a service's cluster-wide load balancer for a protocol.
+func ClusterLBName(namespace, name string, proto corev1.Protocol) string {
+	return fmt.Sprintf("Service_%s/%s_%s_cluster", namespace, name, proto)
+}
+
+// NodeLBName is the name of a service's NodePort load balancer on a node's gateway router.
+func NodeLBName(namespace, name string, proto corev1.Protocol, node string) string {
+	return fmt.Sprintf("Service_%s/%s_%s_node_router_%s", namespace, name, proto, node)
+}
+
+// LoadBalancers computes the load balancers of svc from its EndpointSlices.
+// Headless and ExternalName services want none.
+func LoadBalancers(svc *corev1.Service, slices []*discovery.EndpointSlice, gateways []NodeGateway) Desired {
+	d := Desired{PerNode: map[string]*nbdb.LoadBalancer{}}
+	key := svc.Namespace + "/" + svc.Name
+	if svc.Spec.Type == corev1.ServiceTypeExternalName || svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		return d
+	}
+	frontends, problems := frontendIPs(svc)
+	d.Problems = append(d.Problems, problems...)
+	eps := collectEndpoints(key, slices, &d.Problems)
+	cluster := map[corev1.Protocol]*nbdb.LoadBalancer{}
+	for _, sp := range svc.Spec.Ports {
+		proto, ok := lbProtocol(sp.Protocol)
+		if !ok {
+			d.Problems = append(d.Problems, fmt.Sprintf("service %s port %q: protocol %q is not TCP, UDP or SCTP; port skipped", key, sp.Name, sp.Protocol))
+			continue
+		}
+		if sp.Port < 1 || sp.Port > 65535 {
+			d.Problems = append(d.Problems, fmt.Sprintf("service %s port %q: port %d out of range; port skipped", key, sp.Name, sp.Port))
+			continue
+		}
+		backends := eps.backends(sp.Name, sp.Protocol)
+		lb := cluster[sp.Protocol]
+		if lb == nil {
+			lb = newLB(svc, ClusterLBName(svc.Namespace, svc.Name, sp.Protocol), proto)
+			cluster[sp.Protocol] = lb
+		}
+		for _, ip := range frontends {
+			lb.Vips[vip(ip, sp.Port)] = backends.forFamily(ip)
+		}
+		if sp.NodePort > 0 && sp.NodePort <= 65535 && (svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer) {
+			for _, gw := range gateways {
+				k := perNodeKey(gw.Node, string(sp.Protocol))
+				nlb := d.PerNode[k]
+				if nlb == nil {
+					nlb = newLB(svc, NodeLBName(svc.Namespace, svc.Name, sp.Protocol, gw.Node), proto)
+					d.PerNode[k] = nlb
+				}
+				for _, ip := range gw.IPs {
+					nlb.Vips[vip(ip, sp.NodePort)] = backends.forFamily(ip)
+				}
+			}
+		}
+	}
+	for _, proto := range []corev1.Protocol{corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP} {
+		if lb := cluster[proto]; lb != nil && len(lb.Vips) > 0 {
+			d.Cluster = append(d.Cluster, lb)
+		}
+	}
+	return d
+}
+
+func newLB(svc *corev1.Service, name string, proto nbdb.LoadBalancerProtocol) *nbdb.LoadBalancer {
+	ids := topology.Owner{Type: topology.OwnerService, Name: svc.Namespace + "/" + svc.Name}.ExternalIDs()
+	// Upstream's keys, so its tooling recognises the rows.
+	ids["k8s.ovn.org/kind"] = "Service"
+	ids["k8s.ovn.org/owner"] = svc.Namespace + "/" + svc.Name
+	// reject=true: a VIP without backends answers with a TCP reset or ICMP
+	// unreachable at once instead of letting clients time out. It only acts
+	// on VIPs without backends, so it is set on every service LB.
+	opts := map[string]string{"reject": "true", "event": "false"}
+	if svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
+		timeout := int32(defaultAffinityTimeout)
+		if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
+			timeout = *c.ClientIP.TimeoutSeconds
+		}
+		opts["affinity_timeout"] = strconv.Itoa(int(timeout))
+	}
+	p := proto
+	return &nbdb.LoadBalancer{Name: name, Protocol: &p, Vips: map[string]string{}, Options: opts, ExternalIDs: ids}
+}
+
+func lbProtocol(p corev1.Protocol) (nbdb.LoadBalancerProtocol, bool) {
+	switch p {
+	case corev1.ProtocolTCP, "":
+		return nbdb.LoadBalancerProtocolTCP, true
+	case corev1.ProtocolUDP:
+		return nbdb.LoadBalancerProtocolUDP, true
+	case corev1.ProtocolSCTP:
+		return nbdb.LoadBalancerProtocolSCTP, true
+	}
+	return "", false
+}
+
+// frontendIPs are the ClusterIPs, external IPs and load balancer ingress IPs.
+func frontendIPs(svc *corev1.Service) ([]netip.Addr, []string) {
+	key := svc.Namespace + "/" + svc.Name
+	var out []netip.Addr
+	var problems []string
+	seen := map[netip.Addr]bool{}
+	add := func(what, s string) {
+		if s == "" || s == corev1.ClusterIPNone {
+			return
+		}
+		ip, err := netip.ParseAddr(s)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("service %s: %s %q is not an IP address; skipped", key, what, s))
+			return
+		}
+		if !seen[ip] {
+			seen[ip] = true
+			out = append(out, ip)
+		}
+	}
+	clusterIPs := svc.Spec.ClusterIPs
+	if len(clusterIPs) == 0 {
+		clusterIPs = []string{svc.Spec.ClusterIP}
+	}
+	for _, s := range clusterIPs {
+		add("cluster IP", s)
+	}
+	for _, s := range svc.Spec.ExternalIPs {
+		add("external IP", s)
+	}
+	for _, ing := range svc.Status.LoadBalancer.Ingress {
+		add("load balancer ingress IP", ing.IP)
+	}
+	return out, problems
+}
+
+func vip(ip netip.Addr, port int32) string {
+	return netip.AddrPortFrom(ip, uint16(port)).String()
+}
+
+// endpoints are the usable endpoints of a service, per service port name and protocol.
+type endpoints struct {
+	byPort map[string]backendSet // key: port name + "/" + protocol
+}
+
+type backendSet []netip.AddrPort
+
+// forFamily renders the backends of the VIP's IP family as OVN wants them.
+func (b backendSet) forFamily(vipIP netip.Addr) string {
+	var parts []string
+	for _, ap := range b {
+		if ap.Addr().Is4() == vipIP.Is4() {
+			parts = append(parts, ap.String())
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+func (e endpoints) backends(portName string, proto corev1.Protocol) backendSet {
+	if proto == "" {
+		proto = corev1.ProtocolTCP
+	}
+	return e.byPort[portName+"/"+string(proto)]
+}
+
+// collectEndpoints gathers ready endpoints from all slices, or, when none is
+// ready, the serving and terminating ones (so connections drain instead of
+// failing during a rollout). Target ports are resolved per slice, as named
+// ports may map to different numbers in different slices.
+func collectEndpoints(key string, slices []*discovery.EndpointSlice, problems *[]string) endpoints {
+	ready := map[string]map[netip.AddrPort]bool{}
+	fallback := map[string]map[netip.AddrPort]bool{}
+	for _, slice := range slices {
+		if slice.AddressType == discovery.AddressTypeFQDN {
+			continue
+		}
+		for _, port := range slice.Ports {
+			if port.Port == nil || *port.Port < 1 || *port.Port > 65535 {
+				*problems = append(*problems, fmt.Sprintf("service %s: EndpointSlice %s has port %s without a valid number; skipped", key, slice.Name, portName(port.Name)))
+				continue
+			}
+			proto := corev1.ProtocolTCP
+			if port.Protocol != nil {
+				proto = *port.Protocol
+			}
+			pk := portName(port.Name) + "/" + string(proto)
+			for _, ep := range slice.Endpoints {
+				if len(ep.Addresses) == 0 {
+					continue
+				}
+				ip, err := netip.ParseAddr(ep.Addresses[0])
+				if err != nil {
+					*problems = append(*problems, fmt.Sprintf("service %s: EndpointSlice %s has address %q, not an IP; skipped", key, slice.Name, ep.Addresses[0]))
+					continue
+				}
+				ap := netip.AddrPortFrom(ip, uint16(*port.Port))
+				c := ep.Conditions
+				switch {
+				case c.Ready == nil || *c.Ready:
+					addTo(ready, pk, ap)
+				case c.Serving != nil && *c.Serving && c.Terminating != nil && *c.Terminating:
+					addTo(fallback, pk, ap)
+				}
+			}
+		}
+	}
+	out := endpoints{byPort: map[string]backendSet{}}
+	for pk, aps := range ready {
+		out.byPort[pk] = sorted(aps)
+	}
+	for pk, aps := range fallback {
+		if _, ok := out.byPort[pk]; !ok {
+			out.byPort[pk] = sorted(aps)
+		}
+	}
+	return out
+}
+
+func sorted(set map[netip.AddrPort]bool) backendSet {
+	list := make(backendSet, 0, len(set))
+	for ap := range set {
+		list = append(list, ap)
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].Compare(list[j]) < 0 })
+	return list
+}
+
+func portName(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+func addTo(m map[string]map[netip.AddrPort]bool, k string, ap netip.AddrPort) {
+	if m[k] == nil {
+		m[k] = map[netip.AddrPort]bool{}
+	}
+	m[k][ap] = true
+}

@@ -1,0 +1,199 @@
+package services
+
+import (
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func service(mutate ...func(*corev1.Service)) *corev1.Service {
+	s := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
+		Spec: corev1.ServiceSpec{
+			Type:       corev1.ServiceTypeClusterIP,
+			ClusterIP:  "10.96.0.10",
+			ClusterIPs: []string{"10.96.0.10"},
+			Ports:      []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromString("web")}},
+		},
+	}
+	for _, f := range mutate {
+		f(s)
+	}
+	return s
+}
+
+type ep struct {
+	ip                          string
+	ready, serving, terminating *bool
+}
+
+func slice(name string, family discovery.AddressType, port int32, portName string, proto corev1.Protocol, eps ...ep) *discovery.EndpointSlice {
+	s := &discovery.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{discovery.LabelServiceName: "web"}},
+		AddressType: family,
+		Ports:       []discovery.EndpointPort{{Name: ptr(portName), Port: ptr(port), Protocol: ptr(proto)}},
+	}
+	for _, e := range eps {
+		s.Endpoints = append(s.Endpoints, discovery.Endpoint{Addresses: []string{e.ip},
+			Conditions: discovery.EndpointConditions{Ready: e.ready, Serving: e.serving, Terminating: e.terminating}})
+	}
+	return s
+}
+
+var (
+	yes = ptr(true)
+	no  = ptr(false)
+)
+
+func TestLoadBalancers(t *testing.T) {
+	tests := []struct {
+		name      string
+		svc       *corev1.Service
+		slices    []*discovery.EndpointSlice
+		gateways  []NodeGateway
+		wantVIPs  map[string]map[string]string // LB name → vips
+		wantOpts  map[string]string            // options of the first cluster LB
+		wantProbs []string
+	}{
+		{
+			name:   "ready endpoints from two slices, named port resolved per slice",
+			svc:    service(),
+			slices: []*discovery.EndpointSlice{slice("a", discovery.AddressTypeIPv4, 8080, "http", "TCP", ep{ip: "10.244.1.5"}), slice("b", discovery.AddressTypeIPv4, 9090, "http", "TCP", ep{ip: "10.244.2.6", ready: yes}, ep{ip: "10.244.2.7", ready: no})},
+			wantVIPs: map[string]map[string]string{
+				"Service_ns/web_TCP_cluster": {"10.96.0.10:80": "10.244.1.5:8080,10.244.2.6:9090"},
+			},
+			wantOpts: map[string]string{"reject": "true", "event": "false"},
+		},
+		{
+			name:     "no endpoints: VIP kept, rejecting",
+			svc:      service(),
+			wantVIPs: map[string]map[string]string{"Service_ns/web_TCP_cluster": {"10.96.0.10:80": ""}},
+			wantOpts: map[string]string{"reject": "true", "event": "false"},
+		},
+		{
+			name:     "none ready: serving and terminating used",
+			svc:      service(),
+			slices:   []*discovery.EndpointSlice{slice("a", discovery.AddressTypeIPv4, 8080, "http", "TCP", ep{ip: "10.244.1.5", ready: no, serving: yes, terminating: yes}, ep{ip: "10.244.1.6", ready: no, serving: no, terminating: yes})},
+			wantVIPs: map[string]map[string]string{"Service_ns/web_TCP_cluster": {"10.96.0.10:80": "10.244.1.5:8080"}},
+		},
+		{
+			name:     "terminating ignored while something is ready",
+			svc:      service(),
+			slices:   []*discovery.EndpointSlice{slice("a", discovery.AddressTypeIPv4, 8080, "http", "TCP", ep{ip: "10.244.1.5", ready: no, serving: yes, terminating: yes}, ep{ip: "10.244.1.6", ready: yes})},
+			wantVIPs: map[string]map[string]string{"Service_ns/web_TCP_cluster": {"10.96.0.10:80": "10.244.1.6:8080"}},
+		},
+		{
+			name: "UDP and TCP, external and ingress IPs, ClientIP affinity",
+			svc: service(func(s *corev1.Service) {
+				s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53})
+				s.Spec.ExternalIPs = []string{"192.0.2.10"}
+				s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.7"}, {Hostname: "lb.example"}}
+				s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+				s.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr(int32(600))}}
+			}),
+			slices: []*discovery.EndpointSlice{
+				slice("a", discovery.AddressTypeIPv4, 8080, "http", "TCP", ep{ip: "10.244.1.5"}),
+				slice("b", discovery.AddressTypeIPv4, 5353, "dns", "UDP", ep{ip: "10.244.1.5"}),
+			},
+			wantVIPs: map[string]map[string]string{
+				"Service_ns/web_TCP_cluster": {"10.96.0.10:80": "10.244.1.5:8080", "192.0.2.10:80": "10.244.1.5:8080", "198.51.100.7:80": "10.244.1.5:8080"},
+				"Service_ns/web_UDP_cluster": {"10.96.0.10:53": "10.244.1.5:5353", "192.0.2.10:53": "10.244.1.5:5353", "198.51.100.7:53": "10.244.1.5:5353"},
+			},
+			wantOpts: map[string]string{"reject": "true", "event": "false", "affinity_timeout": "600"},
+		},
+		{
+			name: "dual-stack VIPs get their own family's endpoints",
+			svc: service(func(s *corev1.Service) {
+				s.Spec.ClusterIPs = []string{"10.96.0.10", "fd00:96::10"}
+			}),
+			slices: []*discovery.EndpointSlice{
+				slice("v4", discovery.AddressTypeIPv4, 8080, "http", "TCP", ep{ip: "10.244.1.5"}),
+				slice("v6", discovery.AddressTypeIPv6, 8080, "http", "TCP", ep{ip: "fd00:244:1::5"}),
+				slice("fqdn", discovery.AddressTypeFQDN, 8080, "http", "TCP", ep{ip: "example.com"}),
+			},
+			wantVIPs: map[string]map[string]string{"Service_ns/web_TCP_cluster": {"10.96.0.10:80": "10.244.1.5:8080", "[fd00:96::10]:80": "[fd00:244:1::5]:8080"}},
+		},
+		{
+			name: "NodePort on gateway routers",
+			svc: service(func(s *corev1.Service) {
+				s.Spec.Type = corev1.ServiceTypeNodePort
+				s.Spec.Ports[0].NodePort = 30080
+			}),
+			slices:   []*discovery.EndpointSlice{slice("a", discovery.AddressTypeIPv4, 8080, "http", "TCP", ep{ip: "10.244.1.5"})},
+			gateways: []NodeGateway{{Node: "n1", IPs: []netip.Addr{netip.MustParseAddr("172.18.0.2")}}},
+			wantVIPs: map[string]map[string]string{
+				"Service_ns/web_TCP_cluster":        {"10.96.0.10:80": "10.244.1.5:8080"},
+				"Service_ns/web_TCP_node_router_n1": {"172.18.0.2:30080": "10.244.1.5:8080"},
+			},
+		},
+		{
+			name:     "headless: nothing",
+			svc:      service(func(s *corev1.Service) { s.Spec.ClusterIP = "None"; s.Spec.ClusterIPs = []string{"None"} }),
+			slices:   []*discovery.EndpointSlice{slice("a", discovery.AddressTypeIPv4, 8080, "http", "TCP", ep{ip: "10.244.1.5"})},
+			wantVIPs: map[string]map[string]string{},
+		},
+		{
+			name:     "ExternalName: nothing",
+			svc:      service(func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeExternalName; s.Spec.ClusterIP = "" }),
+			wantVIPs: map[string]map[string]string{},
+		},
+		{
+			name: "bad input is named and skipped, the rest programmed",
+			svc: service(func(s *corev1.Service) {
+				s.Spec.Ports = append(s.Spec.Ports,
+					corev1.ServicePort{Name: "weird", Protocol: "ICMP", Port: 1},
+					corev1.ServicePort{Name: "big", Protocol: corev1.ProtocolTCP, Port: 70000})
+				s.Spec.ExternalIPs = []string{"not-an-ip"}
+			}),
+			slices: []*discovery.EndpointSlice{
+				slice("a", discovery.AddressTypeIPv4, 8080, "http", "TCP", ep{ip: "10.244.1.5"}, ep{ip: "10.244.1.999"}),
+				slice("b", discovery.AddressTypeIPv4, 0, "http", "TCP", ep{ip: "10.244.1.6"}),
+			},
+			wantVIPs:  map[string]map[string]string{"Service_ns/web_TCP_cluster": {"10.96.0.10:80": "10.244.1.5:8080"}},
+			wantProbs: []string{`protocol "ICMP"`, "port 70000 out of range", `external IP "not-an-ip"`, `"10.244.1.999", not an IP`, "EndpointSlice b has port http without a valid number"},
+		},
+	}
+	for _, tt := range tests {
+		d := LoadBalancers(tt.svc, tt.slices, tt.gateways)
+		got := map[string]map[string]string{}
+		for _, lb := range d.Cluster {
+			got[lb.Name] = lb.Vips
+			if lb.ExternalIDs["k8s.ovn.org/owner-type"] != "Service" || lb.ExternalIDs["k8s.ovn.org/name"] != "ns/web" {
+				t.Errorf("%s: %s external_ids %v", tt.name, lb.Name, lb.ExternalIDs)
+			}
+		}
+		for _, lb := range d.PerNode {
+			got[lb.Name] = lb.Vips
+		}
+		if !reflect.DeepEqual(got, tt.wantVIPs) {
+			t.Errorf("%s:\n got %v\nwant %v", tt.name, got, tt.wantVIPs)
+		}
+		if tt.wantOpts != nil && (len(d.Cluster) == 0 || !reflect.DeepEqual(d.Cluster[0].Options, tt.wantOpts)) {
+			t.Errorf("%s: options %v, want %v", tt.name, d.Cluster, tt.wantOpts)
+		}
+		all := strings.Join(d.Problems, "\n")
+		for _, p := range tt.wantProbs {
+			if !strings.Contains(all, p) {
+				t.Errorf("%s: problems lack %q:\n%s", tt.name, p, all)
+			}
+		}
+		if len(tt.wantProbs) == 0 && len(d.Problems) > 0 {
+			t.Errorf("%s: unexpected problems %v", tt.name, d.Problems)
+		}
+	}
+}
+
+func TestLoadBalancerProtocolField(t *testing.T) {
+	d := LoadBalancers(service(func(s *corev1.Service) { s.Spec.Ports[0].Protocol = corev1.ProtocolSCTP }), nil, nil)
+	if len(d.Cluster) != 1 || d.Cluster[0].Name != "Service_ns/web_SCTP_cluster" || *d.Cluster[0].Protocol != "sctp" {
+		t.Fatalf("%+v", d.Cluster)
+	}
+}
