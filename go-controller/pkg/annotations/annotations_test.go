@@ -93,3 +93,23 @@ func TestParsePodNetworks(t *testing.T) {
 		}
 	}
 }
+
+func TestL3GatewayConfig(t *testing.T) {
+	mac, _ := ParseMAC("02:00:00:00:00:01")
+	c := L3GatewayConfig{Mode: "shared", InterfaceID: "breth0_n1", MAC: mac,
+		IPs: []netip.Prefix{netip.MustParsePrefix("172.18.0.2/24")}, NextHops: []netip.Addr{netip.MustParseAddr("172.18.0.1")}, NodePortEnable: true}
+	s := FormatL3GatewayConfig(c)
+	want := `{"default":{"mode":"shared","interface-id":"breth0_n1","mac-address":"02:00:00:00:00:01","ip-addresses":["172.18.0.2/24"],"ip-address":"172.18.0.2/24","next-hops":["172.18.0.1"],"next-hop":"172.18.0.1","node-port-enable":"true"}}`
+	if s != want {
+		t.Fatalf("format:\n%s\nwant\n%s", s, want)
+	}
+	back, err := ParseL3GatewayConfig(s)
+	if err != nil || !reflect.DeepEqual(back, c) {
+		t.Fatalf("round trip %+v %v", back, err)
+	}
+	for _, bad := range []string{``, `{}`, `{"default":{"ip-addresses":["x"]}}`, `{"default":{"next-hops":["x"]}}`, `{"default":{"mac-address":"x"}}`} {
+		if _, err := ParseL3GatewayConfig(bad); err == nil {
+			t.Errorf("accepted %s", bad)
+		}
+	}
+}

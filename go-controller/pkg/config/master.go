@@ -21,8 +21,9 @@ type Master struct {
 	JoinSubnet     netip.Prefix
 	// PodWorkers bounds concurrent pod syncs; their NB writes share transactions
 	// and their annotation patches run in parallel.
-	PodWorkers  int
-	NodeWorkers int
+	PodWorkers     int
+	NodeWorkers    int
+	ServiceWorkers int
 	// RetryMaxDelay caps the backoff of a failing object's retries.
 	RetryMaxDelay time.Duration
 }

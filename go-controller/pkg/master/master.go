@@ -30,6 +30,7 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/services"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
 
@@ -51,6 +52,7 @@ type Master struct {
 	podIndexer cache.Indexer
 	nodeQueue  workqueue.TypedRateLimitingInterface[string]
 	podQueue   workqueue.TypedRateLimitingInterface[string]
+	services   *services.Controller
 
 	// synced is closed once startup (rebuild + first full sync) is done.
 	synced     chan struct{}
@@ -64,6 +66,9 @@ type Master struct {
 func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client, log logr.Logger) *Master {
 	if cfg.PodWorkers <= 0 {
 		cfg.PodWorkers = 32
+	}
+	if cfg.ServiceWorkers <= 0 {
+		cfg.ServiceWorkers = 8
 	}
 	if cfg.NodeWorkers <= 0 {
 		cfg.NodeWorkers = 4
@@ -117,6 +122,7 @@ func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client,
 		DeleteFunc: func(obj any) { m.enqueue(m.podQueue, obj) },
 	})
 	nb.Cache().AddEventHandler(&ovsdbcache.EventHandlerFuncs{DeleteFunc: m.nbRowDeleted})
+	m.services = services.New(factory, nb, m.committer.Commit, log.WithName("services"), cfg.RetryMaxDelay)
 	return m
 }
 
@@ -192,6 +198,11 @@ func (m *Master) Run(ctx context.Context) error {
 	}
 	run(m.cfg.NodeWorkers, m.nodeQueue, m.syncNode)
 	run(m.cfg.PodWorkers, m.podQueue, m.syncPod)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		m.services.Run(ctx, m.cfg.ServiceWorkers)
+	}()
 	go m.watchReconnects(ctx)
 	go m.signalSynced(ctx)
 
@@ -264,7 +275,7 @@ func (m *Master) signalSynced(ctx context.Context) {
 	}
 }
 
-func (m *Master) inFlightIdle() bool { return m.busy.Load() == 0 }
+func (m *Master) inFlightIdle() bool { return m.busy.Load() == 0 && m.services.Idle() }
 
 // watchReconnects resyncs everything after the NB connection comes back: the
 // database may have changed (or been wiped) while we could not see it.

@@ -54,10 +54,11 @@ func kubeClient(k config.Kube) (kubernetes.Interface, error) {
 func masterCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "master",
-		Usage: "watch Nodes and Pods and program the OVN Northbound database",
+		Usage: "watch Nodes, Pods, Services and EndpointSlices and program the OVN Northbound database",
 		Description: "Creates ovn_cluster_router and the join switch, gives every node a host subnet\n" +
 			"(k8s.ovn.org/node-subnets), a switch and a management port, and every pod an address\n" +
-			"(k8s.ovn.org/pod-networks) and a logical switch port. Restart-safe: state is rebuilt\n" +
+			"(k8s.ovn.org/pod-networks) and a logical switch port, and every Service load balancers\n" +
+			"(Service_<ns>/<name>_<PROTO>_cluster in the clusterLBGroup). Restart-safe: state is rebuilt\n" +
 			"from annotations and the NB, and only rows ovn-k8s owns are ever deleted.",
 		Flags: append(kubeFlags(),
 			&cli.StringFlag{Name: "nb-address", Usage: "OVN NB database: unix:PATH, tcp:HOST:PORT or ssl:HOST:PORT; comma-separated for a clustered NB"},
@@ -69,6 +70,7 @@ func masterCommand() *cli.Command {
 			&cli.StringFlag{Name: "join-subnet", Value: "100.64.0.0/16", Usage: "subnet of the join switch between the cluster router and gateway routers"},
 			&cli.IntFlag{Name: "pod-workers", Value: 32, Usage: "pods synced concurrently (their NB writes share transactions)"},
 			&cli.IntFlag{Name: "node-workers", Value: 4, Usage: "nodes synced concurrently"},
+			&cli.IntFlag{Name: "service-workers", Value: 8, Usage: "services synced concurrently"},
 		),
 		Action: func(c *cli.Context) error {
 			cfg, err := masterConfig(c)
@@ -138,6 +140,9 @@ func masterConfig(c *cli.Context) (config.Master, error) {
 	}
 	if cfg.NodeWorkers = c.Int("node-workers"); cfg.NodeWorkers < 1 {
 		return cfg, flagError("node-workers", fmt.Errorf("must be at least 1"))
+	}
+	if cfg.ServiceWorkers = c.Int("service-workers"); cfg.ServiceWorkers < 1 {
+		return cfg, flagError("service-workers", fmt.Errorf("must be at least 1"))
 	}
 	cfg.RetryMaxDelay = 30 * time.Second
 	return cfg, nil
