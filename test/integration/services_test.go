@@ -1,0 +1,316 @@
+package integration
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+	"github.com/ovn-k8s/ovn-k8s/test/harness"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func (c *cluster) createService(ns, name string, mutate ...func(*corev1.Service)) *corev1.Service {
+	c.t.Helper()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"app": name},
+			Ports:    []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt(8080)}},
+		},
+	}
+	for _, f := range mutate {
+		f(svc)
+	}
+	out, err := c.kube.Client.CoreV1().Services(ns).Create(c.ctx(), svc, metav1.CreateOptions{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return out
+}
+
+// applySlice creates or replaces an EndpointSlice (no controller-manager runs).
+func (c *cluster) applySlice(ns, svc, name string, ports []discovery.EndpointPort, eps ...discovery.Endpoint) {
+	c.t.Helper()
+	slice := &discovery.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{discovery.LabelServiceName: svc}},
+		AddressType: discovery.AddressTypeIPv4,
+		Ports:       ports,
+		Endpoints:   eps,
+	}
+	cl := c.kube.Client.DiscoveryV1().EndpointSlices(ns)
+	if old, err := cl.Get(c.ctx(), name, metav1.GetOptions{}); err == nil {
+		slice.ResourceVersion = old.ResourceVersion
+		if _, err := cl.Update(c.ctx(), slice, metav1.UpdateOptions{}); err != nil {
+			c.t.Fatal(err)
+		}
+		return
+	}
+	if _, err := cl.Create(c.ctx(), slice, metav1.CreateOptions{}); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func endpoint(ip string, ready bool) discovery.Endpoint {
+	return discovery.Endpoint{Addresses: []string{ip}, Conditions: discovery.EndpointConditions{Ready: ptr(ready)}}
+}
+
+func port(name string, proto corev1.Protocol, n int32) discovery.EndpointPort {
+	return discovery.EndpointPort{Name: ptr(name), Protocol: ptr(proto), Port: ptr(n)}
+}
+
+func (c *cluster) lb(name string) *nbdb.LoadBalancer {
+	var found []nbdb.LoadBalancer
+	_ = c.nb.WhereCache(func(lb *nbdb.LoadBalancer) bool { return lb.Name == name }).List(c.ctx(), &found)
+	if len(found) != 1 {
+		return nil
+	}
+	return &found[0]
+}
+
+// waitLB waits until the load balancer exists with the given vips and passes check.
+func (c *cluster) waitLB(name string, vips map[string]string, check func(*nbdb.LoadBalancer) error) *nbdb.LoadBalancer {
+	c.t.Helper()
+	var lb *nbdb.LoadBalancer
+	harness.Eventually(c.t, 30*time.Second, "load balancer "+name, func() error {
+		if lb = c.lb(name); lb == nil {
+			return fmt.Errorf("no load balancer %s", name)
+		}
+		if !reflect.DeepEqual(lb.Vips, vips) {
+			return fmt.Errorf("vips %v, want %v", lb.Vips, vips)
+		}
+		if check != nil {
+			return check(lb)
+		}
+		return nil
+	})
+	return lb
+}
+
+func (c *cluster) waitNoLB(name string) {
+	c.t.Helper()
+	harness.Eventually(c.t, 30*time.Second, "load balancer "+name+" removed", func() error {
+		if c.lb(name) != nil {
+			return fmt.Errorf("still there")
+		}
+		return nil
+	})
+}
+
+func (c *cluster) group() *nbdb.LoadBalancerGroup {
+	g := &nbdb.LoadBalancerGroup{Name: "clusterLBGroup"}
+	if err := c.nb.Get(c.ctx(), g); err != nil {
+		return nil
+	}
+	return g
+}
+
+func TestServicesBecomeLoadBalancers(t *testing.T) {
+	c := newCluster(t)
+	c.startMaster()
+	c.createNode("n1", nil)
+	c.createNode("n2", nil)
+	c.kube.EnsureNamespace(t, "ns")
+	c.createPod("ns", "srv1", "n1")
+	c.createPod("ns", "srv2", "n2")
+	ip1, ip2 := c.podNetwork("ns", "srv1").IPs[0].Addr().String(), c.podNetwork("ns", "srv2").IPs[0].Addr().String()
+
+	svc := c.createService("ns", "web", func(s *corev1.Service) {
+		s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53, TargetPort: intstr.FromString("dns")})
+	})
+	vip := svc.Spec.ClusterIP
+	c.applySlice("ns", "web", "web-a", []discovery.EndpointPort{port("http", "TCP", 8080), port("dns", "UDP", 5353)}, endpoint(ip1, true))
+	c.applySlice("ns", "web", "web-b", []discovery.EndpointPort{port("http", "TCP", 9090), port("dns", "UDP", 5353)}, endpoint(ip2, true))
+	tcp := c.waitLB("Service_ns/web_TCP_cluster", map[string]string{vip + ":80": ip1 + ":8080," + ip2 + ":9090"}, func(lb *nbdb.LoadBalancer) error {
+		if lb.Protocol == nil || *lb.Protocol != "tcp" || lb.Options["reject"] != "true" {
+			return fmt.Errorf("protocol %v options %v", lb.Protocol, lb.Options)
+		}
+		if lb.ExternalIDs["k8s.ovn.org/owner-type"] != "Service" || lb.ExternalIDs["k8s.ovn.org/name"] != "ns/web" {
+			return fmt.Errorf("external_ids %v", lb.ExternalIDs)
+		}
+		return nil
+	})
+	c.waitLB("Service_ns/web_UDP_cluster", map[string]string{vip + ":53": ip1 + ":5353," + ip2 + ":5353"}, nil)
+
+	// Attached through the cluster group, which every node switch carries.
+	g := c.group()
+	if g == nil || !contains(g.LoadBalancer, tcp.UUID) {
+		t.Fatalf("LB not in clusterLBGroup: %+v", g)
+	}
+	for _, n := range []string{"n1", "n2"} {
+		if ls := c.switchNamed(n); ls == nil || !reflect.DeepEqual(ls.LoadBalancerGroup, []string{g.UUID}) || len(ls.LoadBalancer) != 0 {
+			t.Errorf("switch %s load_balancer_group %v load_balancer %v", n, ls.LoadBalancerGroup, ls.LoadBalancer)
+		}
+	}
+
+	// Endpoint changes follow; none ready → serving+terminating fallback; none → reject.
+	c.applySlice("ns", "web", "web-b", []discovery.EndpointPort{port("http", "TCP", 9090), port("dns", "UDP", 5353)}, endpoint(ip2, false))
+	c.waitLB("Service_ns/web_TCP_cluster", map[string]string{vip + ":80": ip1 + ":8080"}, nil)
+	c.applySlice("ns", "web", "web-a", []discovery.EndpointPort{port("http", "TCP", 8080), port("dns", "UDP", 5353)},
+		discovery.Endpoint{Addresses: []string{ip1}, Conditions: discovery.EndpointConditions{Ready: ptr(false), Serving: ptr(true), Terminating: ptr(true)}})
+	c.waitLB("Service_ns/web_TCP_cluster", map[string]string{vip + ":80": ip1 + ":8080"}, nil)
+	if err := c.kube.Client.DiscoveryV1().EndpointSlices("ns").Delete(c.ctx(), "web-a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitLB("Service_ns/web_TCP_cluster", map[string]string{vip + ":80": ""}, nil)
+
+	// ClientIP affinity, ExternalIPs.
+	aff := c.createService("ns", "sticky", func(s *corev1.Service) {
+		s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+		s.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr(int32(300))}}
+		s.Spec.ExternalIPs = []string{"192.0.2.50"}
+	})
+	c.applySlice("ns", "sticky", "sticky-a", []discovery.EndpointPort{port("http", "TCP", 8080)}, endpoint(ip1, true))
+	c.waitLB("Service_ns/sticky_TCP_cluster", map[string]string{aff.Spec.ClusterIP + ":80": ip1 + ":8080", "192.0.2.50:80": ip1 + ":8080"}, func(lb *nbdb.LoadBalancer) error {
+		if lb.Options["affinity_timeout"] != "300" {
+			return fmt.Errorf("options %v", lb.Options)
+		}
+		return nil
+	})
+
+	// Headless: no load balancer. Selectorless with a manual slice: one.
+	c.createService("ns", "headless", func(s *corev1.Service) { s.Spec.ClusterIP = "None" })
+	c.applySlice("ns", "headless", "headless-a", []discovery.EndpointPort{port("http", "TCP", 8080)}, endpoint(ip1, true))
+	manual := c.createService("ns", "manual", func(s *corev1.Service) { s.Spec.Selector = nil })
+	c.applySlice("ns", "manual", "manual-a", []discovery.EndpointPort{port("http", "TCP", 8080)}, endpoint("10.244.99.9", true))
+	c.waitLB("Service_ns/manual_TCP_cluster", map[string]string{manual.Spec.ClusterIP + ":80": "10.244.99.9:8080"}, nil)
+	if c.lb("Service_ns/headless_TCP_cluster") != nil {
+		t.Error("headless service got a load balancer")
+	}
+
+	// A second slice adds its endpoints to the same VIP. (The API server
+	// validates slice addresses; bad ones are covered by the table tests.)
+	c.applySlice("ns", "manual", "manual-bad", []discovery.EndpointPort{port("http", "TCP", 8080)}, endpoint("10.244.99.10", true))
+	c.waitLB("Service_ns/manual_TCP_cluster", map[string]string{manual.Spec.ClusterIP + ":80": "10.244.99.9:8080,10.244.99.10:8080"}, nil)
+
+	// Protocol removed → its LB goes; service deleted → all go.
+	web, _ := c.kube.Client.CoreV1().Services("ns").Get(c.ctx(), "web", metav1.GetOptions{})
+	web.Spec.Ports = web.Spec.Ports[:1]
+	if _, err := c.kube.Client.CoreV1().Services("ns").Update(c.ctx(), web, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitNoLB("Service_ns/web_UDP_cluster")
+	if err := c.kube.Client.CoreV1().Services("ns").Delete(c.ctx(), "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitNoLB("Service_ns/web_TCP_cluster")
+
+	// Restart: a service deleted while the master is down loses its LB; an
+	// idle restart writes nothing.
+	c.master.Stop()
+	if err := c.kube.Client.CoreV1().Services("ns").Delete(c.ctx(), "sticky", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.startMaster()
+	c.waitSynced()
+	c.waitNoLB("Service_ns/sticky_TCP_cluster")
+	c.waitLB("Service_ns/manual_TCP_cluster", map[string]string{manual.Spec.ClusterIP + ":80": "10.244.99.9:8080,10.244.99.10:8080"}, nil)
+	if n := c.changesDuring(func() { c.master.Stop(); c.startMaster(); c.waitSynced() }); n != 0 {
+		t.Errorf("idle restart changed %d rows", n)
+	}
+}
+
+func TestNodePortOnGatewayRouters(t *testing.T) {
+	c := newCluster(t)
+	c.startMaster()
+	c.createNode("n1", nil)
+	node, _ := c.kube.Client.CoreV1().Nodes().Get(c.ctx(), "n1", metav1.GetOptions{})
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "172.18.0.2"}}
+	if _, err := c.kube.Client.CoreV1().Nodes().UpdateStatus(c.ctx(), node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.kube.EnsureNamespace(t, "ns")
+	svc := c.createService("ns", "np", func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeNodePort })
+	np := svc.Spec.Ports[0].NodePort
+	c.applySlice("ns", "np", "np-a", []discovery.EndpointPort{port("http", "TCP", 8080)}, endpoint("10.244.0.5", true))
+	c.waitLB("Service_ns/np_TCP_cluster", map[string]string{svc.Spec.ClusterIP + ":80": "10.244.0.5:8080"}, nil)
+	time.Sleep(500 * time.Millisecond)
+	if c.lb("Service_ns/np_TCP_node_router_n1") != nil {
+		t.Fatal("NodePort LB without a gateway router")
+	}
+	// The node's gateway router appears (as gateway-init will create it).
+	if _, err := c.ovn.NBCtl("lr-add", "GR_n1"); err != nil {
+		t.Fatal(err)
+	}
+	nlb := c.waitLB("Service_ns/np_TCP_node_router_n1", map[string]string{fmt.Sprintf("172.18.0.2:%d", np): "10.244.0.5:8080"}, nil)
+	harness.Eventually(t, 10*time.Second, "GR_n1 carries the group and its NodePort LB", func() error {
+		gr := c.routerNamed("GR_n1")
+		if g := c.group(); gr == nil || g == nil || !contains(gr.LoadBalancerGroup, g.UUID) || !contains(gr.LoadBalancer, nlb.UUID) {
+			return fmt.Errorf("GR_n1 = %+v", gr)
+		}
+		return nil
+	})
+	// The gateway goes away: so does its NodePort LB.
+	if _, err := c.ovn.NBCtl("lr-del", "GR_n1"); err != nil {
+		t.Fatal(err)
+	}
+	c.waitNoLB("Service_ns/np_TCP_node_router_n1")
+}
+
+// TestOVNTraceThroughClusterIP follows a packet from a pod's port to a
+// ClusterIP through the logical flows northd generated in the real SB.
+func TestOVNTraceThroughClusterIP(t *testing.T) {
+	c := newCluster(t)
+	c.startMaster()
+	c.createNode("n1", nil)
+	c.createNode("n2", nil)
+	c.kube.EnsureNamespace(t, "ns")
+	c.createPod("ns", "client", "n1")
+	c.createPod("ns", "server", "n2")
+	client, server := c.podNetwork("ns", "client"), c.podNetwork("ns", "server")
+	c.waitPort("n1", "ns_client", nil)
+	c.waitPort("n2", "ns_server", nil)
+	svc := c.createService("ns", "web")
+	empty := c.createService("ns", "empty")
+	srvIP := server.IPs[0].Addr().String()
+	c.applySlice("ns", "web", "web-a", []discovery.EndpointPort{port("http", "TCP", 8080)}, endpoint(srvIP, true))
+	c.waitLB("Service_ns/web_TCP_cluster", map[string]string{svc.Spec.ClusterIP + ":80": srvIP + ":8080"}, nil)
+	c.waitLB("Service_ns/empty_TCP_cluster", map[string]string{empty.Spec.ClusterIP + ":80": ""}, nil)
+	gwMAC := c.lrp("rtos-n1").MAC
+
+	trace := func(dst string, extra ...string) string {
+		flow := fmt.Sprintf(`inport == "ns_client" && eth.src == %s && eth.dst == %s && ip4.src == %s && ip4.dst == %s && ip.ttl == 64 && tcp && tcp.src == 33333 && tcp.dst == 80`,
+			client.MAC, gwMAC, client.IPs[0].Addr(), dst)
+		var out string
+		harness.Eventually(t, 20*time.Second, "ovn-trace to "+dst, func() error {
+			args := append([]string{"ovn-trace", "--db=unix:" + c.ovn.SBSock}, extra...)
+			var err error
+			out, err = harness.Run(append(args, "n1", flow)...)
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(out, "ct_lb") && !strings.Contains(out, "reject") {
+				return fmt.Errorf("no load balancing in trace yet:\n%s", out)
+			}
+			return nil
+		})
+		return out
+	}
+	out := trace(svc.Spec.ClusterIP, "--ct=new", "--lb-dst="+srvIP+":8080")
+	// The packet is DNATed to the endpoint (the router resolves the endpoint's
+	// address, not the VIP) and delivered to the server pod's port on n2.
+	for _, want := range []string{"ct_lb_mark", "reg0 == " + srvIP, `outport = "ns_server"`, `output to "ns_server"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("trace to the ClusterIP lacks %q:\n%s", want, out)
+		}
+	}
+	flows, err := c.ovn.SBCtl("lflow-list", "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "ct_lb_mark(backends=" + srvIP + ":8080)"; !strings.Contains(flows, want) {
+		t.Errorf("n1 logical flows lack %q", want)
+	}
+	out = trace(empty.Spec.ClusterIP, "--ct=new")
+	if !strings.Contains(out, "reject") || !strings.Contains(out, "tcp_reset") || strings.Contains(out, `output to "ns_server"`) {
+		t.Errorf("trace to a ClusterIP without endpoints is not rejected with a TCP reset:\n%s", out)
+	}
+}
