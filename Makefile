@@ -6,7 +6,7 @@ GO ?= go
 KUBE_VERSION := v1.34.4
 KUBE_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
 	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=34
-DEB_PACKAGES := ovn-central ovn-host openvswitch-switch iproute2 ethtool iputils-ping etcd-server openssl
+DEB_PACKAGES := ovn-central ovn-host openvswitch-switch iproute2 ethtool iputils-ping etcd-server openssl containernetworking-plugins
 GO_SOURCES := $(shell find go-controller -name '*.go') go.mod go.sum
 
 .PHONY: all build deps deps-packages generate verify-generate lint test unit integration clean

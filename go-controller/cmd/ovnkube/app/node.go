@@ -1,0 +1,157 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/node"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovs"
+)
+
+func nodeFlags() []cli.Flag {
+	return append(kubeFlags(),
+		&cli.StringFlag{Name: "node-name", Usage: "this node's Kubernetes name (required)"},
+		&cli.StringSliceFlag{Name: "cluster-ip-subnet", Value: cli.NewStringSlice("10.244.0.0/16"), Usage: "pod network(s), routed through the management port"},
+		&cli.StringSliceFlag{Name: "service-cidr", Value: cli.NewStringSlice("10.96.0.0/16"), Usage: "service range(s), routed through the management port"},
+		&cli.StringFlag{Name: "minion-switch-subnet", Usage: "this node's host subnet; default: read from its k8s.ovn.org/node-subnets annotation"},
+		&cli.StringFlag{Name: "encap-type", Value: "geneve", Usage: "tunnel encapsulation: geneve or vxlan"},
+		&cli.StringFlag{Name: "encap-ip", Usage: "this node's tunnel endpoint address (required)"},
+		&cli.StringFlag{Name: "sb-address", Usage: "OVN SB database for ovn-controller (ovn-remote), e.g. tcp:10.0.0.1:6642 (required)"},
+		&cli.StringFlag{Name: "ovs-address", Value: ovs.DefaultAddress, Usage: "local OVS database"},
+		&cli.StringFlag{Name: "datapath-type", Usage: `OVS datapath of br-int: "" (kernel) or "netdev" (userspace, for kernels without the OVS module)`},
+		&cli.IntFlag{Name: "mtu", Value: 1400, Usage: "MTU of the management port (pod MTU; leave room for Geneve)"},
+		&cli.DurationFlag{Name: "subnet-timeout", Value: 60 * time.Second, Usage: "how long to wait for the master to annotate the node's subnet"},
+	)
+}
+
+func nodeConfig(c *cli.Context) (node.Config, config.Kube, error) {
+	var cfg node.Config
+	var err error
+	for _, name := range []string{"node-name", "encap-ip", "sb-address"} {
+		if _, err := required(c, name); err != nil {
+			return cfg, config.Kube{}, err
+		}
+	}
+	cfg.NodeName = c.String("node-name")
+	if cfg.ClusterSubnets, err = config.ParseCIDRs(c.StringSlice("cluster-ip-subnet")); err != nil {
+		return cfg, config.Kube{}, flagError("cluster-ip-subnet", err)
+	}
+	if cfg.ServiceCIDRs, err = config.ParseCIDRs(c.StringSlice("service-cidr")); err != nil {
+		return cfg, config.Kube{}, flagError("service-cidr", err)
+	}
+	if s := c.String("minion-switch-subnet"); s != "" {
+		if cfg.HostSubnet, err = config.ParseCIDR(s); err != nil {
+			return cfg, config.Kube{}, flagError("minion-switch-subnet", err)
+		}
+	}
+	switch cfg.EncapType = c.String("encap-type"); cfg.EncapType {
+	case "geneve", "vxlan":
+	default:
+		return cfg, config.Kube{}, flagError("encap-type", fmt.Errorf("%q is not geneve or vxlan", cfg.EncapType))
+	}
+	if _, err := netip.ParseAddr(c.String("encap-ip")); err != nil {
+		return cfg, config.Kube{}, flagError("encap-ip", fmt.Errorf("%q is not an IP address", c.String("encap-ip")))
+	}
+	cfg.EncapIP = c.String("encap-ip")
+	if _, err := config.ParseOVSDBAddress(c.String("sb-address")); err != nil {
+		return cfg, config.Kube{}, flagError("sb-address", err)
+	}
+	cfg.SBAddress = c.String("sb-address")
+	if _, err := config.ParseOVSDBAddress(c.String("ovs-address")); err != nil {
+		return cfg, config.Kube{}, flagError("ovs-address", err)
+	}
+	switch cfg.DatapathType = c.String("datapath-type"); cfg.DatapathType {
+	case "", "system", "netdev":
+	default:
+		return cfg, config.Kube{}, flagError("datapath-type", fmt.Errorf("%q is not system or netdev", cfg.DatapathType))
+	}
+	if cfg.MTU = c.Int("mtu"); cfg.MTU < 576 || cfg.MTU > 65535 {
+		return cfg, config.Kube{}, flagError("mtu", fmt.Errorf("%d is outside 576..65535", cfg.MTU))
+	}
+	cfg.SubnetTimeout = c.Duration("subnet-timeout")
+	kube, err := kubeConfig(c)
+	return cfg, kube, err
+}
+
+// optionalKube builds a client when a kubeconfig was given (minion-init can
+// run without one if the subnet is on the command line).
+func optionalKube(k config.Kube, needed bool) (kubernetes.Interface, error) {
+	if k.Kubeconfig == "" && !needed {
+		return nil, nil
+	}
+	return kubeClient(k)
+}
+
+func minionInitCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "minion-init",
+		Usage: "point this node's OVS at OVN and create the management port ovn-k8s-mp0, then exit",
+		Description: "Sets Open_vSwitch external_ids (system-id if absent, ovn-remote, ovn-encap-type,\n" +
+			"ovn-encap-ip, ovn-bridge), creates br-int (fail-mode secure) and ovn-k8s-mp0 with the host\n" +
+			"subnet's .2, routes to the cluster and service ranges via .1, and annotates the node with\n" +
+			"its chassis id and management MAC. Idempotent. Run it in the node's network namespace.",
+		Flags: nodeFlags(),
+		Action: func(c *cli.Context) error {
+			cfg, kcfg, err := nodeConfig(c)
+			if err != nil {
+				return err
+			}
+			kube, err := optionalKube(kcfg, !cfg.HostSubnet.IsValid())
+			if err != nil {
+				return err
+			}
+			ctx, cancel := signalContext(c.Context)
+			defer cancel()
+			log := logger().WithName("minion-init")
+			cctx, cancelConnect := context.WithTimeout(ctx, 30*time.Second)
+			defer cancelConnect()
+			sw, err := ovs.Connect(cctx, c.String("ovs-address"), log)
+			if err != nil {
+				return err
+			}
+			defer sw.Close()
+			_, err = node.MinionInit(ctx, cfg, sw, kube, log)
+			return err
+		},
+	}
+}
+
+func nodeCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "node",
+		Usage: "the node daemon: minion-init, then keep it true (management port, annotation changes)",
+		Description: "Runs minion-init, then re-applies it whenever the node's annotations change or the\n" +
+			"management port disappears (checked every --resync-interval).",
+		Flags: append(nodeFlags(),
+			&cli.DurationFlag{Name: "resync-interval", Value: 5 * time.Second, Usage: "how often to check that the management port is still in place"},
+		),
+		Action: func(c *cli.Context) error {
+			cfg, kcfg, err := nodeConfig(c)
+			if err != nil {
+				return err
+			}
+			if kcfg.Kubeconfig == "" {
+				return flagError("kubeconfig", fmt.Errorf("is required by the node daemon"))
+			}
+			kube, err := kubeClient(kcfg)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := signalContext(c.Context)
+			defer cancel()
+			log := logger().WithName("node")
+			sw, err := ovs.Connect(ctx, c.String("ovs-address"), log)
+			if err != nil {
+				return err
+			}
+			defer sw.Close()
+			return node.Run(ctx, cfg, sw, kube, c.Duration("resync-interval"), log)
+		},
+	}
+}

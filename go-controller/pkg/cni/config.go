@@ -1,0 +1,109 @@
+// Package cni is ovn_cni, the CNI plugin (spec 1.0.0) that wires a pod into
+// OVN: it reads the address the master annotated, creates the veth, sets up
+// the pod side, plugs the host side into br-int and waits for OVN to bind it.
+package cni
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/version"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovs"
+)
+
+// NetConf is the plugin's network configuration (stdin).
+type NetConf struct {
+	types.NetConf
+	Kubeconfig               string `json:"kubeconfig"`
+	OVSAddress               string `json:"ovsAddress"`
+	MTU                      int    `json:"mtu"`
+	AnnotationTimeout        string `json:"annotationTimeout"`
+	OVNInstalledTimeout      string `json:"ovnInstalledTimeout"`
+	DisableTxChecksumOffload bool   `json:"disableTxChecksumOffload"`
+
+	annotationTimeout   time.Duration
+	ovnInstalledTimeout time.Duration
+}
+
+// Defaults of the optional keys.
+const (
+	DefaultMTU                 = 1400
+	DefaultAnnotationTimeout   = 30 * time.Second
+	DefaultOVNInstalledTimeout = 20 * time.Second
+)
+
+// parseConf decodes and validates stdin; errors carry the spec's codes.
+func parseConf(stdin []byte) (*NetConf, error) {
+	conf := &NetConf{}
+	if err := json.Unmarshal(stdin, conf); err != nil {
+		return nil, types.NewError(types.ErrDecodingFailure, "ovn_cni: cannot decode the network configuration", err.Error())
+	}
+	if conf.OVSAddress == "" {
+		conf.OVSAddress = ovs.DefaultAddress
+	}
+	if conf.MTU == 0 {
+		conf.MTU = DefaultMTU
+	}
+	if conf.MTU < 576 || conf.MTU > 65535 {
+		return nil, types.NewError(types.ErrInvalidNetworkConfig, "ovn_cni: invalid network configuration", fmt.Sprintf("mtu %d is outside 576..65535", conf.MTU))
+	}
+	if !strings.HasPrefix(conf.OVSAddress, "unix:") && !strings.HasPrefix(conf.OVSAddress, "tcp:") {
+		return nil, types.NewError(types.ErrInvalidNetworkConfig, "ovn_cni: invalid network configuration", fmt.Sprintf("ovsAddress %q must be unix:PATH or tcp:HOST:PORT", conf.OVSAddress))
+	}
+	var err error
+	if conf.annotationTimeout, err = duration("annotationTimeout", conf.AnnotationTimeout, DefaultAnnotationTimeout); err != nil {
+		return nil, err
+	}
+	if conf.ovnInstalledTimeout, err = duration("ovnInstalledTimeout", conf.OVNInstalledTimeout, DefaultOVNInstalledTimeout); err != nil {
+		return nil, err
+	}
+	if err := version.ParsePrevResult(&conf.NetConf); err != nil {
+		return nil, types.NewError(types.ErrDecodingFailure, "ovn_cni: cannot decode prevResult", err.Error())
+	}
+	return conf, nil
+}
+
+func duration(key, value string, def time.Duration) (time.Duration, error) {
+	if value == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(value)
+	if err != nil || d < 0 {
+		return 0, types.NewError(types.ErrInvalidNetworkConfig, "ovn_cni: invalid network configuration", fmt.Sprintf("%s %q is not a Go duration such as 30s", key, value))
+	}
+	return d, nil
+}
+
+// podArgs are the Kubernetes CNI_ARGS the runtime passes.
+type podArgs struct {
+	types.CommonArgs
+	K8S_POD_NAMESPACE          types.UnmarshallableString //nolint:revive // names fixed by the runtimes
+	K8S_POD_NAME               types.UnmarshallableString //nolint:revive
+	K8S_POD_UID                types.UnmarshallableString //nolint:revive
+	K8S_POD_INFRA_CONTAINER_ID types.UnmarshallableString //nolint:revive
+}
+
+func parseArgs(args string, needPod bool) (*podArgs, error) {
+	a := &podArgs{}
+	if err := types.LoadArgs(args, a); err != nil {
+		return nil, types.NewError(types.ErrInvalidEnvironmentVariables, "ovn_cni: cannot parse CNI_ARGS", err.Error())
+	}
+	if needPod && (a.K8S_POD_NAMESPACE == "" || a.K8S_POD_NAME == "") {
+		return nil, types.NewError(types.ErrInvalidEnvironmentVariables, "ovn_cni: CNI_ARGS lacks K8S_POD_NAMESPACE or K8S_POD_NAME",
+			"the container runtime must pass the pod's namespace and name")
+	}
+	return a, nil
+}
+
+// hostVethName is the host end's name: derived from the container ID so DEL
+// finds it without any state (upstream uses the same rule).
+func hostVethName(containerID string) string {
+	if len(containerID) > 15 {
+		return containerID[:15]
+	}
+	return containerID
+}

@@ -1,0 +1,390 @@
+package cni
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/plugins/pkg/ip"
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/containernetworking/plugins/pkg/utils/sysctl"
+	"github.com/go-logr/logr"
+	"github.com/vishvananda/netlink"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovs"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/vswitchd"
+)
+
+const integrationBridge = "br-int"
+
+// Add is CNI ADD.
+func Add(args *skel.CmdArgs) error {
+	conf, err := parseConf(args.StdinData)
+	if err != nil {
+		return err
+	}
+	pa, err := parseArgs(args.Args, true)
+	if err != nil {
+		return err
+	}
+	podKey := string(pa.K8S_POD_NAMESPACE) + "/" + string(pa.K8S_POD_NAME)
+	fail := func(code uint, msg string, err error) error {
+		return types.NewError(code, fmt.Sprintf("ovn_cni ADD for pod %s: %s", podKey, msg), errString(err))
+	}
+	ctx := context.Background()
+	kube, err := kubeClient(conf.Kubeconfig)
+	if err != nil {
+		return fail(types.ErrInvalidNetworkConfig, "cannot build a Kubernetes client from kubeconfig", err)
+	}
+	pn, err := waitForAnnotation(ctx, kube, pa, conf.annotationTimeout)
+	if err != nil {
+		return fail(types.ErrTryAgainLater, fmt.Sprintf("timed out after %s waiting for the %s annotation (is ovnkube master running?)", conf.annotationTimeout, annotations.PodNetworks), err)
+	}
+	netns, err := ns.GetNS(args.Netns)
+	if err != nil {
+		return fail(types.ErrInvalidNetNS, "cannot open the network namespace "+args.Netns, err)
+	}
+	defer netns.Close()
+	hostNS, err := ns.GetCurrentNS()
+	if err != nil {
+		return fail(types.ErrInternal, "cannot open the host network namespace", err)
+	}
+	defer hostNS.Close()
+	hostName := hostVethName(args.ContainerID)
+	var hostIface, contIface net.Interface
+	err = netns.Do(func(ns.NetNS) error {
+		if old, err := netlink.LinkByName(args.IfName); err == nil {
+			_ = netlink.LinkDel(old) // a retried ADD starts over
+		}
+		hostIface, contIface, err = ip.SetupVethWithName(args.IfName, hostName, conf.MTU, pn.MAC.String(), hostNS)
+		if err != nil {
+			return fmt.Errorf("creating veth %s/%s: %w", args.IfName, hostName, err)
+		}
+		return configurePodSide(args.IfName, pn, conf.DisableTxChecksumOffload)
+	})
+	if err != nil {
+		return fail(types.ErrInternal, "setting up the pod interface", err)
+	}
+	if err := quietHostEnd(hostName); err != nil {
+		return fail(types.ErrInternal, "configuring "+hostName, err)
+	}
+	sw, err := connectOVS(conf.OVSAddress)
+	if err != nil {
+		return fail(types.ErrIOFailure, "cannot reach OVS at "+conf.OVSAddress, err)
+	}
+	defer sw.Close()
+	ifaceID := topology.PodPort(string(pa.K8S_POD_NAMESPACE), string(pa.K8S_POD_NAME))
+	if err := removeStalePorts(ctx, sw, ifaceID, hostName); err != nil {
+		return fail(types.ErrIOFailure, "removing a stale OVS port", err)
+	}
+	var ipStrs []string
+	for _, p := range pn.IPs {
+		ipStrs = append(ipStrs, p.String())
+	}
+	if err := sw.EnsurePort(ctx, integrationBridge, ovs.Port{Name: hostName, ExternalIDs: map[string]string{
+		"iface-id":        ifaceID,
+		"iface-id-ver":    string(pa.K8S_POD_UID),
+		"sandbox":         args.ContainerID,
+		"attached_mac":    pn.MAC.String(),
+		"ip_addresses":    strings.Join(ipStrs, ","),
+		"k8s.ovn.org/pod": podKey,
+	}}); err != nil {
+		return fail(types.ErrIOFailure, "plugging "+hostName+" into "+integrationBridge, err)
+	}
+	if conf.ovnInstalledTimeout > 0 {
+		wctx, cancel := context.WithTimeout(ctx, conf.ovnInstalledTimeout)
+		err := sw.WaitInterface(wctx, hostName, func(i *vswitchd.Interface) bool { return i.ExternalIDs["ovn-installed"] == "true" })
+		cancel()
+		if err != nil {
+			return fail(types.ErrTryAgainLater, fmt.Sprintf("timed out after %s waiting for ovn-controller to mark %s ovn-installed (is ovn-controller running and the LSP %s in the NB?)", conf.ovnInstalledTimeout, hostName, ifaceID), err)
+		}
+	}
+	result := buildResult(conf, hostIface, contIface, args.Netns, pn)
+	return types.PrintResult(result, conf.CNIVersion)
+}
+
+// configurePodSide runs inside the pod namespace: addresses, routes, offload.
+func configurePodSide(ifName string, pn annotations.PodNetwork, disableTxCsum bool) error {
+	link, err := netlink.LinkByName(ifName)
+	if err != nil {
+		return err
+	}
+	for _, p := range pn.IPs {
+		addr := &netlink.Addr{IPNet: prefixToIPNet(p)}
+		if err := netlink.AddrAdd(link, addr); err != nil {
+			return fmt.Errorf("adding %s: %w", p, err)
+		}
+	}
+	if err := netlink.LinkSetUp(link); err != nil {
+		return err
+	}
+	if disableTxCsum {
+		if err := disableTxChecksum(ifName); err != nil {
+			return err
+		}
+	}
+	for _, gw := range pn.Gateways {
+		dst := netip.PrefixFrom(netip.IPv4Unspecified(), 0)
+		if gw.Is6() {
+			dst = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
+		}
+		if err := netlink.RouteAdd(&netlink.Route{LinkIndex: link.Attrs().Index, Dst: prefixToIPNet(dst), Gw: gw.AsSlice()}); err != nil {
+			return fmt.Errorf("default route via %s: %w", gw, err)
+		}
+	}
+	for _, r := range pn.Routes {
+		if err := netlink.RouteReplace(&netlink.Route{LinkIndex: link.Attrs().Index, Dst: prefixToIPNet(r.Dest), Gw: r.NextHop.AsSlice()}); err != nil {
+			return fmt.Errorf("route %s via %s: %w", r.Dest, r.NextHop, err)
+		}
+	}
+	return nil
+}
+
+// quietHostEnd keeps the node's own IP stack off the host end of the veth.
+// On OVS's userspace datapath the port is read through a packet socket, so
+// the kernel sees the pod's frames too and would answer ARP for the node's
+// addresses (ovn-k8s-mp0's .2) with the veth's MAC, black-holing the traffic.
+func quietHostEnd(name string) error {
+	if _, err := sysctl.Sysctl("net/ipv4/conf/"+name+"/arp_ignore", "8"); err != nil {
+		return err
+	}
+	_, _ = sysctl.Sysctl("net/ipv6/conf/"+name+"/disable_ipv6", "1") // absent without IPv6
+	return nil
+}
+
+// removeStalePorts drops ports of an earlier sandbox of the same pod (same
+// iface-id, other name), so ovn-controller binds only the new one.
+func removeStalePorts(ctx context.Context, sw *ovs.Client, ifaceID, keep string) error {
+	ifaces, err := sw.InterfacesWithID(ctx, ifaceID)
+	if err != nil {
+		return err
+	}
+	for _, i := range ifaces {
+		if i.Name != keep {
+			if err := sw.DeletePort(ctx, i.Name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func buildResult(conf *NetConf, hostIface, contIface net.Interface, netnsPath string, pn annotations.PodNetwork) *current.Result {
+	res := &current.Result{CNIVersion: current.ImplementedSpecVersion}
+	if conf.PrevResult != nil {
+		if prev, err := current.NewResultFromResult(conf.PrevResult); err == nil {
+			res = prev
+		}
+	}
+	base := len(res.Interfaces)
+	res.Interfaces = append(res.Interfaces,
+		&current.Interface{Name: hostIface.Name, Mac: hostIface.HardwareAddr.String()},
+		&current.Interface{Name: contIface.Name, Mac: pn.MAC.String(), Sandbox: netnsPath})
+	for _, p := range pn.IPs {
+		ipc := &current.IPConfig{Interface: current.Int(base + 1), Address: *prefixToIPNet(p)}
+		for _, gw := range pn.Gateways {
+			if gw.Is4() == p.Addr().Is4() {
+				ipc.Gateway = gw.AsSlice()
+			}
+		}
+		res.IPs = append(res.IPs, ipc)
+	}
+	for _, gw := range pn.Gateways {
+		dst := netip.PrefixFrom(netip.IPv4Unspecified(), 0)
+		if gw.Is6() {
+			dst = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
+		}
+		res.Routes = append(res.Routes, &types.Route{Dst: *prefixToIPNet(dst), GW: gw.AsSlice()})
+	}
+	for _, r := range pn.Routes {
+		res.Routes = append(res.Routes, &types.Route{Dst: *prefixToIPNet(r.Dest), GW: r.NextHop.AsSlice()})
+	}
+	return res
+}
+
+// Del is CNI DEL: idempotent; a missing netns, port or pod is fine.
+func Del(args *skel.CmdArgs) error {
+	conf, err := parseConf(args.StdinData)
+	if err != nil {
+		return err
+	}
+	if _, err := parseArgs(args.Args, false); err != nil {
+		return err
+	}
+	hostName := hostVethName(args.ContainerID)
+	ctx := context.Background()
+	sw, err := connectOVS(conf.OVSAddress)
+	if err != nil {
+		return types.NewError(types.ErrIOFailure, "ovn_cni DEL: cannot reach OVS at "+conf.OVSAddress, err.Error())
+	}
+	defer sw.Close()
+	if err := sw.DeletePort(ctx, hostName); err != nil {
+		return types.NewError(types.ErrIOFailure, "ovn_cni DEL: removing OVS port "+hostName, err.Error())
+	}
+	others, _ := sw.InterfacesWithExternalID(ctx, "sandbox", args.ContainerID)
+	for _, i := range others {
+		_ = sw.DeletePort(ctx, i.Name)
+	}
+	if args.Netns != "" {
+		err := ns.WithNetNSPath(args.Netns, func(ns.NetNS) error {
+			if link, err := netlink.LinkByName(args.IfName); err == nil {
+				return netlink.LinkDel(link)
+			}
+			return nil
+		})
+		var notExist ns.NSPathNotExistErr
+		if err != nil && !errors.As(err, &notExist) && !os.IsNotExist(err) {
+			if _, ok := err.(ns.NSPathNotNSErr); !ok {
+				return types.NewError(types.ErrIOFailure, "ovn_cni DEL: removing "+args.IfName, err.Error())
+			}
+		}
+	}
+	// With the netns gone the veth is gone too; make sure of the host end.
+	if link, err := netlink.LinkByName(hostName); err == nil {
+		_ = netlink.LinkDel(link)
+	}
+	return nil
+}
+
+// Check is CNI CHECK: the pod interface and the OVS port are as ADD left them.
+func Check(args *skel.CmdArgs) error {
+	conf, err := parseConf(args.StdinData)
+	if err != nil {
+		return err
+	}
+	pa, err := parseArgs(args.Args, true)
+	if err != nil {
+		return err
+	}
+	if conf.PrevResult == nil {
+		return types.NewError(types.ErrInvalidNetworkConfig, "ovn_cni CHECK: no prevResult", "CHECK needs the result of ADD")
+	}
+	prev, err := current.NewResultFromResult(conf.PrevResult)
+	if err != nil {
+		return types.NewError(types.ErrDecodingFailure, "ovn_cni CHECK: cannot read prevResult", err.Error())
+	}
+	var want *current.Interface
+	for _, i := range prev.Interfaces {
+		if i.Sandbox != "" && i.Name == args.IfName {
+			want = i
+		}
+	}
+	if want == nil {
+		return types.NewError(types.ErrInternal, "ovn_cni CHECK: prevResult has no interface "+args.IfName, "")
+	}
+	err = ns.WithNetNSPath(args.Netns, func(ns.NetNS) error {
+		link, err := netlink.LinkByName(args.IfName)
+		if err != nil {
+			return fmt.Errorf("interface %s missing: %w", args.IfName, err)
+		}
+		if link.Attrs().HardwareAddr.String() != want.Mac {
+			return fmt.Errorf("interface %s has MAC %s, want %s", args.IfName, link.Attrs().HardwareAddr, want.Mac)
+		}
+		addrs, err := netlink.AddrList(link, netlink.FAMILY_ALL)
+		if err != nil {
+			return err
+		}
+		for _, ipc := range prev.IPs {
+			found := false
+			for _, a := range addrs {
+				found = found || a.IPNet.String() == ipc.Address.String()
+			}
+			if !found {
+				return fmt.Errorf("interface %s lacks address %s", args.IfName, ipc.Address.String())
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return types.NewError(types.ErrInternal, "ovn_cni CHECK for pod "+string(pa.K8S_POD_NAMESPACE)+"/"+string(pa.K8S_POD_NAME), err.Error())
+	}
+	sw, err := connectOVS(conf.OVSAddress)
+	if err != nil {
+		return types.NewError(types.ErrIOFailure, "ovn_cni CHECK: cannot reach OVS at "+conf.OVSAddress, err.Error())
+	}
+	defer sw.Close()
+	iface, err := sw.Interface(context.Background(), hostVethName(args.ContainerID))
+	wantID := topology.PodPort(string(pa.K8S_POD_NAMESPACE), string(pa.K8S_POD_NAME))
+	if err != nil || iface.ExternalIDs["iface-id"] != wantID {
+		return types.NewError(types.ErrInternal, "ovn_cni CHECK: OVS port "+hostVethName(args.ContainerID)+" missing or not bound to "+wantID, errString(err))
+	}
+	if iface.Error != nil && *iface.Error != "" {
+		return types.NewError(types.ErrInternal, "ovn_cni CHECK: OVS reports an error on "+iface.Name, *iface.Error)
+	}
+	return nil
+}
+
+// waitForAnnotation polls the pod until the master has annotated this
+// incarnation of it (same UID when the runtime passed one).
+func waitForAnnotation(ctx context.Context, kube kubernetes.Interface, pa *podArgs, timeout time.Duration) (annotations.PodNetwork, error) {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for {
+		pod, err := kube.CoreV1().Pods(string(pa.K8S_POD_NAMESPACE)).Get(ctx, string(pa.K8S_POD_NAME), metav1.GetOptions{})
+		switch {
+		case err != nil:
+			last = err
+		case pa.K8S_POD_UID != "" && string(pod.UID) != string(pa.K8S_POD_UID):
+			last = fmt.Errorf("pod has UID %s, the runtime asked for %s", pod.UID, pa.K8S_POD_UID)
+		default:
+			v, ok := pod.Annotations[annotations.PodNetworks]
+			if !ok {
+				last = errors.New("no annotation yet")
+				break
+			}
+			pn, err := annotations.ParsePodNetworks(v)
+			if err == nil {
+				return pn, nil
+			}
+			last = err
+		}
+		if time.Now().After(deadline) {
+			return annotations.PodNetwork{}, last
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
+	if kubeconfig == "" {
+		return nil, errors.New("the network configuration has no kubeconfig key")
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	rc.UserAgent = "ovn_cni"
+	rc.Timeout = 10 * time.Second
+	return kubernetes.NewForConfig(rc)
+}
+
+func prefixToIPNet(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+}
+
+// connectOVS dials OVS, giving up after 10 s: the runtime retries failed calls.
+func connectOVS(address string) (*ovs.Client, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return ovs.Connect(ctx, address, logr.Discard())
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

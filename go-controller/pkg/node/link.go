@@ -1,0 +1,100 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
+)
+
+// configureManagementLink gives ovn-k8s-mp0 (created by ovs-vswitchd) its
+// MAC, MTU, the .2 address and routes to the cluster and service ranges via .1.
+// Every step is a replace, so a second run changes nothing.
+func configureManagementLink(ctx context.Context, subnet netip.Prefix, mac net.HardwareAddr, mtu int, routed []netip.Prefix) error {
+	link, err := waitForLink(ctx, ManagementPortName, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	if link.Attrs().HardwareAddr.String() != mac.String() {
+		if err := netlink.LinkSetHardwareAddr(link, mac); err != nil {
+			return fmt.Errorf("setting MAC of %s: %w", ManagementPortName, err)
+		}
+	}
+	if mtu > 0 && link.Attrs().MTU != mtu {
+		if err := netlink.LinkSetMTU(link, mtu); err != nil {
+			return fmt.Errorf("setting MTU of %s: %w", ManagementPortName, err)
+		}
+	}
+	mgmt := topology.ManagementIP(subnet)
+	addr := &netlink.Addr{IPNet: &net.IPNet{IP: mgmt.AsSlice(), Mask: net.CIDRMask(subnet.Bits(), subnet.Addr().BitLen())}}
+	if err := removeOtherAddrs(link, addr); err != nil {
+		return err
+	}
+	if err := netlink.AddrReplace(link, addr); err != nil {
+		return fmt.Errorf("adding %s to %s: %w", addr.IPNet, ManagementPortName, err)
+	}
+	if err := netlink.LinkSetUp(link); err != nil {
+		return fmt.Errorf("bringing %s up: %w", ManagementPortName, err)
+	}
+	gw := topology.GatewayIP(subnet)
+	for _, dst := range routed {
+		if dst.Addr().Is4() != gw.Is4() {
+			continue
+		}
+		r := &netlink.Route{
+			LinkIndex: link.Attrs().Index,
+			Dst:       &net.IPNet{IP: dst.Addr().AsSlice(), Mask: net.CIDRMask(dst.Bits(), dst.Addr().BitLen())},
+			Gw:        gw.AsSlice(),
+			MTU:       mtu,
+		}
+		if err := netlink.RouteReplace(r); err != nil {
+			return fmt.Errorf("route %s via %s dev %s: %w", dst, gw, ManagementPortName, err)
+		}
+	}
+	return nil
+}
+
+// removeOtherAddrs drops addresses of the same family left from an earlier
+// host subnet, so an annotation change moves the port cleanly.
+func removeOtherAddrs(link netlink.Link, keep *netlink.Addr) error {
+	family := netlink.FAMILY_V4
+	if keep.IP.To4() == nil {
+		family = netlink.FAMILY_V6
+	}
+	addrs, err := netlink.AddrList(link, family)
+	if err != nil {
+		return err
+	}
+	for _, a := range addrs {
+		if a.IP.IsLinkLocalUnicast() || a.IPNet.String() == keep.IPNet.String() {
+			continue
+		}
+		if err := netlink.AddrDel(link, &a); err != nil {
+			return fmt.Errorf("removing old address %s from %s: %w", a.IPNet, link.Attrs().Name, err)
+		}
+	}
+	return nil
+}
+
+func waitForLink(ctx context.Context, name string, timeout time.Duration) (netlink.Link, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		link, err := netlink.LinkByName(name)
+		if err == nil {
+			return link, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("interface %s did not appear within %s (is ovs-vswitchd running in this network namespace?): %w", name, timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

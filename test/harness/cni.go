@@ -1,0 +1,96 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/plugins/pkg/ns"
+)
+
+// CNI invokes ovn_cni the way a container runtime does: through libcni, with
+// the conflist shipped in dist/, from inside the node's network namespace
+// (where the runtime, ovs-vswitchd and the host veth ends live).
+type CNI struct {
+	Node     *Node
+	ConfList *libcni.NetworkConfigList
+	cni      *libcni.CNIConfig
+}
+
+// NewCNI loads dist/cni/10-ovn-k8s.conflist with the node's OVS and the
+// test's kubeconfig filled in; overrides set further ovn_cni keys.
+func NewCNI(t testing.TB, node *Node, kubeconfig string, overrides map[string]any) *CNI {
+	t.Helper()
+	root := RepoRoot(t)
+	raw, err := os.ReadFile(filepath.Join(root, "dist", "cni", "10-ovn-k8s.conflist"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list map[string]any
+	if err := json.Unmarshal(raw, &list); err != nil {
+		t.Fatal(err)
+	}
+	plugins := list["plugins"].([]any)
+	first := plugins[0].(map[string]any)
+	first["kubeconfig"] = kubeconfig
+	first["ovsAddress"] = node.OVSAddress()
+	first["disableTxChecksumOffload"] = true // userspace datapath
+	for k, v := range overrides {
+		first[k] = v
+	}
+	raw, _ = json.Marshal(list)
+	conf, err := libcni.ConfListFromBytes(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	Binary(t, "ovn_cni")
+	dirs := []string{filepath.Join(root, "_output", "bin"), "/usr/lib/cni"}
+	return &CNI{Node: node, ConfList: conf, cni: libcni.NewCNIConfigWithCacheDir(dirs, t.TempDir(), nil)}
+}
+
+// RuntimeConf is what a runtime passes for a pod sandbox.
+func RuntimeConf(containerID string, netns NetNS, podNS, pod, uid string) *libcni.RuntimeConf {
+	return &libcni.RuntimeConf{
+		ContainerID: containerID,
+		NetNS:       netns.Path(),
+		IfName:      "eth0",
+		Args: [][2]string{
+			{"IgnoreUnknown", "1"},
+			{"K8S_POD_NAMESPACE", podNS},
+			{"K8S_POD_NAME", pod},
+			{"K8S_POD_UID", uid},
+			{"K8S_POD_INFRA_CONTAINER_ID", containerID},
+		},
+	}
+}
+
+// inNode runs f on a thread inside the node namespace, so the plugin
+// processes libcni starts are born there.
+func (c *CNI) inNode(f func() error) error {
+	return ns.WithNetNSPath(c.Node.NS.Path(), func(ns.NetNS) error { return f() })
+}
+
+// Add runs ADD over the whole conflist.
+func (c *CNI) Add(rt *libcni.RuntimeConf) (types.Result, error) {
+	var res types.Result
+	err := c.inNode(func() error {
+		var err error
+		res, err = c.cni.AddNetworkList(context.Background(), c.ConfList, rt)
+		return err
+	})
+	return res, err
+}
+
+// Check runs CHECK over the conflist (with the cached ADD result).
+func (c *CNI) Check(rt *libcni.RuntimeConf) error {
+	return c.inNode(func() error { return c.cni.CheckNetworkList(context.Background(), c.ConfList, rt) })
+}
+
+// Del runs DEL over the conflist.
+func (c *CNI) Del(rt *libcni.RuntimeConf) error {
+	return c.inNode(func() error { return c.cni.DelNetworkList(context.Background(), c.ConfList, rt) })
+}

@@ -1,0 +1,287 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	current "github.com/containernetworking/cni/pkg/types/100"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	"github.com/ovn-k8s/ovn-k8s/test/harness"
+)
+
+// nodeCluster is a cluster with real node namespaces.
+type nodeCluster struct {
+	*cluster
+	underlay *harness.Underlay
+}
+
+func newNodeCluster(t *testing.T) *nodeCluster {
+	if os.Geteuid() != 0 {
+		t.Fatal("node tests need root (network namespaces, OVS); CI runs as root")
+	}
+	return &nodeCluster{cluster: newCluster(t), underlay: harness.NewUnderlay(t)}
+}
+
+// addNode starts the node's OVS and ovn-controller and creates its Node object.
+func (c *nodeCluster) addNode(name string) *harness.Node {
+	n := harness.StartNode(c.t, c.ovn, c.underlay, name)
+	n.ReachAPI(c.t, c.kube)
+	c.t.Cleanup(func() {
+		if c.t.Failed() {
+			c.t.Logf("%s", n.Logs())
+		}
+	})
+	c.createNode(name, nil)
+	return n
+}
+
+func (c *nodeCluster) minionInit(n *harness.Node, extra ...string) (string, error) {
+	args := append([]string{"ip", "netns", "exec", n.NS.Name, harness.Binary(c.t, "ovnkube"), "minion-init",
+		"--node-name", n.Name, "--encap-ip", n.TunnelIP, "--sb-address", "unix:" + c.ovn.SBSock,
+		"--ovs-address", n.OVSAddress(), "--kubeconfig", c.kube.Kubeconfig, "--datapath-type", "netdev"}, extra...)
+	return harness.Run(args...)
+}
+
+// ovsState is the configuration minion-init owns, UUIDs included, so a
+// second run that recreated anything would show.
+func ovsState(t *testing.T, n *harness.Node) string {
+	var b strings.Builder
+	for _, args := range [][]string{
+		{"--format=csv", "--columns=_uuid,external_ids", "list", "open_vswitch"},
+		{"--format=csv", "--columns=_uuid,name,datapath_type,fail_mode,other_config,ports", "list", "bridge", "br-int"},
+		{"--format=csv", "--columns=_uuid,name,interfaces", "list", "port", "ovn-k8s-mp0"},
+		{"--format=csv", "--columns=_uuid,name,type,mac,mtu_request,external_ids", "list", "interface", "ovn-k8s-mp0"},
+	} {
+		out, err := n.VSCtl(args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString(out)
+	}
+	return b.String()
+}
+
+func TestMinionInitAndCNI(t *testing.T) {
+	c := newNodeCluster(t)
+	c.startMaster()
+	n1 := c.addNode("n1")
+	subnet := c.nodeSubnet("n1")
+	gw, mgmt := subnet.Addr().Next(), subnet.Addr().Next().Next()
+
+	if out, err := c.minionInit(n1); err != nil {
+		t.Fatalf("minion-init: %v\n%s", err, out)
+	}
+	before := ovsState(t, n1)
+	if out, err := c.minionInit(n1); err != nil {
+		t.Fatalf("second minion-init: %v\n%s", err, out)
+	}
+	if after := ovsState(t, n1); after != before {
+		t.Errorf("second minion-init changed OVS:\nbefore %s\nafter  %s", before, after)
+	}
+	for _, want := range []string{"system-id=", "ovn-remote=\"unix:" + c.ovn.SBSock, "ovn-encap-type=geneve", "ovn-encap-ip=\"" + n1.TunnelIP, "ovn-bridge=br-int"} {
+		if !strings.Contains(strings.ReplaceAll(before, `""`, `"`), want) {
+			t.Errorf("OVS state lacks %s:\n%s", want, before)
+		}
+	}
+	if !strings.Contains(before, "netdev,secure") || !strings.Contains(before, "iface-id=k8s-n1") {
+		t.Errorf("br-int or management port wrong:\n%s", before)
+	}
+	link, _ := n1.NS.Exec("ip", "-o", "addr", "show", "dev", "ovn-k8s-mp0")
+	if !strings.Contains(link, mgmt.String()+"/24") {
+		t.Errorf("ovn-k8s-mp0 lacks %s/24: %s", mgmt, link)
+	}
+	mtu, _ := n1.NS.Exec("cat", "/sys/class/net/ovn-k8s-mp0/mtu")
+	if strings.TrimSpace(mtu) != "1400" {
+		t.Errorf("ovn-k8s-mp0 MTU %s", mtu)
+	}
+	routes, _ := n1.NS.Exec("ip", "route")
+	for _, want := range []string{"10.244.0.0/16 via " + gw.String(), "10.96.0.0/16 via " + gw.String()} {
+		if !strings.Contains(routes, want) {
+			t.Errorf("routes lack %q:\n%s", want, routes)
+		}
+	}
+	node, _ := c.kube.Client.CoreV1().Nodes().Get(c.ctx(), "n1", metav1.GetOptions{})
+	sysID, _ := n1.VSCtl("get", "open_vswitch", ".", "external_ids:system-id")
+	if node.Annotations[annotations.NodeChassisID] != strings.Trim(strings.TrimSpace(sysID), `"`) || node.Annotations[annotations.NodeMgmtPortMAC] == "" {
+		t.Errorf("node annotations %v (system-id %s)", node.Annotations, sysID)
+	}
+	// The master follows the published MAC, and the management port is bound and reachable.
+	c.waitPort("n1", "k8s-n1", nil)
+	harness.Eventually(t, 20*time.Second, "router reachable through ovn-k8s-mp0", func() error {
+		_, err := n1.NS.Exec("ping", "-c", "1", "-W", "1", gw.String())
+		return err
+	})
+
+	// ovn_cni through libcni with the dist conflist (ovn_cni, then portmap).
+	pod := c.createPod("default", "web", "n1")
+	pn := c.podNetwork("default", "web")
+	podNS := harness.NewNetNS(t, "pod")
+	cni := harness.NewCNI(t, n1, c.kube.Kubeconfig, nil)
+	rt := harness.RuntimeConf("0123456789abcdef0123", podNS, "default", "web", string(pod.UID))
+	res, err := cni.Add(rt)
+	if err != nil {
+		t.Fatalf("CNI ADD: %v", err)
+	}
+	r, err := current.NewResultFromResult(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.IPs) != 1 || r.IPs[0].Address.String() != pn.IPs[0].String() || r.IPs[0].Gateway.String() != gw.String() {
+		t.Errorf("result IPs %+v, want %s via %s", r.IPs, pn.IPs[0], gw)
+	}
+	eth0, _ := podNS.Exec("ip", "-o", "link", "show", "eth0")
+	if !strings.Contains(eth0, pn.MAC.String()) || !strings.Contains(eth0, "mtu 1400") {
+		t.Errorf("eth0: %s", eth0)
+	}
+	addr, _ := podNS.Exec("ip", "-o", "addr", "show", "eth0")
+	if !strings.Contains(addr, pn.IPs[0].String()) {
+		t.Errorf("eth0 addresses: %s", addr)
+	}
+	podRoutes, _ := podNS.Exec("ip", "route")
+	for _, want := range []string{"default via " + gw.String(), "10.96.0.0/16 via " + gw.String(), "100.64.0.0/16 via " + gw.String()} {
+		if !strings.Contains(podRoutes, want) {
+			t.Errorf("pod routes lack %q:\n%s", want, podRoutes)
+		}
+	}
+	offload, _ := podNS.Exec("ethtool", "-k", "eth0")
+	if !strings.Contains(offload, "tx-checksumming: off") {
+		t.Errorf("TX checksum offload still on:\n%s", offload)
+	}
+	ids, _ := n1.VSCtl("get", "interface", "0123456789abcde", "external_ids")
+	for _, want := range []string{`iface-id=default_web`, `iface-id-ver="` + string(pod.UID), `sandbox="0123456789abcdef0123"`, `attached_mac="` + pn.MAC.String(), `ip_addresses="` + pn.IPs[0].String(), `ovn-installed="true"`} {
+		if !strings.Contains(ids, want) {
+			t.Errorf("OVS interface external_ids lack %s: %s", want, ids)
+		}
+	}
+	harness.Eventually(t, 10*time.Second, "LSP default_web up", func() error {
+		if lsp := c.lsp("default_web"); lsp == nil || lsp.Up == nil || !*lsp.Up {
+			return fmt.Errorf("not up")
+		}
+		return nil
+	})
+	for _, dst := range []string{gw.String(), mgmt.String()} {
+		harness.Eventually(t, 10*time.Second, "pod reaching "+dst, func() error {
+			_, err := podNS.Exec("ping", "-c", "1", "-W", "1", dst)
+			return err
+		})
+	}
+	if err := cni.Check(rt); err != nil {
+		t.Errorf("CNI CHECK: %v", err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := cni.Del(rt); err != nil {
+			t.Fatalf("CNI DEL #%d: %v", i+1, err)
+		}
+	}
+	if out, err := podNS.Exec("ip", "link", "show", "eth0"); err == nil {
+		t.Errorf("eth0 left after DEL: %s", out)
+	}
+	if out, _ := n1.VSCtl("list-ports", "br-int"); strings.Contains(out, "0123456789abcde") {
+		t.Errorf("OVS port left after DEL: %s", out)
+	}
+	if out, err := n1.NS.Exec("ip", "link", "show", "0123456789abcde"); err == nil {
+		t.Errorf("host veth left after DEL: %s", out)
+	}
+	// DEL of a sandbox whose netns is gone is fine too.
+	gone := harness.RuntimeConf("fedcba9876543210", harness.NetNS{Name: "ovnk-never-existed"}, "default", "web", string(pod.UID))
+	if err := cni.Del(gone); err != nil {
+		t.Errorf("DEL with a missing netns: %v", err)
+	}
+}
+
+// cniError runs the plugin binary directly, as a runtime would, and decodes
+// the error JSON it must print.
+func cniError(t *testing.T, stdin string, env ...string) (uint, string) {
+	cmd := exec.Command(harness.Binary(t, "ovn_cni"))
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.Output()
+	if err == nil {
+		t.Fatalf("ovn_cni succeeded on bad input: %s", out)
+	}
+	var e struct {
+		Code    uint   `json:"code"`
+		Msg     string `json:"msg"`
+		Details string `json:"details"`
+	}
+	if jerr := json.Unmarshal(out, &e); jerr != nil {
+		t.Fatalf("ovn_cni printed no CNI error JSON: %q", out)
+	}
+	return e.Code, e.Msg + " " + e.Details
+}
+
+func TestCNIErrors(t *testing.T) {
+	c := newNodeCluster(t)
+	c.startMaster()
+	podNS := harness.NewNetNS(t, "pod")
+	base := []string{"CNI_COMMAND=ADD", "CNI_CONTAINERID=abc123", "CNI_NETNS=" + podNS.Path(), "CNI_IFNAME=eth0", "CNI_PATH=/nonexistent"}
+
+	code, msg := cniError(t, "{not json", append(base, "CNI_ARGS=K8S_POD_NAMESPACE=default;K8S_POD_NAME=x")...)
+	if code != 6 {
+		t.Errorf("bad JSON: code %d (%s), want 6", code, msg)
+	}
+	code, msg = cniError(t, `{"cniVersion":"1.0.0","name":"n","type":"ovn_cni","mtu":50}`, append(base, "CNI_ARGS=K8S_POD_NAMESPACE=default;K8S_POD_NAME=x")...)
+	if code != 7 || !strings.Contains(msg, "mtu") {
+		t.Errorf("bad mtu: code %d (%s), want 7", code, msg)
+	}
+	code, msg = cniError(t, `{"cniVersion":"1.0.0","name":"n","type":"ovn_cni","annotationTimeout":"soon"}`, append(base, "CNI_ARGS=K8S_POD_NAMESPACE=default;K8S_POD_NAME=x")...)
+	if code != 7 || !strings.Contains(msg, "annotationTimeout") {
+		t.Errorf("bad duration: code %d (%s), want 7", code, msg)
+	}
+	code, msg = cniError(t, `{"cniVersion":"1.0.0","name":"n","type":"ovn_cni"}`, append(base, "CNI_ARGS=IgnoreUnknown=1")...)
+	if code != 4 {
+		t.Errorf("no pod in CNI_ARGS: code %d (%s), want 4", code, msg)
+	}
+	code, msg = cniError(t, `{"cniVersion":"9.9.9","name":"n","type":"ovn_cni"}`, append(base, "CNI_ARGS=K8S_POD_NAMESPACE=default;K8S_POD_NAME=x")...)
+	if code != 1 {
+		t.Errorf("unknown version: code %d (%s), want 1", code, msg)
+	}
+	// A pod that is never annotated (not scheduled): a bounded wait, code 11,
+	// and a message naming the pod and what it waited for.
+	c.createPod("default", "unscheduled", "")
+	conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"n","type":"ovn_cni","kubeconfig":%q,"annotationTimeout":"1s"}`, c.kube.Kubeconfig)
+	start := time.Now()
+	code, msg = cniError(t, conf, append(base, "CNI_ARGS=K8S_POD_NAMESPACE=default;K8S_POD_NAME=unscheduled")...)
+	if code != 11 || !strings.Contains(msg, "default/unscheduled") || !strings.Contains(msg, annotations.PodNetworks) {
+		t.Errorf("missing annotation: code %d (%s), want 11 naming the pod and the annotation", code, msg)
+	}
+	if time.Since(start) > 15*time.Second {
+		t.Errorf("annotation wait not bounded by annotationTimeout: %s", time.Since(start))
+	}
+}
+
+func TestNodeDaemonRecreatesManagementPort(t *testing.T) {
+	c := newNodeCluster(t)
+	c.startMaster()
+	n1 := c.addNode("n1")
+	c.nodeSubnet("n1")
+	d := harness.Start(t, c.logDir, "node-n1", "ip", "netns", "exec", n1.NS.Name, harness.Binary(t, "ovnkube"), "node",
+		"--node-name", "n1", "--encap-ip", n1.TunnelIP, "--sb-address", "unix:"+c.ovn.SBSock,
+		"--ovs-address", n1.OVSAddress(), "--kubeconfig", c.kube.Kubeconfig, "--datapath-type", "netdev", "--resync-interval", "500ms")
+	waitMgmt := func() {
+		harness.Eventually(t, 20*time.Second, "ovn-k8s-mp0 configured", func() error {
+			if d.Exited() {
+				t.Fatalf("ovnkube node exited:\n%s", d.Tail(20))
+			}
+			out, err := n1.NS.Exec("ip", "-o", "addr", "show", "dev", "ovn-k8s-mp0")
+			if err != nil || !strings.Contains(out, "inet ") {
+				return fmt.Errorf("not yet: %v %s", err, out)
+			}
+			return nil
+		})
+	}
+	waitMgmt()
+	if _, err := n1.VSCtl("del-port", "br-int", "ovn-k8s-mp0"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	waitMgmt()
+	harness.WaitForLog(t, d, "management port missing", 5*time.Second)
+}
