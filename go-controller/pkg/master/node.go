@@ -96,10 +96,10 @@ func EnsureNode(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc
 		return t.Err()
 	}
 	rows := topology.Node(name, subnets, mac, group.UUID)
-	stor := t.Ensure(rows.SwitchToRouter, lspFields(rows.SwitchToRouter), nil)
-	mgmt := t.Ensure(rows.Management, lspFields(rows.Management), nil)
+	stor := t.Ensure(rows.SwitchToRouter, topology.LSPColumns(rows.SwitchToRouter), nil)
+	mgmt := t.Ensure(rows.Management, topology.LSPColumns(rows.Management), nil)
 	t.Ensure(rows.Switch, []any{&rows.Switch.OtherConfig, &rows.Switch.ExternalIDs, &rows.Switch.LoadBalancerGroup}, &rows.Switch.Ports, stor, mgmt)
-	rtos := t.Ensure(rows.RouterToSwitch, lrpFields(rows.RouterToSwitch), nil)
+	rtos := t.Ensure(rows.RouterToSwitch, topology.LRPColumns(rows.RouterToSwitch), nil)
 	router, _ := t.Lookup(&nbdb.LogicalRouter{Name: topology.ClusterRouter}).(*nbdb.LogicalRouter)
 	if t.Err() == nil && router == nil {
 		return fmt.Errorf("%s does not exist yet", topology.ClusterRouter)
@@ -125,6 +125,28 @@ func (m *Master) deleteNode(ctx context.Context, name string) error {
 	router, _ := t.Lookup(&nbdb.LogicalRouter{Name: topology.ClusterRouter}).(*nbdb.LogicalRouter)
 	if lrp != nil && router != nil && ownedBy(lrp.ExternalIDs, owner) {
 		t.RemoveChildren(router, &router.Ports, lrp.UUID)
+	}
+	// The node's gateway (gateway-init's rows): routers and switches are
+	// roots, their ports, NAT and routes go with them.
+	if gr, _ := t.Lookup(&nbdb.LogicalRouter{Name: topology.GatewayRouter(name)}).(*nbdb.LogicalRouter); gr != nil && ownedBy(gr.ExternalIDs, owner) {
+		t.Delete(gr)
+	}
+	if ext, _ := t.Lookup(&nbdb.LogicalSwitch{Name: topology.ExternalSwitch(name)}).(*nbdb.LogicalSwitch); ext != nil && ownedBy(ext.ExternalIDs, owner) {
+		t.Delete(ext)
+	}
+	join, _ := t.Lookup(&nbdb.LogicalSwitch{Name: topology.JoinSwitch}).(*nbdb.LogicalSwitch)
+	if jtor, _ := t.Lookup(&nbdb.LogicalSwitchPort{Name: topology.JoinToGatewayPort(name)}).(*nbdb.LogicalSwitchPort); jtor != nil && join != nil && ownedBy(jtor.ExternalIDs, owner) {
+		t.RemoveChildren(join, &join.Ports, jtor.UUID)
+	}
+	if router != nil {
+		var stale []string
+		for _, uuid := range router.StaticRoutes {
+			r := &nbdb.LogicalRouterStaticRoute{UUID: uuid}
+			if m.nb.Get(ctx, r) == nil && ownedBy(r.ExternalIDs, owner) {
+				stale = append(stale, uuid)
+			}
+		}
+		t.RemoveChildren(router, &router.StaticRoutes, stale...)
 	}
 	ops, err := t.Ops()
 	if err != nil {

@@ -168,7 +168,7 @@ func (m *Master) ensurePodPort(ctx context.Context, pod *corev1.Pod, pn annotati
 	if t.Err() == nil && sw == nil {
 		return fmt.Errorf("switch of node %s does not exist yet", info.Node)
 	}
-	uuid := t.Ensure(lsp, lspFields(lsp), nil)
+	uuid := t.Ensure(lsp, topology.LSPColumns(lsp), nil)
 	if sw != nil {
 		t.AddChildren(sw, &sw.Ports, uuid)
 	}

@@ -228,3 +228,67 @@ func externalIDs(m model.Model) map[string]string {
 	}
 	return nil
 }
+
+// EnsureChild makes a nameless row (a NAT or a static route) exist among the
+// rows that childField (a set field of the cached parent) references; the row
+// is identified by its external_ids[idKey]. Returns its UUID.
+func (t *Txn) EnsureChild(parent model.Model, childField any, idKey string, want model.Model, fields []any) string {
+	if t.err != nil {
+		return ""
+	}
+	id := externalIDs(want)[idKey]
+	table := t.c.Cache().DatabaseModel().FindTable(reflect.TypeOf(want))
+	rc := t.c.Cache().Table(table)
+	if rc == nil {
+		t.fail(fmt.Errorf("table %s is not in the client cache", table))
+		return ""
+	}
+	for _, uuid := range reflect.ValueOf(childField).Elem().Interface().([]string) {
+		row := rc.Row(uuid)
+		if row == nil || externalIDs(row)[idKey] != id {
+			continue
+		}
+		cached := model.Clone(row)
+		setUUID(want, uuid)
+		changed, err := changedFields(cached, want, fields)
+		if err != nil {
+			t.fail(err)
+			return ""
+		}
+		if len(changed) > 0 {
+			ops, err := t.c.Where(want).Update(want, changed...)
+			t.fail(err)
+			t.ops = append(t.ops, ops...)
+		}
+		return uuid
+	}
+	uuid := newNamedUUID()
+	setUUID(want, uuid)
+	ops, err := t.c.Create(want)
+	t.fail(err)
+	t.ops = append(t.ops, ops...)
+	t.AddChildren(parent, childField, uuid)
+	return uuid
+}
+
+// Wait adds a guard: the transaction fails unless the cached row's listed
+// fields are still what the cache holds (optimistic concurrency).
+func (t *Txn) Wait(cached model.Model, fields ...any) {
+	if t.err != nil {
+		return
+	}
+	timeout := 0
+	ops, err := t.c.Where(cached).Wait(ovsdb.WaitConditionEqual, &timeout, cached, fields...)
+	t.fail(err)
+	t.ops = append(t.ops, ops...)
+}
+
+// Update writes the listed fields of a cached row unconditionally.
+func (t *Txn) Update(row model.Model, fields ...any) {
+	if t.err != nil {
+		return
+	}
+	ops, err := t.c.Where(row).Update(row, fields...)
+	t.fail(err)
+	t.ops = append(t.ops, ops...)
+}

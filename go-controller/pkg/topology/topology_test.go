@@ -151,3 +151,44 @@ func TestGatewayRouterNames(t *testing.T) {
 		}
 	}
 }
+
+func TestGateway(t *testing.T) {
+	mac, _ := net.ParseMAC("02:00:00:00:00:09")
+	rows := Gateway(GatewayInput{
+		Node: "n1", SystemID: "sys-1",
+		JoinIP: netip.MustParsePrefix("100.64.0.2/16"), JoinSubnet: netip.MustParsePrefix("100.64.0.0/16"),
+		ClusterSubnets: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")},
+		HostSubnets:    []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24")},
+		PhysicalIP:     netip.MustParsePrefix("172.18.0.2/24"), BridgeMAC: mac, Bridge: "breth0", PhysNet: "physnet",
+		DefaultGW: netip.MustParseAddr("172.18.0.1"), LBGroup: "g",
+	})
+	if rows.Router.Name != "GR_n1" || rows.Router.Options["chassis"] != "sys-1" || rows.Router.Options["lb_force_snat_ip"] != "router_ip" || rows.Router.LoadBalancerGroup[0] != "g" {
+		t.Errorf("router %+v", rows.Router)
+	}
+	if rows.RouterToJoin.Name != "rtoj-GR_n1" || rows.RouterToJoin.Networks[0] != "100.64.0.2/16" || rows.JoinToRouter.Name != "jtor-GR_n1" || rows.JoinToRouter.Options["router-port"] != "rtoj-GR_n1" {
+		t.Errorf("join ports %+v %+v", rows.RouterToJoin, rows.JoinToRouter)
+	}
+	if rows.External.Name != "ext_n1" || rows.Localnet.Name != "breth0_n1" || rows.Localnet.Type != "localnet" || rows.Localnet.Options["network_name"] != "physnet" {
+		t.Errorf("external %+v %+v", rows.External, rows.Localnet)
+	}
+	if rows.RouterToExt.Name != "rtoe-GR_n1" || rows.RouterToExt.MAC != "02:00:00:00:00:09" || rows.RouterToExt.Networks[0] != "172.18.0.2/24" || rows.ExtToRouter.Options["router-port"] != "rtoe-GR_n1" {
+		t.Errorf("external ports %+v %+v", rows.RouterToExt, rows.ExtToRouter)
+	}
+	if len(rows.SNATs) != 1 || rows.SNATs[0].LogicalIP != "10.244.0.0/16" || rows.SNATs[0].ExternalIP != "172.18.0.2" || rows.SNATs[0].Type != "snat" {
+		t.Errorf("snat %+v", rows.SNATs)
+	}
+	if len(rows.Routes) != 2 || rows.Routes[0].Nexthop != "100.64.0.1" || rows.Routes[1].IPPrefix != "0.0.0.0/0" || rows.Routes[1].Nexthop != "172.18.0.1" || *rows.Routes[1].OutputPort != "rtoe-GR_n1" {
+		t.Errorf("routes %+v", rows.Routes)
+	}
+	cr := rows.ClusterRoutes
+	if len(cr) != 1 || cr[0].IPPrefix != "10.244.1.0/24" || cr[0].Nexthop != "100.64.0.2" || *cr[0].Policy != "src-ip" {
+		t.Errorf("cluster routes %+v", cr)
+	}
+	ids := map[string]bool{}
+	for _, r := range append(rows.Routes, cr...) {
+		if ids[r.ExternalIDs[RowIDKey]] {
+			t.Errorf("duplicate row id %s", r.ExternalIDs[RowIDKey])
+		}
+		ids[r.ExternalIDs[RowIDKey]] = true
+	}
+}

@@ -49,7 +49,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			&cli.IntFlag{Name: "loglevel", Value: 2, Usage: "log verbosity (0 quiet … 5 debug)"},
 		},
 		Before:   func(c *cli.Context) error { return setLogLevel(c, stderr) },
-		Commands: []*cli.Command{masterCommand(), masterInitCommand(), minionInitCommand(), nodeCommand()},
+		Commands: []*cli.Command{masterCommand(), masterInitCommand(), minionInitCommand(), nodeCommand(), gatewayInitCommand(), nicsToBridgeCommand()},
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {
 			return usageError{err}
 		},

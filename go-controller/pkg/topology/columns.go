@@ -1,0 +1,27 @@
+package topology
+
+import "github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+
+// The columns ovn-k8s manages on each kind of row, as pointers into the
+// desired row (what ovndb.Txn.Ensure compares and writes). The others belong
+// to northd or the operator (up, dynamic_addresses, ...) and are left alone.
+
+// LSPColumns of a logical switch port.
+func LSPColumns(p *nbdb.LogicalSwitchPort) []any {
+	return []any{&p.Type, &p.Addresses, &p.PortSecurity, &p.Options, &p.ExternalIDs}
+}
+
+// LRPColumns of a logical router port.
+func LRPColumns(p *nbdb.LogicalRouterPort) []any {
+	return []any{&p.MAC, &p.Networks, &p.ExternalIDs}
+}
+
+// RouteColumns of a static route.
+func RouteColumns(r *nbdb.LogicalRouterStaticRoute) []any {
+	return []any{&r.IPPrefix, &r.Nexthop, &r.OutputPort, &r.Policy, &r.ExternalIDs}
+}
+
+// NATColumns of a NAT rule.
+func NATColumns(n *nbdb.NAT) []any {
+	return []any{&n.Type, &n.LogicalIP, &n.ExternalIP, &n.ExternalIDs}
+}

@@ -1,0 +1,146 @@
+package topology
+
+import (
+	"net"
+	"net/netip"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+)
+
+// RowIDKey identifies nameless rows (NAT, static routes) among those of one owner.
+const RowIDKey = "k8s.ovn.org/id"
+
+// DefaultPhysNet is the localnet network name the gateway's bridge maps to.
+const DefaultPhysNet = "physnet"
+
+// Gateway names.
+func RouterToGatewayJoinPort(node string) string { return "rtoj-" + GatewayRouter(node) }
+func JoinToGatewayPort(node string) string       { return "jtor-" + GatewayRouter(node) }
+func ExternalSwitch(node string) string          { return "ext_" + node }
+func ExternalToGatewayPort(node string) string   { return "etor-" + GatewayRouter(node) }
+func GatewayToExternalPort(node string) string   { return "rtoe-" + GatewayRouter(node) }
+func LocalnetPort(bridge, node string) string    { return bridge + "_" + node }
+
+// GatewayInput is what a node's gateway depends on.
+type GatewayInput struct {
+	Node           string
+	SystemID       string // the chassis the gateway router is bound to
+	JoinIP         netip.Prefix
+	JoinSubnet     netip.Prefix
+	ClusterSubnets []netip.Prefix
+	HostSubnets    []netip.Prefix
+	PhysicalIP     netip.Prefix // the node's address on the external network
+	BridgeMAC      net.HardwareAddr
+	Bridge         string // OVS bridge holding the NIC, e.g. breth0
+	PhysNet        string
+	DefaultGW      netip.Addr
+	LBGroup        string // UUID of the cluster LB group
+}
+
+// GatewayRows are a node's gateway rows.
+type GatewayRows struct {
+	Router        *nbdb.LogicalRouter
+	RouterToJoin  *nbdb.LogicalRouterPort
+	JoinToRouter  *nbdb.LogicalSwitchPort
+	External      *nbdb.LogicalSwitch
+	Localnet      *nbdb.LogicalSwitchPort
+	ExtToRouter   *nbdb.LogicalSwitchPort
+	RouterToExt   *nbdb.LogicalRouterPort
+	SNATs         []*nbdb.NAT
+	Routes        []*nbdb.LogicalRouterStaticRoute // on GR_<node>
+	ClusterRoutes []*nbdb.LogicalRouterStaticRoute // on ovn_cluster_router
+}
+
+// Gateway computes the shared-gateway topology of one node: GR_<node> on
+// the join switch and on ext_<node> (whose localnet port reaches the NIC's
+// bridge), SNAT of the cluster to the node IP, a default route to the
+// node's next hop, the way back to the cluster via the cluster router, and
+// on the cluster router a source route sending the node's pods out here.
+func Gateway(in GatewayInput) GatewayRows {
+	owner := Owner{Type: OwnerNode, Name: in.Node}
+	ids := owner.ExternalIDs
+	withID := func(id string) map[string]string {
+		m := ids()
+		m[RowIDKey] = id
+		return m
+	}
+	gr := GatewayRouter(in.Node)
+	clusterRouterIP := nthAddr(in.JoinSubnet, 1)
+	rows := GatewayRows{
+		Router: &nbdb.LogicalRouter{
+			Name:              gr,
+			Options:           map[string]string{"chassis": in.SystemID, "lb_force_snat_ip": "router_ip", "always_learn_from_arp_request": "false", "dynamic_neigh_routers": "true"},
+			ExternalIDs:       ids(),
+			LoadBalancerGroup: []string{in.LBGroup},
+		},
+		RouterToJoin: &nbdb.LogicalRouterPort{
+			Name:        RouterToGatewayJoinPort(in.Node),
+			MAC:         MACFromIP(in.JoinIP.Addr()).String(),
+			Networks:    []string{in.JoinIP.String()},
+			ExternalIDs: ids(),
+		},
+		JoinToRouter: &nbdb.LogicalSwitchPort{
+			Name:        JoinToGatewayPort(in.Node),
+			Type:        "router",
+			Addresses:   []string{"router"},
+			Options:     map[string]string{"router-port": RouterToGatewayJoinPort(in.Node)},
+			ExternalIDs: ids(),
+		},
+		External: &nbdb.LogicalSwitch{Name: ExternalSwitch(in.Node), ExternalIDs: ids()},
+		Localnet: &nbdb.LogicalSwitchPort{
+			Name:        LocalnetPort(in.Bridge, in.Node),
+			Type:        "localnet",
+			Addresses:   []string{"unknown"},
+			Options:     map[string]string{"network_name": in.PhysNet},
+			ExternalIDs: ids(),
+		},
+		ExtToRouter: &nbdb.LogicalSwitchPort{
+			Name:        ExternalToGatewayPort(in.Node),
+			Type:        "router",
+			Addresses:   []string{"router"},
+			Options:     map[string]string{"router-port": GatewayToExternalPort(in.Node)},
+			ExternalIDs: ids(),
+		},
+		RouterToExt: &nbdb.LogicalRouterPort{
+			Name:        GatewayToExternalPort(in.Node),
+			MAC:         in.BridgeMAC.String(),
+			Networks:    []string{in.PhysicalIP.String()},
+			ExternalIDs: ids(),
+		},
+	}
+	for _, cs := range in.ClusterSubnets {
+		if cs.Addr().Is4() != in.PhysicalIP.Addr().Is4() {
+			continue
+		}
+		rows.SNATs = append(rows.SNATs, &nbdb.NAT{
+			Type: nbdb.NATTypeSNAT, LogicalIP: cs.String(), ExternalIP: in.PhysicalIP.Addr().String(),
+			ExternalIDs: withID("snat:" + cs.String()),
+		})
+		rows.Routes = append(rows.Routes, &nbdb.LogicalRouterStaticRoute{
+			IPPrefix: cs.String(), Nexthop: clusterRouterIP.String(),
+			ExternalIDs: withID("cluster:" + cs.String()),
+		})
+	}
+	if in.DefaultGW.IsValid() {
+		out := GatewayToExternalPort(in.Node)
+		dst := "0.0.0.0/0"
+		if in.DefaultGW.Is6() {
+			dst = "::/0"
+		}
+		rows.Routes = append(rows.Routes, &nbdb.LogicalRouterStaticRoute{
+			IPPrefix: dst, Nexthop: in.DefaultGW.String(), OutputPort: &out,
+			ExternalIDs: withID("default"),
+		})
+	}
+	policy := nbdb.LogicalRouterStaticRoutePolicySrcIP
+	for _, hs := range in.HostSubnets {
+		if hs.Addr().Is4() != in.JoinIP.Addr().Is4() {
+			continue
+		}
+		rows.ClusterRoutes = append(rows.ClusterRoutes, &nbdb.LogicalRouterStaticRoute{
+			IPPrefix: hs.String(), Nexthop: in.JoinIP.Addr().String(), Policy: &policy,
+			ExternalIDs: withID("gateway-src:" + hs.String()),
+		})
+	}
+	return rows
+}
