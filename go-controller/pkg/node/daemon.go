@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	libovsdbclient "github.com/ovn-org/libovsdb/client"
 	"github.com/vishvananda/netlink"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,9 +18,16 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovs"
 )
 
-// Run is the node daemon: MinionInit, then again whenever the node's subnet
-// annotation changes or the management port (OVS port or link) is gone.
-func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interface, interval time.Duration, log logr.Logger) error {
+// Gateway asks the node daemon to run gateway-init too.
+type Gateway struct {
+	Config GatewayConfig
+	NB     libovsdbclient.Client
+}
+
+// Run is the node daemon: MinionInit (and GatewayInit when gw is set), then
+// again whenever the node's annotations change or the management port (OVS
+// port or link) is gone.
+func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interface, gw *Gateway, interval time.Duration, log logr.Logger) error {
 	kick := make(chan struct{}, 1)
 	poke := func() {
 		select {
@@ -57,7 +65,13 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 			}
 			log.Info("management port missing; recreating it", "port", ManagementPortName)
 		}
-		if _, err := MinionInit(ctx, cfg, sw, kube, log); err != nil {
+		res, err := MinionInit(ctx, cfg, sw, kube, log)
+		if err == nil && gw != nil {
+			gcfg := gw.Config
+			gcfg.HostSubnet = res.Subnet
+			err = GatewayInit(ctx, gcfg, gw.NB, sw, kube, log)
+		}
+		if err != nil {
 			log.Error(err, "node setup failed; retrying")
 			time.AfterFunc(time.Second, poke)
 		}

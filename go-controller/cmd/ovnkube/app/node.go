@@ -11,7 +11,9 @@ import (
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/node"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovs"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
 
 func nodeFlags() []cli.Flag {
@@ -130,6 +132,12 @@ func nodeCommand() *cli.Command {
 			"management port disappears (checked every --resync-interval).",
 		Flags: append(nodeFlags(),
 			&cli.DurationFlag{Name: "resync-interval", Value: 5 * time.Second, Usage: "how often to check that the management port is still in place"},
+			&cli.StringFlag{Name: "gateway-bridge", Usage: "also run gateway-init with this OVS bridge (e.g. breth0); needs --gateway-ip and --nb-address"},
+			&cli.StringFlag{Name: "gateway-ip", Usage: "the node's address/length on the gateway bridge's network"},
+			&cli.StringFlag{Name: "gateway-nexthop", Usage: "next hop of the gateway's default route"},
+			&cli.StringFlag{Name: "nb-address", Usage: "OVN NB database, for the gateway"},
+			&cli.StringFlag{Name: "join-subnet", Value: "100.64.0.0/16", Usage: "subnet of the join switch"},
+			&cli.StringFlag{Name: "physnet", Value: topology.DefaultPhysNet, Usage: "localnet network name mapped to the gateway bridge"},
 		),
 		Action: func(c *cli.Context) error {
 			cfg, kcfg, err := nodeConfig(c)
@@ -146,12 +154,58 @@ func nodeCommand() *cli.Command {
 			ctx, cancel := signalContext(c.Context)
 			defer cancel()
 			log := logger().WithName("node")
+			gw, nbAddr, err := nodeGatewayConfig(c, cfg)
+			if err != nil {
+				return err
+			}
 			sw, err := ovs.Connect(ctx, c.String("ovs-address"), log)
 			if err != nil {
 				return err
 			}
 			defer sw.Close()
-			return node.Run(ctx, cfg, sw, kube, c.Duration("resync-interval"), log)
+			if gw != nil {
+				dbModel, err := ovndb.NBModel()
+				if err != nil {
+					return err
+				}
+				if gw.NB, err = ovndb.Connect(ctx, nbAddr, dbModel, log.WithName("nb")); err != nil {
+					return err
+				}
+				defer gw.NB.Close()
+			}
+			return node.Run(ctx, cfg, sw, kube, gw, c.Duration("resync-interval"), log)
 		},
 	}
+}
+
+// nodeGatewayConfig reads the node daemon's gateway flags; nil when no
+// gateway was asked for.
+func nodeGatewayConfig(c *cli.Context, cfg node.Config) (*node.Gateway, []string, error) {
+	if c.String("gateway-bridge") == "" {
+		return nil, nil, nil
+	}
+	for _, name := range []string{"gateway-ip", "nb-address"} {
+		if _, err := required(c, name); err != nil {
+			return nil, nil, err
+		}
+	}
+	gcfg := node.GatewayConfig{NodeName: cfg.NodeName, ClusterSubnets: cfg.ClusterSubnets, Bridge: c.String("gateway-bridge"),
+		PhysNet: c.String("physnet"), SubnetTimeout: cfg.SubnetTimeout}
+	var err error
+	if gcfg.PhysicalIP, err = netip.ParsePrefix(c.String("gateway-ip")); err != nil {
+		return nil, nil, flagError("gateway-ip", fmt.Errorf("%q is not address/length", c.String("gateway-ip")))
+	}
+	if s := c.String("gateway-nexthop"); s != "" {
+		if gcfg.DefaultGW, err = netip.ParseAddr(s); err != nil {
+			return nil, nil, flagError("gateway-nexthop", fmt.Errorf("%q is not an IP address", s))
+		}
+	}
+	if gcfg.JoinSubnet, err = config.ParseCIDR(c.String("join-subnet")); err != nil {
+		return nil, nil, flagError("join-subnet", err)
+	}
+	nbAddr, err := config.ParseOVSDBAddress(c.String("nb-address"))
+	if err != nil {
+		return nil, nil, flagError("nb-address", err)
+	}
+	return &node.Gateway{Config: gcfg}, nbAddr, nil
 }
