@@ -9,7 +9,7 @@ KUBE_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION
 DEB_PACKAGES := ovn-central ovn-host openvswitch-switch iproute2 ethtool iputils-ping etcd-server openssl containernetworking-plugins
 GO_SOURCES := $(shell find go-controller -name '*.go') go.mod go.sum
 
-.PHONY: all build deps deps-packages generate verify-generate lint test unit integration clean
+.PHONY: all build deps deps-packages generate verify-generate lint test unit integration e2e clean
 
 all: build
 
@@ -57,12 +57,16 @@ lint:
 unit:
 	$(GO) test -count=1 ./go-controller/...
 
-## integration: tests against real ovsdb-server, ovn-northd, etcd and kube-apiserver
+## integration: tests against real ovsdb-server, ovn-northd, etcd, kube-apiserver, OVS and netns
 integration: build deps
-	$(GO) test -count=1 -p 1 -timeout 20m ./test/...
+	$(GO) test -count=1 -p 1 -timeout 20m ./test/integration/...
+
+## e2e: a whole cluster in a box (two nodes, pods via ovn_cni), traffic on every path
+e2e: build deps
+	$(GO) test -count=1 -p 1 -timeout 20m -v ./test/e2e/... 2>&1 | grep -E '^\s*(=== RUN|--- |PASS|FAIL|ok)|e2e_test.go'; exit $${PIPESTATUS[0]}
 
 ## test: everything CI checks
-test: deps build lint verify-generate unit integration
+test: deps build lint verify-generate unit integration e2e
 
 clean:
 	rm -rf $(OUT)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"testing"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
@@ -23,7 +22,7 @@ type CNI struct {
 
 // NewCNI loads dist/cni/10-ovn-k8s.conflist with the node's OVS and the
 // test's kubeconfig filled in; overrides set further ovn_cni keys.
-func NewCNI(t testing.TB, node *Node, kubeconfig string, overrides map[string]any) *CNI {
+func NewCNI(t T, node *Node, kubeconfig string, overrides map[string]any) *CNI {
 	t.Helper()
 	root := RepoRoot(t)
 	raw, err := os.ReadFile(filepath.Join(root, "dist", "cni", "10-ovn-k8s.conflist"))

@@ -14,12 +14,11 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"testing"
 	"time"
 )
 
 // RepoRoot finds the checkout (the directory holding go.mod).
-func RepoRoot(t testing.TB) string {
+func RepoRoot(t T) string {
 	t.Helper()
 	dir, err := os.Getwd()
 	if err != nil {
@@ -41,7 +40,7 @@ func RepoRoot(t testing.TB) string {
 
 // Binary returns the path of a built binary under _output/bin, failing the
 // test with the command that builds it when it is missing.
-func Binary(t testing.TB, name string) string {
+func Binary(t T, name string) string {
 	t.Helper()
 	p := filepath.Join(RepoRoot(t), "_output", "bin", name)
 	if _, err := os.Stat(p); err != nil {
@@ -51,7 +50,7 @@ func Binary(t testing.TB, name string) string {
 }
 
 // LookPath fails the test when a system binary is missing.
-func LookPath(t testing.TB, name string) string {
+func LookPath(t T, name string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
 	if err != nil {
@@ -71,7 +70,7 @@ type Process struct {
 
 // Start runs a command in the background; logDir receives NAME.log. The
 // process is stopped at test end unless stopped earlier.
-func Start(t testing.TB, logDir, name string, args ...string) *Process {
+func Start(t T, logDir, name string, args ...string) *Process {
 	t.Helper()
 	p, err := StartProcess(logDir, name, args...)
 	if err != nil {
@@ -147,7 +146,7 @@ func (p *Process) Tail(n int) string {
 }
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func FreePort(t testing.TB) int {
+func FreePort(t T) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -170,7 +169,7 @@ func Run(args ...string) (string, error) {
 }
 
 // Eventually polls cond until it returns nil or the timeout passes.
-func Eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
+func Eventually(t T, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var err error

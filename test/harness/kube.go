@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,7 +27,7 @@ const adminToken = "ovn-k8s-test-admin-token"
 
 // StartKubeAPI starts etcd and kube-apiserver on free ports and waits until
 // the API answers.
-func StartKubeAPI(t testing.TB) *KubeAPI {
+func StartKubeAPI(t T) *KubeAPI {
 	t.Helper()
 	LookPath(t, "etcd")
 	LookPath(t, "openssl")
@@ -98,7 +97,7 @@ current-context: test
 
 // EnsureNamespace creates a namespace and its default ServiceAccount (no
 // controller-manager runs to create it, and pods need it).
-func (k *KubeAPI) EnsureNamespace(t testing.TB, name string) {
+func (k *KubeAPI) EnsureNamespace(t T, name string) {
 	t.Helper()
 	ctx := context.Background()
 	_, err := k.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})

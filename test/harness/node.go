@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
@@ -29,7 +28,7 @@ func (n NetNS) Exec(args ...string) (string, error) {
 
 // NewNetNS creates a namespace with lo up; the name gets a random suffix so
 // parallel and leftover runs never collide.
-func NewNetNS(t testing.TB, prefix string) NetNS {
+func NewNetNS(t T, prefix string) NetNS {
 	t.Helper()
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
@@ -53,7 +52,7 @@ type Underlay struct {
 }
 
 // NewUnderlay creates the underlay namespace and its bridge.
-func NewUnderlay(t testing.TB) *Underlay {
+func NewUnderlay(t T) *Underlay {
 	t.Helper()
 	u := &Underlay{NS: NewNetNS(t, "ul"), Subnet: "172.30.0.0/24"}
 	for _, args := range [][]string{
@@ -77,7 +76,7 @@ type Node struct {
 	OVSSock  string
 	TunnelIP string
 	procs    map[string]*Process
-	t        testing.TB
+	t        T
 }
 
 // OVSAddress is the node's OVS database address.
@@ -89,7 +88,7 @@ func (n *Node) VSCtl(args ...string) (string, error) {
 }
 
 // StartNode starts a node's OVS and ovn-controller on the underlay.
-func StartNode(t testing.TB, central *OVNCentral, u *Underlay, name string) *Node {
+func StartNode(t T, central *OVNCentral, u *Underlay, name string) *Node {
 	t.Helper()
 	LookPath(t, "ovs-vswitchd")
 	LookPath(t, "ovn-controller")
@@ -167,7 +166,7 @@ func (n *Node) Logs() string {
 // the same 127.0.0.1:PORT as from the root namespace (so one kubeconfig
 // serves both): a TCP relay whose listening socket is created in the node
 // namespace and whose outgoing connections start in the root namespace.
-func (n *Node) ReachAPI(t testing.TB, kube *KubeAPI) {
+func (n *Node) ReachAPI(t T, kube *KubeAPI) {
 	t.Helper()
 	u, err := url.Parse(kube.URL)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"testing"
 	"time"
 )
 
@@ -13,7 +12,7 @@ type OVNCentral struct {
 	Dir            string
 	NBSock, SBSock string
 	nb, sb, northd *Process
-	t              testing.TB
+	t              T
 }
 
 const (
@@ -23,7 +22,7 @@ const (
 
 // StartOVNCentral creates empty NB and SB databases in a temporary directory
 // and starts the servers and northd on unix sockets there.
-func StartOVNCentral(t testing.TB) *OVNCentral {
+func StartOVNCentral(t T) *OVNCentral {
 	t.Helper()
 	LookPath(t, "ovsdb-server")
 	LookPath(t, "ovn-northd")

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"sync/atomic"
-	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -17,7 +16,7 @@ import (
 )
 
 // StartMaster runs `ovnkube master` against the given NB and API server.
-func StartMaster(t testing.TB, logDir, name string, ovn *OVNCentral, kube *KubeAPI, extra ...string) *Process {
+func StartMaster(t T, logDir, name string, ovn *OVNCentral, kube *KubeAPI, extra ...string) *Process {
 	t.Helper()
 	args := append([]string{Binary(t, "ovnkube"), "--loglevel", "4", "master",
 		"--kubeconfig", kube.Kubeconfig, "--nb-address", ovn.NBAddress()}, extra...)
@@ -25,7 +24,7 @@ func StartMaster(t testing.TB, logDir, name string, ovn *OVNCentral, kube *KubeA
 }
 
 // WaitForLog waits until the process log contains text.
-func WaitForLog(t testing.TB, p *Process, text string, timeout time.Duration) {
+func WaitForLog(t T, p *Process, text string, timeout time.Duration) {
 	t.Helper()
 	Eventually(t, timeout, fmt.Sprintf("%q in %s log", text, p.Name), func() error {
 		if p.Exited() {
@@ -47,7 +46,7 @@ type NBWatcher struct {
 }
 
 // WatchNB connects a monitoring client; changes to the listed tables are counted.
-func WatchNB(t testing.TB, ovn *OVNCentral, countTables ...string) *NBWatcher {
+func WatchNB(t T, ovn *OVNCentral, countTables ...string) *NBWatcher {
 	t.Helper()
 	dbModel, err := ovndb.NBModel()
 	if err != nil {

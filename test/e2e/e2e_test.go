@@ -1,0 +1,276 @@
+// Package e2e proves the pieces work together the way a real cluster uses
+// them: pods wired by ovn_cni on two nodes, traffic through OVN's switches,
+// router, Geneve tunnels and load balancers. Each subtest names the path it checks.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	"github.com/ovn-k8s/ovn-k8s/test/harness"
+)
+
+const (
+	tcpPort = 8080
+	udpPort = 5353
+	ns      = "e2e"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+type env struct {
+	t *testing.T
+	c *harness.Cluster
+}
+
+// runServers makes a pod answer TCP and UDP with its name.
+func runServers(t *testing.T, p *harness.Pod) {
+	harness.ServeTCP(t, p.NS, tcpPort, p.Name)
+	harness.ServeUDP(t, p.NS, udpPort, p.Name)
+}
+
+func (e *env) service(name string, backends ...*harness.Pod) string {
+	ctx := context.Background()
+	svc, err := e.c.Kube.Client.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
+			{Name: "tcp", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt(tcpPort)},
+			{Name: "udp", Protocol: corev1.ProtocolUDP, Port: 53, TargetPort: intstr.FromInt(udpPort)},
+		}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.setEndpoints(name, backends...)
+	return svc.Spec.ClusterIP
+}
+
+// setEndpoints writes the service's EndpointSlice (no controller-manager runs).
+func (e *env) setEndpoints(svc string, backends ...*harness.Pod) {
+	ctx := context.Background()
+	slice := &discovery.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: svc + "-1", Labels: map[string]string{discovery.LabelServiceName: svc}},
+		AddressType: discovery.AddressTypeIPv4,
+		Ports: []discovery.EndpointPort{
+			{Name: ptr("tcp"), Protocol: ptr(corev1.ProtocolTCP), Port: ptr(int32(tcpPort))},
+			{Name: ptr("udp"), Protocol: ptr(corev1.ProtocolUDP), Port: ptr(int32(udpPort))},
+		},
+	}
+	for _, b := range backends {
+		slice.Endpoints = append(slice.Endpoints, discovery.Endpoint{Addresses: []string{b.IP.String()},
+			NodeName: ptr(b.Node), Conditions: discovery.EndpointConditions{Ready: ptr(true)}})
+	}
+	cl := e.c.Kube.Client.DiscoveryV1().EndpointSlices(ns)
+	if old, err := cl.Get(ctx, slice.Name, metav1.GetOptions{}); err == nil {
+		slice.ResourceVersion = old.ResourceVersion
+		if _, err := cl.Update(ctx, slice, metav1.UpdateOptions{}); err != nil {
+			e.t.Fatal(err)
+		}
+		return
+	}
+	if _, err := cl.Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// reach retries a TCP request until it answers (new flows need a moment on
+// the userspace datapath) and returns the answer.
+func reach(t *testing.T, from harness.NetNS, addr string) string {
+	t.Helper()
+	var got string
+	harness.Eventually(t, 20*time.Second, "TCP "+addr+" from "+from.Name, func() error {
+		var err error
+		got, err = harness.DialTCP(from, addr, 2*time.Second)
+		return err
+	})
+	return got
+}
+
+func reachUDP(t *testing.T, from harness.NetNS, addr string) string {
+	t.Helper()
+	var got string
+	harness.Eventually(t, 20*time.Second, "UDP "+addr+" from "+from.Name, func() error {
+		var err error
+		got, err = harness.DialUDP(from, addr, time.Second)
+		return err
+	})
+	return got
+}
+
+func ping(t *testing.T, from harness.NetNS, ip string) {
+	t.Helper()
+	harness.Eventually(t, 20*time.Second, "ICMP "+ip+" from "+from.Name, func() error { return harness.Ping(from, ip) })
+}
+
+// backendsReached sends requests to a VIP until every expected backend answered.
+func backendsReached(t *testing.T, from harness.NetNS, addr string, want ...string) {
+	t.Helper()
+	seen := map[string]bool{}
+	for i := 0; i < 60 && len(seen) < len(want); i++ {
+		if got, err := harness.DialTCP(from, addr, 2*time.Second); err == nil {
+			seen[got] = true
+		}
+	}
+	for _, w := range want {
+		if !seen[w] {
+			t.Fatalf("backend %s never answered on %s (answers: %v)", w, addr, seen)
+		}
+	}
+}
+
+func TestE2E(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("e2e needs root (network namespaces, OVS); CI runs as root")
+	}
+	c := harness.NewCluster(t)
+	e := &env{t: t, c: c}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("master log:\n%s", c.Master.Tail(40))
+			for _, n := range c.Nodes {
+				t.Logf("%s\n--- node daemon %s:\n%s", n.Logs(), n.Name, n.Daemon.Tail(20))
+			}
+		}
+	})
+	n1, n2 := c.AddNode("n1"), c.AddNode("n2")
+	c.EnsureNamespace(ns)
+	a1 := c.RunPod(ns, "a1", "n1", nil)
+	a2 := c.RunPod(ns, "a2", "n1", nil)
+	b1 := c.RunPod(ns, "b1", "n2", nil)
+	for _, p := range []*harness.Pod{a1, a2, b1} {
+		runServers(t, p)
+	}
+	t.Logf("pods: a1 %s (n1), a2 %s (n1), b1 %s (n2)", a1.IP, a2.IP, b1.IP)
+
+	t.Run("pod-to-pod/same-node/icmp", func(t *testing.T) { ping(t, a1.NS, a2.IP.String()) })
+	t.Run("pod-to-pod/same-node/tcp", func(t *testing.T) {
+		if got := reach(t, a1.NS, fmt.Sprintf("%s:%d", a2.IP, tcpPort)); got != "a2" {
+			t.Fatalf("answer %q", got)
+		}
+	})
+	t.Run("pod-to-pod/cross-node-geneve/icmp", func(t *testing.T) { ping(t, a1.NS, b1.IP.String()) })
+	t.Run("pod-to-pod/cross-node-geneve/tcp", func(t *testing.T) {
+		if got := reach(t, a1.NS, fmt.Sprintf("%s:%d", b1.IP, tcpPort)); got != "b1" {
+			t.Fatalf("answer %q", got)
+		}
+		if got := reach(t, b1.NS, fmt.Sprintf("%s:%d", a1.IP, tcpPort)); got != "a1" {
+			t.Fatalf("answer %q", got)
+		}
+	})
+
+	vip := e.service("web", a2, b1)
+	t.Logf("service web: %s -> a2, b1", vip)
+	t.Run("pod-to-clusterip/tcp/backends-on-both-nodes", func(t *testing.T) {
+		reach(t, a1.NS, vip+":80")
+		backendsReached(t, a1.NS, vip+":80", "a2", "b1")
+	})
+	t.Run("pod-to-clusterip/udp", func(t *testing.T) {
+		if got := reachUDP(t, a1.NS, vip+":53"); got != "a2" && got != "b1" {
+			t.Fatalf("answer %q", got)
+		}
+	})
+	self := e.service("self", a2)
+	t.Run("pod-to-clusterip/hairpin", func(t *testing.T) {
+		if got := reach(t, a2.NS, self+":80"); got != "a2" {
+			t.Fatalf("answer %q", got)
+		}
+	})
+	t.Run("node-to-pod/mgmt-port/cross-node", func(t *testing.T) {
+		ping(t, n1.NS, b1.IP.String())
+		if got := reach(t, n1.NS, fmt.Sprintf("%s:%d", b1.IP, tcpPort)); got != "b1" {
+			t.Fatalf("answer %q", got)
+		}
+	})
+	t.Run("node-to-clusterip/mgmt-port", func(t *testing.T) {
+		backendsReached(t, n2.NS, vip+":80", "a2", "b1")
+	})
+	t.Run("clusterip-without-endpoints/refuses-at-once-then-works", func(t *testing.T) {
+		empty := e.service("empty")
+		harness.Eventually(t, 20*time.Second, "connection refused by "+empty, func() error {
+			start := time.Now()
+			_, err := harness.DialTCP(a1.NS, empty+":80", 3*time.Second)
+			if err == nil || !strings.Contains(err.Error(), "refused") {
+				return fmt.Errorf("want connection refused, got %v", err)
+			}
+			if d := time.Since(start); d > time.Second {
+				return fmt.Errorf("refused only after %s", d)
+			}
+			return nil
+		})
+		e.setEndpoints("empty", b1)
+		if got := reach(t, a1.NS, empty+":80"); got != "b1" {
+			t.Fatalf("answer %q", got)
+		}
+	})
+	t.Run("pod-deleted/port-lsp-veth-gone/ip-reusable", func(t *testing.T) {
+		tmp := c.RunPod(ns, "tmp", "n1", nil)
+		hostVeth := strings.ReplaceAll(tmp.UID, "-", "")[:15]
+		c.DeletePod(tmp)
+		harness.Eventually(t, 20*time.Second, "tmp's LSP removed", func() error {
+			out, _ := c.OVN.NBCtl("--if-exists", "get", "logical_switch_port", ns+"_tmp", "name")
+			if strings.TrimSpace(out) != "" {
+				return fmt.Errorf("LSP still there")
+			}
+			return nil
+		})
+		if out, _ := n1.VSCtl("list-ports", "br-int"); strings.Contains(out, hostVeth) {
+			t.Errorf("OVS port %s left", hostVeth)
+		}
+		if _, err := n1.NS.Exec("ip", "link", "show", hostVeth); err == nil {
+			t.Errorf("host veth %s left", hostVeth)
+		}
+		// The freed address is free: a pod asking for it (valid annotation) gets it.
+		ann := annotations.FormatPodNetworks(annotations.PodNetwork{IPs: []netipPrefix{prefix(tmp.IP, n1.Subnet.Bits())}, MAC: mustMAC(tmp.MAC), Gateways: []netipAddr{n1.Subnet.Addr().Next()}})
+		_, err := c.Kube.Client.CoreV1().Pods(ns).Create(context.Background(), &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "reuse", Annotations: map[string]string{annotations.PodNetworks: ann}},
+			Spec:       corev1.PodSpec{NodeName: "n1", AutomountServiceAccountToken: new(bool), Containers: []corev1.Container{{Name: "app", Image: "busybox"}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		harness.Eventually(t, 20*time.Second, "LSP of the pod reusing "+tmp.IP.String(), func() error {
+			out, _ := c.OVN.NBCtl("--if-exists", "get", "logical_switch_port", ns+"_reuse", "addresses")
+			if !strings.Contains(out, tmp.IP.String()+`"`) {
+				return fmt.Errorf("addresses %q", out)
+			}
+			return nil
+		})
+	})
+	t.Run("master-restarted/traffic-flows-and-changes-apply", func(t *testing.T) {
+		c.Master.Stop()
+		if got := reach(t, a1.NS, fmt.Sprintf("%s:%d", b1.IP, tcpPort)); got != "b1" {
+			t.Fatalf("answer %q with the master down", got)
+		}
+		backendsReached(t, a1.NS, vip+":80", "a2", "b1")
+		c.StartMaster()
+		late := c.RunPod(ns, "late", "n2", nil)
+		runServers(t, late)
+		if got := reach(t, a1.NS, fmt.Sprintf("%s:%d", late.IP, tcpPort)); got != "late" {
+			t.Fatalf("answer %q", got)
+		}
+		e.setEndpoints("web", a2, b1, late)
+		backendsReached(t, a1.NS, vip+":80", "a2", "b1", "late")
+	})
+	t.Run("node-deleted/switch-gone", func(t *testing.T) {
+		if err := c.Kube.Client.CoreV1().Nodes().Delete(context.Background(), "n2", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		harness.Eventually(t, 20*time.Second, "switch n2 removed", func() error {
+			out, _ := c.OVN.NBCtl("--bare", "--columns=name", "find", "logical_switch", "name=n2")
+			if strings.TrimSpace(out) != "" {
+				return fmt.Errorf("still there")
+			}
+			return nil
+		})
+	})
+}

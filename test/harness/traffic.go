@@ -1,0 +1,126 @@
+package harness
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/plugins/pkg/ns"
+)
+
+// ServeTCP answers every connection to port inside netns with reply and a
+// newline; the listening socket lives in that namespace, the goroutine here.
+func ServeTCP(t T, netns NetNS, port int, reply string) {
+	t.Helper()
+	var l net.Listener
+	err := ns.WithNetNSPath(netns.Path(), func(ns.NetNS) error {
+		var err error
+		l, err = net.Listen("tcp", fmt.Sprintf(":%d", port))
+		return err
+	})
+	if err != nil {
+		t.Fatalf("listening on %d in %s: %v", port, netns.Name, err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+				_, _ = conn.Write([]byte(reply + "\n"))
+			}()
+		}
+	}()
+}
+
+// ServeUDP answers every datagram to port inside netns with reply.
+func ServeUDP(t T, netns NetNS, port int, reply string) {
+	t.Helper()
+	var pc net.PacketConn
+	err := ns.WithNetNSPath(netns.Path(), func(ns.NetNS) error {
+		var err error
+		pc, err = net.ListenPacket("udp", fmt.Sprintf(":%d", port))
+		return err
+	})
+	if err != nil {
+		t.Fatalf("listening on udp %d in %s: %v", port, netns.Name, err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			_, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			_, _ = pc.WriteTo([]byte(reply), from)
+		}
+	}()
+}
+
+// DialTCP connects from inside netns and returns the server's first line.
+func DialTCP(netns NetNS, addr string, timeout time.Duration) (string, error) {
+	var line string
+	err := ns.WithNetNSPath(netns.Path(), func(ns.NetNS) error {
+		conn, err := net.DialTimeout("tcp", addr, timeout)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(timeout))
+		line, err = bufio.NewReader(conn).ReadString('\n')
+		line = strings.TrimSpace(line)
+		return err
+	})
+	return line, err
+}
+
+// DialUDP sends a datagram from inside netns and returns the answer.
+func DialUDP(netns NetNS, addr string, timeout time.Duration) (string, error) {
+	var reply string
+	err := ns.WithNetNSPath(netns.Path(), func(ns.NetNS) error {
+		conn, err := net.DialTimeout("udp", addr, timeout)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(timeout))
+		if _, err := conn.Write([]byte("ping")); err != nil {
+			return err
+		}
+		buf := make([]byte, 1500)
+		n, err := conn.Read(buf)
+		reply = string(buf[:n])
+		return err
+	})
+	return reply, err
+}
+
+// Ping sends one ICMP echo from inside netns.
+func Ping(netns NetNS, ip string) error {
+	_, err := netns.Exec("ping", "-c", "1", "-W", "1", ip)
+	return err
+}
+
+func resultIPs(res types.Result) ([]netip.Addr, error) {
+	r, err := current.NewResultFromResult(res)
+	if err != nil {
+		return nil, err
+	}
+	var out []netip.Addr
+	for _, ipc := range r.IPs {
+		if a, ok := netip.AddrFromSlice(ipc.Address.IP); ok {
+			out = append(out, a.Unmap())
+		}
+	}
+	return out, nil
+}
