@@ -9,7 +9,7 @@ KUBE_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION
 DEB_PACKAGES := ovn-central ovn-host openvswitch-switch iproute2 ethtool iputils-ping etcd-server openssl containernetworking-plugins
 GO_SOURCES := $(shell find go-controller -name '*.go') go.mod go.sum
 
-.PHONY: all build deps deps-packages generate verify-generate lint test unit integration e2e clean
+.PHONY: all build deps deps-packages generate verify-generate lint test unit integration e2e demo demo-down clean
 
 all: build
 
@@ -64,6 +64,17 @@ integration: build deps
 ## e2e: a whole cluster in a box (two nodes, pods via ovn_cni), traffic on every path
 e2e: build deps
 	$(GO) test -count=1 -p 1 -timeout 20m -v ./test/e2e/... 2>&1 | grep -E '^\s*(=== RUN|--- |PASS|FAIL|ok)|e2e_test.go'; exit $${PIPESTATUS[0]}
+
+## demo: a two-node cluster in network namespaces, pods, a service, the topology and a connectivity report
+demo: deps build $(BIN)/ovnk-demo
+	@$(BIN)/ovnk-demo up
+
+## demo-down: stop the demo and remove everything it created
+demo-down:
+	@if [ -x $(BIN)/ovnk-demo ]; then $(BIN)/ovnk-demo down; else echo "no demo binary; nothing to stop"; fi
+
+$(BIN)/ovnk-demo: $(GO_SOURCES) $(shell find test/harness test/demo -name '*.go')
+	$(GO) build -o $@ ./test/demo
 
 ## test: everything CI checks
 test: deps build lint verify-generate unit integration e2e
