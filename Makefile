@@ -9,7 +9,7 @@ KUBE_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION
 DEB_PACKAGES := ovn-central ovn-host openvswitch-switch iproute2 ethtool iputils-ping etcd-server openssl containernetworking-plugins
 GO_SOURCES := $(shell find go-controller -name '*.go') go.mod go.sum
 
-.PHONY: all build deps deps-packages generate verify-generate lint test unit integration e2e demo demo-down clean
+.PHONY: all build deps deps-packages generate verify-generate lint test unit integration e2e demo demo-down bench bench-quick clean
 
 all: build
 
@@ -76,8 +76,20 @@ demo-down:
 $(BIN)/ovnk-demo: $(GO_SOURCES) $(shell find test/harness test/demo -name '*.go')
 	$(GO) build -o $@ ./test/demo
 
+$(BIN)/ovnk-bench: $(GO_SOURCES) $(shell find test/harness test/bench -name '*.go')
+	$(GO) build -o $@ ./test/bench
+
+## bench: every scenario at full size (results in _output/bench, method in docs/performance.md)
+bench: deps build $(BIN)/ovnk-bench
+	$(GO) test -run '^$$' -bench . -benchmem ./go-controller/...
+	$(BIN)/ovnk-bench
+
+## bench-quick: the same scenarios at small sizes (~1 minute); a smoke test, no timing asserted
+bench-quick: deps build $(BIN)/ovnk-bench
+	$(BIN)/ovnk-bench -nodes 10 -pods 500 -latency-rate 50 -latency-duration 5s -services 100 -limit-ports 2000 -limit-patches 500 -out _output/bench-quick
+
 ## test: everything CI checks
-test: deps build lint verify-generate unit integration e2e
+test: deps build lint verify-generate bench-quick unit integration e2e
 
 clean:
 	rm -rf $(OUT)

@@ -21,7 +21,7 @@ func step(format string, args ...any) { fmt.Printf("==> "+format+"\n", args...) 
 func ptr[T any](v T) *T { return &v }
 
 // runDemo builds the cluster and returns the report shown to the user.
-func runDemo(t *demoT, dir string) string {
+func runDemo(t *harness.Session, dir string) string {
 	step("starting OVN central (NB, SB, ovn-northd), etcd, kube-apiserver and ovnkube master")
 	c := harness.NewCluster(t)
 	step("starting nodes n1 and n2: a network namespace each with ovsdb-server, ovs-vswitchd (userspace datapath), ovn-controller and ovnkube node")

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/ovn-k8s/ovn-k8s/test/harness"
 )
 
 const usage = `usage: ovnk-demo up|down|serve
@@ -154,14 +156,14 @@ func down(dir string) int {
 
 // serve builds the cluster, reports, and waits for SIGTERM to tear it down.
 func serve(dir string) int {
-	t := newDemoT(filepath.Join(dir, "tmp"))
+	t := harness.NewSession(filepath.Join(dir, "tmp"))
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	code := 0
 	func() {
 		defer func() {
 			if r := recover(); r != nil {
-				if _, ok := r.(demoFatal); !ok {
+				if _, ok := r.(harness.SessionFatal); !ok {
 					fmt.Printf("panic: %v\n", r)
 				}
 				code = 1
@@ -175,7 +177,7 @@ func serve(dir string) int {
 		<-stop
 	}()
 	fmt.Println("tearing down")
-	t.runCleanups()
+	t.RunCleanups()
 	return code
 }
 

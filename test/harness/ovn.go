@@ -71,3 +71,14 @@ func (o *OVNCentral) NBCtl(args ...string) (string, error) {
 func (o *OVNCentral) SBCtl(args ...string) (string, error) {
 	return Run(append([]string{"ovn-sbctl", "--db=unix:" + o.SBSock}, args...)...)
 }
+
+// ResetNB replaces the NB database with an empty one, as a lost or restored
+// database would (the server is restarted on a fresh file).
+func (o *OVNCentral) ResetNB() {
+	o.StopNB()
+	_ = os.Remove(filepath.Join(o.Dir, "nb.db"))
+	if _, err := Run("ovsdb-tool", "create", filepath.Join(o.Dir, "nb.db"), nbSchema); err != nil {
+		o.t.Fatal(err)
+	}
+	o.StartNB()
+}

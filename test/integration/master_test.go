@@ -222,12 +222,20 @@ func TestMasterIgnoresMalformedAnnotations(t *testing.T) {
 		c.createPod("ns", name, "bad", func(p *corev1.Pod) { p.Annotations = map[string]string{annotations.PodNetworks: value} })
 	}
 	for _, name := range []string{"garbage", "wrongnet", "reserved", "otherjson"} {
-		pn := c.podNetwork("ns", name)
-		a := pn.IPs[0].Addr()
-		if !bad.Contains(a) || a == bad.Addr().Next() || a == bad.Addr().Next().Next() {
-			t.Errorf("pod %s got %s", name, a)
-		}
-		c.waitPort("bad", "ns_"+name, nil)
+		// The port exists once the master has decided; the annotation it then
+		// writes must match the port (the pod's own bad annotation is replaced).
+		lsp := c.waitPort("bad", "ns_"+name, nil)
+		harness.Eventually(t, 10*time.Second, "annotation of "+name+" rewritten", func() error {
+			pn := c.podNetwork("ns", name)
+			a := pn.IPs[0].Addr()
+			if !strings.HasSuffix(lsp.Addresses[0], " "+a.String()) {
+				return fmt.Errorf("annotation %s, port %v", a, lsp.Addresses)
+			}
+			if !bad.Contains(a) || a == bad.Addr().Next() || a == bad.Addr().Next().Next() {
+				return fmt.Errorf("pod %s got %s", name, a)
+			}
+			return nil
+		})
 	}
 	if c.master.Exited() {
 		t.Fatal("master died on bad input")

@@ -1,0 +1,542 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/ovn-org/libovsdb/cache"
+	"github.com/ovn-org/libovsdb/client"
+	"github.com/ovn-org/libovsdb/model"
+	"github.com/ovn-org/libovsdb/ovsdb"
+	corev1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/informers"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
+	"github.com/ovn-k8s/ovn-k8s/test/harness"
+)
+
+type bench struct {
+	s      *harness.Session
+	o      options
+	ovn    *harness.OVNCentral
+	kube   *harness.KubeAPI
+	logDir string
+	master *harness.Process
+	nb     client.Client
+
+	mu        sync.Mutex
+	created   map[string]time.Time // pod key → creation call start
+	annotated map[string]time.Time // pod key → first seen annotated
+	lspSeen   map[string]time.Time // pod key → LSP first seen in the NB
+	nbEvents  atomic.Int64         // changes to rows ovn-k8s writes
+
+	idleRSS  float64
+	podCount int
+}
+
+func newBench(s *harness.Session, o options) *bench {
+	b := &bench{s: s, o: o, ovn: harness.StartOVNCentral(s), kube: harness.StartKubeAPI(s), logDir: s.TempDir(),
+		created: map[string]time.Time{}, annotated: map[string]time.Time{}, lspSeen: map[string]time.Time{}}
+	b.nb = b.watchNB()
+	f := informers.NewSharedInformerFactory(b.kube.Client, 0)
+	_, _ = f.Core().V1().Pods().Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { b.podSeen(obj) },
+		UpdateFunc: func(_, obj any) { b.podSeen(obj) },
+	})
+	stop := make(chan struct{})
+	s.Cleanup(func() { close(stop) })
+	f.Start(stop)
+	f.WaitForCacheSync(stop)
+	return b
+}
+
+func (b *bench) podSeen(obj any) {
+	p := obj.(*corev1.Pod)
+	if _, ok := p.Annotations[annotations.PodNetworks]; !ok {
+		return
+	}
+	now := time.Now()
+	key := p.Namespace + "/" + p.Name
+	b.mu.Lock()
+	if _, ok := b.annotated[key]; !ok {
+		b.annotated[key] = now
+	}
+	b.mu.Unlock()
+}
+
+// watchNB connects a monitoring client that timestamps pod LSPs and counts
+// changes to the tables ovn-k8s writes.
+func (b *bench) watchNB() client.Client {
+	m, err := ovndb.NBModel()
+	if err != nil {
+		b.s.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := ovndb.Connect(ctx, []string{b.ovn.NBAddress()}, m, logr.Discard())
+	if err != nil {
+		b.s.Fatal(err)
+	}
+	b.s.Cleanup(c.Close)
+	count := func(table string) {
+		switch table {
+		case nbdb.LogicalSwitchTable, nbdb.LogicalSwitchPortTable, nbdb.LogicalRouterTable, nbdb.LogicalRouterPortTable, nbdb.LoadBalancerTable, nbdb.LoadBalancerGroupTable:
+			b.nbEvents.Add(1)
+		}
+	}
+	c.Cache().AddEventHandler(&cache.EventHandlerFuncs{
+		AddFunc: func(table string, row model.Model) {
+			count(table)
+			if lsp, ok := row.(*nbdb.LogicalSwitchPort); ok {
+				if o, ok := topology.OwnerOf(lsp.ExternalIDs); ok && o.Type == topology.OwnerPod {
+					now := time.Now()
+					b.mu.Lock()
+					if _, seen := b.lspSeen[o.Name]; !seen {
+						b.lspSeen[o.Name] = now
+					}
+					b.mu.Unlock()
+				}
+			}
+		},
+		UpdateFunc: func(table string, _, _ model.Model) { count(table) },
+		DeleteFunc: func(table string, _ model.Model) { count(table) },
+	})
+	return c
+}
+
+func (b *bench) startMaster() {
+	b.master = harness.StartMaster(b.s, b.logDir, fmt.Sprintf("master-%d", time.Now().UnixNano()), b.ovn, b.kube, "--loglevel", "1")
+	harness.WaitForLog(b.s, b.master, "initial sync done", 60*time.Second)
+	time.Sleep(2 * time.Second)
+	b.idleRSS = procStatus(b.master.Cmd.Process.Pid, "VmRSS")
+}
+
+func say(format string, args ...any) { fmt.Printf(format+"\n", args...) }
+
+// parallel runs f(0..n-1) on the given number of workers.
+func parallel(n, workers int, f func(i int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				f(i)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func (b *bench) namespace(name string) { b.kube.EnsureNamespace(b.s, name) }
+
+func podObject(name, node string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PodSpec{NodeName: node, AutomountServiceAccountToken: new(bool),
+			Containers: []corev1.Container{{Name: "app", Image: "busybox"}}}}
+}
+
+// limits measures what the components take without ovn-k8s in between: LSP
+// inserts into the NB (100 per transaction, 4 at once), and pod CREATE and
+// annotation merge-PATCH on the API server with the master's client settings.
+func (b *bench) limits() Result {
+	say("== limits (no ovn-k8s involved)")
+	ctx := context.Background()
+	ops, _ := b.nb.Create(&nbdb.LogicalSwitch{UUID: "sw", Name: "bench-limit"})
+	if _, err := b.nb.Transact(ctx, ops...); err != nil {
+		b.s.Fatal(err)
+	}
+	var sw []nbdb.LogicalSwitch
+	harness.Eventually(b.s, 10*time.Second, "bench switch in cache", func() error {
+		sw = nil
+		_ = b.nb.WhereCache(func(ls *nbdb.LogicalSwitch) bool { return ls.Name == "bench-limit" }).List(ctx, &sw)
+		if len(sw) != 1 {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	const batch = 100
+	batches := (b.o.limitPorts + batch - 1) / batch
+	start := time.Now()
+	parallel(batches, 4, func(i int) {
+		var all []ovsdb.Operation
+		var uuids []string
+		for j := 0; j < batch; j++ {
+			u := fmt.Sprintf("p%d_%d", i, j)
+			o, _ := b.nb.Create(&nbdb.LogicalSwitchPort{UUID: u, Name: fmt.Sprintf("limit-%d-%d", i, j), Addresses: []string{"0a:58:0a:00:00:01 10.0.0.1"}})
+			all = append(all, o...)
+			uuids = append(uuids, u)
+		}
+		target := &nbdb.LogicalSwitch{UUID: sw[0].UUID}
+		m, _ := b.nb.Where(target).Mutate(target, model.Mutation{Field: &target.Ports, Mutator: ovsdb.MutateOperationInsert, Value: uuids})
+		res, err := b.nb.Transact(ctx, append(all, m...)...)
+		if err == nil {
+			_, err = ovsdb.CheckOperationResults(res, append(all, m...))
+		}
+		if err != nil {
+			b.s.Fatal(err)
+		}
+	})
+	nbRate := float64(batches*batch) / time.Since(start).Seconds()
+	del, _ := b.nb.Where(&sw[0]).Delete()
+	if _, err := b.nb.Transact(ctx, del...); err != nil {
+		b.s.Fatal(err)
+	}
+
+	b.namespace("limit")
+	pods := b.kube.Client.CoreV1().Pods("limit")
+	start = time.Now()
+	parallel(b.o.limitPatches, b.o.workers, func(i int) {
+		if _, err := pods.Create(ctx, podObject(fmt.Sprintf("l%05d", i), ""), metav1.CreateOptions{}); err != nil {
+			b.s.Fatal(err)
+		}
+	})
+	createRate := float64(b.o.limitPatches) / time.Since(start).Seconds()
+	// An annotation of the size the master writes.
+	ann := annotations.FormatPodNetworks(annotations.PodNetwork{
+		IPs: []netip.Prefix{netip.MustParsePrefix("10.244.1.5/24")}, MAC: net.HardwareAddr{0x0a, 0x58, 10, 244, 1, 5},
+		Gateways: []netip.Addr{netip.MustParseAddr("10.244.1.1")},
+		Routes:   []annotations.PodRoute{{Dest: netip.MustParsePrefix("100.64.0.0/16"), NextHop: netip.MustParseAddr("10.244.1.1")}},
+	})
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{"bench/limit": ann}}})
+	start = time.Now()
+	parallel(b.o.limitPatches, b.o.workers, func(i int) {
+		if _, err := pods.Patch(ctx, fmt.Sprintf("l%05d", i), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			b.s.Fatal(err)
+		}
+	})
+	patchRate := float64(b.o.limitPatches) / time.Since(start).Seconds()
+	_ = pods.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+	say("  NB: %.0f LSP inserts/s (100 per transaction, 4 concurrent)", nbRate)
+	say("  API: %.0f pod CREATE/s, %.0f annotation merge-PATCH/s (%d concurrent clients, QPS 2000)", createRate, patchRate, b.o.workers)
+	return Result{Scenario: "limits", Metrics: map[string]float64{"nb_lsp_insert_per_s": nbRate, "pod_create_per_s": createRate, "patch_per_s": patchRate}}
+}
+
+// burst: Nodes, then Pods created as fast as the API takes them.
+func (b *bench) burst(patchLimit float64) Result {
+	say("== burst: %d nodes, then %d pods as fast as the API takes them", b.o.nodes, b.o.pods)
+	ctx := context.Background()
+	parallel(b.o.nodes, b.o.workers, func(i int) {
+		if _, err := b.kube.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node%03d", i)}}, metav1.CreateOptions{}); err != nil {
+			b.s.Fatal(err)
+		}
+	})
+	harness.Eventually(b.s, 120*time.Second, "every node annotated", func() error {
+		nodes, err := b.kube.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, n := range nodes.Items {
+			if n.Annotations[annotations.NodeSubnets] == "" {
+				return fmt.Errorf("%s not annotated", n.Name)
+			}
+		}
+		return nil
+	})
+	b.namespace("burst")
+	keys := b.createPods("burst", b.o.pods, 0)
+	createdAt := time.Now()
+	annotatedAll, lspAll := b.waitPods(keys, 300*time.Second)
+	start := b.firstCreated(keys)
+	total := maxDur(annotatedAll, lspAll).Sub(start)
+	rate := float64(len(keys)) / total.Seconds()
+	say("  created in %.2fs; all annotated after %.2fs, all LSPs after %.2fs: %.0f pods/s = %.0f%% of the PATCH limit",
+		createdAt.Sub(start).Seconds(), annotatedAll.Sub(start).Seconds(), lspAll.Sub(start).Seconds(), rate, 100*rate/patchLimit)
+	b.podCount += len(keys)
+	return Result{Scenario: "burst", Metrics: map[string]float64{
+		"nodes": float64(b.o.nodes), "pods": float64(len(keys)),
+		"create_s": createdAt.Sub(start).Seconds(), "all_annotated_s": annotatedAll.Sub(start).Seconds(), "all_lsp_s": lspAll.Sub(start).Seconds(),
+		"pods_per_s": rate, "ratio_to_patch_limit": rate / patchLimit,
+	}}
+}
+
+// createPods creates n pods over the nodes with the given workers, recording creation times.
+func (b *bench) createPods(ns string, n, offset int) []string {
+	keys := make([]string, n)
+	pods := b.kube.Client.CoreV1().Pods(ns)
+	parallel(n, b.o.workers, func(i int) {
+		name := fmt.Sprintf("p%05d", offset+i)
+		keys[i] = ns + "/" + name
+		b.mu.Lock()
+		b.created[keys[i]] = time.Now()
+		b.mu.Unlock()
+		if _, err := pods.Create(context.Background(), podObject(name, fmt.Sprintf("node%03d", (offset+i)%b.o.nodes)), metav1.CreateOptions{}); err != nil {
+			b.s.Fatal(err)
+		}
+	})
+	return keys
+}
+
+func (b *bench) firstCreated(keys []string) time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	first := time.Now()
+	for _, k := range keys {
+		if t := b.created[k]; t.Before(first) {
+			first = t
+		}
+	}
+	return first
+}
+
+// waitPods waits until every pod is annotated and has its LSP; it returns
+// when the last of each happened.
+func (b *bench) waitPods(keys []string, timeout time.Duration) (time.Time, time.Time) {
+	var lastAnn, lastLSP time.Time
+	harness.Eventually(b.s, timeout, fmt.Sprintf("%d pods annotated and in the NB", len(keys)), func() error {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		lastAnn, lastLSP = time.Time{}, time.Time{}
+		missing := 0
+		for _, k := range keys {
+			a, ok1 := b.annotated[k]
+			l, ok2 := b.lspSeen[k]
+			if !ok1 || !ok2 {
+				missing++
+				continue
+			}
+			lastAnn, lastLSP = maxDur(lastAnn, a), maxDur(lastLSP, l)
+		}
+		if missing > 0 {
+			return fmt.Errorf("%d pods not done", missing)
+		}
+		return nil
+	})
+	return lastAnn, lastLSP
+}
+
+// latency: pods at a steady rate; creation → annotation and → LSP.
+func (b *bench) latency() Result {
+	say("== latency: %d pods/s for %s", b.o.latencyRate, b.o.latencyDuration)
+	b.namespace("lat")
+	n := int(float64(b.o.latencyRate) * b.o.latencyDuration.Seconds())
+	keys := make([]string, 0, n)
+	pods := b.kube.Client.CoreV1().Pods("lat")
+	interval := time.Second / time.Duration(b.o.latencyRate)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		time.Sleep(time.Until(start.Add(time.Duration(i) * interval)))
+		name := fmt.Sprintf("p%05d", i)
+		key := "lat/" + name
+		keys = append(keys, key)
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			b.mu.Lock()
+			b.created[key] = time.Now()
+			b.mu.Unlock()
+			if _, err := pods.Create(context.Background(), podObject(name, fmt.Sprintf("node%03d", i%b.o.nodes)), metav1.CreateOptions{}); err != nil {
+				b.s.Fatal(err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	b.waitPods(keys, 120*time.Second)
+	var ann, lsp []float64
+	b.mu.Lock()
+	for _, k := range keys {
+		ann = append(ann, b.annotated[k].Sub(b.created[k]).Seconds()*1000)
+		lsp = append(lsp, b.lspSeen[k].Sub(b.created[k]).Seconds()*1000)
+	}
+	b.mu.Unlock()
+	m := map[string]float64{"pods": float64(len(keys)), "rate_per_s": float64(b.o.latencyRate)}
+	for name, v := range map[string][]float64{"annotation": ann, "lsp": lsp} {
+		sort.Float64s(v)
+		m[name+"_p50_ms"], m[name+"_p99_ms"], m[name+"_max_ms"] = pct(v, 0.50), pct(v, 0.99), v[len(v)-1]
+	}
+	say("  creation → annotation: p50 %.0f ms, p99 %.0f ms, max %.0f ms", m["annotation_p50_ms"], m["annotation_p99_ms"], m["annotation_max_ms"])
+	say("  creation → LSP:        p50 %.0f ms, p99 %.0f ms, max %.0f ms", m["lsp_p50_ms"], m["lsp_p99_ms"], m["lsp_max_ms"])
+	b.podCount += len(keys)
+	return Result{Scenario: "latency", Metrics: m, Notes: "creation time is taken when the client sends CREATE; both ends observed by watches"}
+}
+
+// services: Services with endpoints each → until every load balancer is programmed.
+func (b *bench) services() Result {
+	say("== services: %d services x %d endpoints", b.o.services, b.o.endpoints)
+	b.namespace("svc")
+	ctx := context.Background()
+	start := time.Now()
+	parallel(b.o.services, b.o.workers, func(i int) {
+		name := fmt.Sprintf("s%04d", i)
+		if _, err := b.kube.Client.CoreV1().Services("svc").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt(8080)}}}},
+			metav1.CreateOptions{}); err != nil {
+			b.s.Fatal(err)
+		}
+		slice := &discovery.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{discovery.LabelServiceName: name}},
+			AddressType: discovery.AddressTypeIPv4,
+			Ports:       []discovery.EndpointPort{{Name: strPtr("http"), Protocol: protoPtr(corev1.ProtocolTCP), Port: int32Ptr(8080)}}}
+		for e := 0; e < b.o.endpoints; e++ {
+			slice.Endpoints = append(slice.Endpoints, discovery.Endpoint{Addresses: []string{fmt.Sprintf("10.250.%d.%d", i%250, e+1)}})
+		}
+		if _, err := b.kube.Client.DiscoveryV1().EndpointSlices("svc").Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+			b.s.Fatal(err)
+		}
+	})
+	created := time.Since(start)
+	var done time.Duration
+	var rows int
+	harness.Eventually(b.s, 300*time.Second, "every service load balancer programmed", func() error {
+		var lbs []nbdb.LoadBalancer
+		_ = b.nb.WhereCache(func(lb *nbdb.LoadBalancer) bool {
+			return strings.HasPrefix(lb.ExternalIDs[topology.OwnerNameKey], "svc/")
+		}).List(ctx, &lbs)
+		full := 0
+		for _, lb := range lbs {
+			for _, backends := range lb.Vips {
+				if strings.Count(backends, ",")+1 == b.o.endpoints {
+					full++
+				}
+			}
+		}
+		rows = len(lbs)
+		if full < b.o.services {
+			return fmt.Errorf("%d of %d programmed", full, b.o.services)
+		}
+		done = time.Since(start)
+		return nil
+	})
+	say("  created in %.2fs; all programmed after %.2fs; %.1f load balancer rows per service", created.Seconds(), done.Seconds(), float64(rows)/float64(b.o.services))
+	return Result{Scenario: "services", Metrics: map[string]float64{"services": float64(b.o.services), "endpoints_each": float64(b.o.endpoints),
+		"create_s": created.Seconds(), "programmed_s": done.Seconds(), "lb_rows_per_service": float64(rows) / float64(b.o.services)}}
+}
+
+// memory: master RSS and CPU over what it now holds.
+func (b *bench) memory() Result {
+	pid := b.master.Cmd.Process.Pid
+	rss, hwm := procStatus(pid, "VmRSS"), procStatus(pid, "VmHWM")
+	cpu := procCPU(pid)
+	perPod := (rss - b.idleRSS) / float64(b.podCount)
+	say("== memory/CPU: master RSS %.1f MiB (idle %.1f MiB, peak %.1f MiB) → %.1f KiB per pod above idle; %.1f CPU s = %.2f ms per pod",
+		rss/1024, b.idleRSS/1024, hwm/1024, perPod, cpu, 1000*cpu/float64(b.podCount))
+	return Result{Scenario: "memory", Metrics: map[string]float64{"pods": float64(b.podCount), "rss_kib": rss, "idle_rss_kib": b.idleRSS,
+		"peak_rss_kib": hwm, "kib_per_pod": perPod, "cpu_s": cpu, "cpu_ms_per_pod": 1000 * cpu / float64(b.podCount)}}
+}
+
+var syncLine = regexp.MustCompile(`initial sync done.*nbTransactions=(\d+)`)
+
+// restart: with everything in place, restart the master.
+func (b *bench) restart() Result {
+	say("== restart with %d pods and %d services in place", b.podCount, b.o.services)
+	b.master.Stop()
+	time.Sleep(500 * time.Millisecond)
+	before := b.nbEvents.Load()
+	start := time.Now()
+	b.master = harness.StartMaster(b.s, b.logDir, fmt.Sprintf("master-%d", time.Now().UnixNano()), b.ovn, b.kube, "--loglevel", "1")
+	harness.WaitForLog(b.s, b.master, "initial sync done", 120*time.Second)
+	synced := time.Since(start)
+	time.Sleep(time.Second)
+	txns := -1.0
+	if m := syncLine.FindStringSubmatch(b.master.Tail(100000)); m != nil {
+		txns, _ = strconv.ParseFloat(m[1], 64)
+	}
+	changes := float64(b.nbEvents.Load() - before)
+	say("  synced %.2fs after start; %.0f NB transactions sent; %.0f NB row changes seen", synced.Seconds(), txns, changes)
+	return Result{Scenario: "restart", Metrics: map[string]float64{"pods": float64(b.podCount), "synced_s": synced.Seconds(), "nb_transactions": txns, "nb_row_changes": changes},
+		Notes: "time from process start (includes connecting and the informers' initial list)"}
+}
+
+// cold: an empty NB with everything in the API.
+func (b *bench) cold() Result {
+	say("== cold: empty NB, %d pods and %d services in the API", b.podCount, b.o.services)
+	b.master.Stop()
+	b.ovn.ResetNB()
+	ctx := context.Background()
+	// Our watcher reconnects by itself; wait until it sees the empty database.
+	harness.Eventually(b.s, 30*time.Second, "watcher reconnected to the empty NB", func() error {
+		var lsps []nbdb.LogicalSwitchPort
+		if err := b.nb.List(ctx, &lsps); err != nil || len(lsps) > 0 || b.nb.CurrentEndpoint() == "" {
+			return fmt.Errorf("still %d ports cached", len(lsps))
+		}
+		return nil
+	})
+	start := time.Now()
+	b.master = harness.StartMaster(b.s, b.logDir, fmt.Sprintf("master-%d", time.Now().UnixNano()), b.ovn, b.kube, "--loglevel", "1")
+	var done time.Duration
+	harness.Eventually(b.s, 300*time.Second, "everything programmed into the empty NB", func() error {
+		var lsps []nbdb.LogicalSwitchPort
+		_ = b.nb.WhereCache(func(p *nbdb.LogicalSwitchPort) bool { return p.ExternalIDs[topology.OwnerTypeKey] == topology.OwnerPod }).List(ctx, &lsps)
+		var lbs []nbdb.LoadBalancer
+		_ = b.nb.WhereCache(func(lb *nbdb.LoadBalancer) bool {
+			return strings.HasPrefix(lb.ExternalIDs[topology.OwnerNameKey], "svc/")
+		}).List(ctx, &lbs)
+		if len(lsps) < b.podCount || len(lbs) < b.o.services {
+			return fmt.Errorf("%d/%d LSPs, %d/%d LBs", len(lsps), b.podCount, len(lbs), b.o.services)
+		}
+		done = time.Since(start)
+		return nil
+	})
+	say("  %d LSPs and %d services programmed %.2fs after start", b.podCount, b.o.services, done.Seconds())
+	return Result{Scenario: "cold", Metrics: map[string]float64{"pods": float64(b.podCount), "services": float64(b.o.services), "programmed_s": done.Seconds()}}
+}
+
+func pct(sorted []float64, p float64) float64 {
+	i := int(p*float64(len(sorted))+0.5) - 1
+	if i < 0 {
+		i = 0
+	}
+	if i >= len(sorted) {
+		i = len(sorted) - 1
+	}
+	return sorted[i]
+}
+
+func maxDur(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// procStatus reads a kB field of /proc/PID/status.
+func procStatus(pid int, field string) float64 {
+	data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, field+":") {
+			f := strings.Fields(line)
+			v, _ := strconv.ParseFloat(f[1], 64)
+			return v
+		}
+	}
+	return 0
+}
+
+// procCPU is user+system CPU seconds of a process.
+func procCPU(pid int) float64 {
+	data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	s := string(data)
+	f := strings.Fields(s[strings.LastIndex(s, ")")+2:])
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100
+}
+
+func strPtr(s string) *string                     { return &s }
+func int32Ptr(i int32) *int32                     { return &i }
+func protoPtr(p corev1.Protocol) *corev1.Protocol { return &p }

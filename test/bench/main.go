@@ -1,0 +1,94 @@
+// Command ovnk-bench measures ovn-k8s against the real components on this
+// machine (kube-apiserver + etcd, NB ovsdb-server + ovn-northd) and writes
+// each scenario's numbers as JSON under --out. It asserts nothing: targets
+// and results are compared in docs/performance.md.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/ovn-k8s/ovn-k8s/test/harness"
+)
+
+type options struct {
+	nodes, pods              int
+	latencyRate              int
+	latencyDuration          time.Duration
+	services, endpoints      int
+	limitPorts, limitPatches int
+	workers                  int
+	out                      string
+}
+
+// Result is one scenario's output.
+type Result struct {
+	Scenario string             `json:"scenario"`
+	Metrics  map[string]float64 `json:"metrics"`
+	Notes    string             `json:"notes,omitempty"`
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.nodes, "nodes", 100, "Nodes in the burst scenario")
+	flag.IntVar(&o.pods, "pods", 10000, "Pods in the burst scenario")
+	flag.IntVar(&o.latencyRate, "latency-rate", 100, "pods/s in the latency scenario")
+	flag.DurationVar(&o.latencyDuration, "latency-duration", 60*time.Second, "length of the latency scenario")
+	flag.IntVar(&o.services, "services", 1000, "Services in the services scenario")
+	flag.IntVar(&o.endpoints, "endpoints", 10, "endpoints per service")
+	flag.IntVar(&o.limitPorts, "limit-ports", 10000, "LSPs inserted to measure the raw NB rate")
+	flag.IntVar(&o.limitPatches, "limit-patches", 3000, "pod annotation PATCHes to measure the raw API rate")
+	flag.IntVar(&o.workers, "workers", 32, "concurrent API clients (the master's --pod-workers)")
+	flag.StringVar(&o.out, "out", "_output/bench", "directory for the JSON results")
+	flag.Parse()
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	tmp, _ := filepath.Abs(filepath.Join(o.out, "tmp"))
+	s := harness.NewSession(tmp)
+	code := 0
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				if _, ok := r.(harness.SessionFatal); !ok {
+					fmt.Printf("panic: %v\n", r)
+				}
+				code = 1
+			}
+		}()
+		run(s, o)
+	}()
+	s.RunCleanups()
+	_ = os.RemoveAll(tmp)
+	os.Exit(code)
+}
+
+func run(s *harness.Session, o options) {
+	fmt.Printf("ovn-k8s benchmarks on %d CPUs (%s); sizes: %d nodes, %d pods, %d pods/s for %s, %d services x %d endpoints\n\n",
+		runtime.NumCPU(), runtime.Version(), o.nodes, o.pods, o.latencyRate, o.latencyDuration, o.services, o.endpoints)
+	b := newBench(s, o)
+	var results []Result
+	record := func(r Result) {
+		results = append(results, r)
+		data, _ := json.MarshalIndent(r, "", "  ")
+		_ = os.WriteFile(filepath.Join(o.out, r.Scenario+".json"), append(data, '\n'), 0o644)
+	}
+	limits := b.limits()
+	record(limits)
+	b.startMaster()
+	record(b.burst(limits.Metrics["patch_per_s"]))
+	record(b.latency())
+	record(b.services())
+	record(b.memory())
+	record(b.restart())
+	record(b.cold())
+	data, _ := json.MarshalIndent(results, "", "  ")
+	_ = os.WriteFile(filepath.Join(o.out, "summary.json"), append(data, '\n'), 0o644)
+	fmt.Printf("\nresults written to %s\n", o.out)
+}

@@ -1,0 +1,72 @@
+package harness
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+)
+
+// Session satisfies T for programs that are not tests (the demo, the
+// benchmarks): cleanups run when RunCleanups is called, and Fatal panics with
+// SessionFatal for the program to recover.
+type Session struct {
+	mu       sync.Mutex
+	dir      string
+	n        int
+	cleanups []func()
+	failed   bool
+}
+
+// SessionFatal is the panic value of Session.Fatal.
+type SessionFatal struct{}
+
+// NewSession keeps temporary directories under dir.
+func NewSession(dir string) *Session { return &Session{dir: dir} }
+
+func (t *Session) Helper() {}
+
+func (t *Session) Logf(format string, args ...any) { fmt.Printf(format+"\n", args...) }
+
+func (t *Session) Fatal(args ...any) {
+	t.failed = true
+	fmt.Println(append([]any{"FATAL:"}, args...)...)
+	panic(SessionFatal{})
+}
+
+func (t *Session) Fatalf(format string, args ...any) { t.Fatal(fmt.Sprintf(format, args...)) }
+
+func (t *Session) Failed() bool { return t.failed }
+
+func (t *Session) Cleanup(f func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.cleanups = append(t.cleanups, f)
+}
+
+func (t *Session) TempDir() string {
+	t.mu.Lock()
+	t.n++
+	d := filepath.Join(t.dir, strconv.Itoa(t.n))
+	t.mu.Unlock()
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(d) })
+	return d
+}
+
+// RunCleanups runs what was registered, last first, as testing does.
+func (t *Session) RunCleanups() {
+	t.mu.Lock()
+	cs := t.cleanups
+	t.cleanups = nil
+	t.mu.Unlock()
+	for i := len(cs) - 1; i >= 0; i-- {
+		func() {
+			defer func() { _ = recover() }()
+			cs[i]()
+		}()
+	}
+}
