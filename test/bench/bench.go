@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -125,10 +128,46 @@ func (b *bench) watchNB() client.Client {
 }
 
 func (b *bench) startMaster() {
-	b.master = harness.StartMaster(b.s, b.logDir, fmt.Sprintf("master-%d", time.Now().UnixNano()), b.ovn, b.kube, "--loglevel", "1")
+	b.master = harness.StartMaster(b.s, b.logDir, fmt.Sprintf("master-%d", time.Now().UnixNano()), b.ovn, b.kube, b.masterArgs()...)
 	harness.WaitForLog(b.s, b.master, "initial sync done", 60*time.Second)
 	time.Sleep(2 * time.Second)
 	b.idleRSS = procStatus(b.master.Cmd.Process.Pid, "VmRSS")
+}
+
+// profile fetches a CPU profile of the master (when it serves pprof, see
+// -master-args) until the returned function is called.
+func (b *bench) profile(name string) func() {
+	addr := ""
+	if f := strings.Fields(b.o.masterArgs); len(f) > 1 {
+		for i := range f[:len(f)-1] {
+			if f[i] == "--pprof-address" {
+				addr = f[i+1]
+			}
+		}
+	}
+	if addr == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		resp, err := http.Get("http://" + addr + "/debug/pprof/profile?seconds=10")
+		if err != nil {
+			say("  profile: %v", err)
+			return
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		path := filepath.Join(b.o.out, name+"-cpu.prof")
+		_ = os.WriteFile(path, data, 0o644)
+		say("  master CPU profile: %s", path)
+	}()
+	return func() { <-done }
+}
+
+func (b *bench) masterArgs() []string {
+	// Level 2 adds one "NB commits" line every 10 s, read back for batching figures.
+	return append([]string{"--loglevel", "2"}, strings.Fields(b.o.masterArgs)...)
 }
 
 func say(format string, args ...any) { fmt.Printf(format+"\n", args...) }
@@ -259,16 +298,22 @@ func (b *bench) burst(patchLimit float64) Result {
 		return nil
 	})
 	b.namespace("burst")
+	stopProfile := b.profile("burst")
 	keys := b.createPods("burst", b.o.pods, 0)
 	createdAt := time.Now()
 	annotatedAll, lspAll := b.waitPods(keys, 300*time.Second)
+	stopProfile()
 	start := b.firstCreated(keys)
 	total := maxDur(annotatedAll, lspAll).Sub(start)
 	rate := float64(len(keys)) / total.Seconds()
 	say("  created in %.2fs; all annotated after %.2fs, all LSPs after %.2fs: %.0f pods/s = %.0f%% of the PATCH limit",
 		createdAt.Sub(start).Seconds(), annotatedAll.Sub(start).Seconds(), lspAll.Sub(start).Seconds(), rate, 100*rate/patchLimit)
 	b.podCount += len(keys)
+	time.Sleep(11 * time.Second) // let the master log its commit counts
+	txns, ops := commitStats(b.master.Tail(100000))
+	say("  NB: %.0f transactions carried %.0f operations (%.1f per transaction) so far", txns, ops, ops/txns)
 	return Result{Scenario: "burst", Metrics: map[string]float64{
+		"nb_transactions": txns, "nb_operations": ops,
 		"nodes": float64(b.o.nodes), "pods": float64(len(keys)),
 		"create_s": createdAt.Sub(start).Seconds(), "all_annotated_s": annotatedAll.Sub(start).Seconds(), "all_lsp_s": lspAll.Sub(start).Seconds(),
 		"pods_per_s": rate, "ratio_to_patch_limit": rate / patchLimit,
@@ -439,6 +484,18 @@ func (b *bench) memory() Result {
 		"peak_rss_kib": hwm, "kib_per_pod": perPod, "cpu_s": cpu, "cpu_ms_per_pod": 1000 * cpu / float64(b.podCount)}}
 }
 
+var commitLine = regexp.MustCompile(`"NB commits".*transactions=(\d+) operations=(\d+)`)
+
+// commitStats sums the master's "NB commits" log lines.
+func commitStats(log string) (txns, ops float64) {
+	for _, m := range commitLine.FindAllStringSubmatch(log, -1) {
+		t, _ := strconv.ParseFloat(m[1], 64)
+		o, _ := strconv.ParseFloat(m[2], 64)
+		txns, ops = txns+t, ops+o
+	}
+	return txns, ops
+}
+
 var syncLine = regexp.MustCompile(`initial sync done.*nbTransactions=(\d+)`)
 
 // restart: with everything in place, restart the master.
@@ -448,7 +505,7 @@ func (b *bench) restart() Result {
 	time.Sleep(500 * time.Millisecond)
 	before := b.nbEvents.Load()
 	start := time.Now()
-	b.master = harness.StartMaster(b.s, b.logDir, fmt.Sprintf("master-%d", time.Now().UnixNano()), b.ovn, b.kube, "--loglevel", "1")
+	b.master = harness.StartMaster(b.s, b.logDir, fmt.Sprintf("master-%d", time.Now().UnixNano()), b.ovn, b.kube, b.masterArgs()...)
 	harness.WaitForLog(b.s, b.master, "initial sync done", 120*time.Second)
 	synced := time.Since(start)
 	time.Sleep(time.Second)
@@ -477,7 +534,7 @@ func (b *bench) cold() Result {
 		return nil
 	})
 	start := time.Now()
-	b.master = harness.StartMaster(b.s, b.logDir, fmt.Sprintf("master-%d", time.Now().UnixNano()), b.ovn, b.kube, "--loglevel", "1")
+	b.master = harness.StartMaster(b.s, b.logDir, fmt.Sprintf("master-%d", time.Now().UnixNano()), b.ovn, b.kube, b.masterArgs()...)
 	var done time.Duration
 	harness.Eventually(b.s, 300*time.Second, "everything programmed into the empty NB", func() error {
 		var lsps []nbdb.LogicalSwitchPort

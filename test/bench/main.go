@@ -24,6 +24,7 @@ type options struct {
 	limitPorts, limitPatches int
 	workers                  int
 	out                      string
+	masterArgs               string
 }
 
 // Result is one scenario's output.
@@ -45,6 +46,7 @@ func main() {
 	flag.IntVar(&o.limitPatches, "limit-patches", 3000, "pod annotation PATCHes to measure the raw API rate")
 	flag.IntVar(&o.workers, "workers", 32, "concurrent API clients (the master's --pod-workers)")
 	flag.StringVar(&o.out, "out", "_output/bench", "directory for the JSON results")
+	flag.StringVar(&o.masterArgs, "master-args", "", "extra ovnkube master flags, space-separated (e.g. --pprof-address 127.0.0.1:6060)")
 	flag.Parse()
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, err)

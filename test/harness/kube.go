@@ -57,7 +57,9 @@ func StartKubeAPI(t T) *KubeAPI {
 		"--kubelet-preferred-address-types=InternalIP",
 		"--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000")
 	k := &KubeAPI{Dir: dir, URL: fmt.Sprintf("https://127.0.0.1:%d", apiPort)}
-	k.Config = &rest.Config{Host: k.URL, BearerToken: adminToken, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: 2000, Burst: 4000}
+	// The same client settings as ovnkube master: high QPS, protobuf.
+	k.Config = &rest.Config{Host: k.URL, BearerToken: adminToken, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: 2000, Burst: 4000,
+		ContentConfig: rest.ContentConfig{ContentType: "application/vnd.kubernetes.protobuf", AcceptContentTypes: "application/vnd.kubernetes.protobuf,application/json"}}
 	var err error
 	if k.Client, err = kubernetes.NewForConfig(k.Config); err != nil {
 		t.Fatal(err)

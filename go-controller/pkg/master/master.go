@@ -205,6 +205,7 @@ func (m *Master) Run(ctx context.Context) error {
 	}()
 	go m.watchReconnects(ctx)
 	go m.signalSynced(ctx)
+	go m.logCommitStats(ctx, 10*time.Second)
 
 	<-ctx.Done()
 	m.nodeQueue.ShutDown()
@@ -276,6 +277,28 @@ func (m *Master) signalSynced(ctx context.Context) {
 }
 
 func (m *Master) inFlightIdle() bool { return m.busy.Load() == 0 && m.services.Idle() }
+
+// logCommitStats reports, when they moved, how many NB transactions and
+// operations were sent: the batching at work.
+func (m *Master) logCommitStats(ctx context.Context, every time.Duration) {
+	var lastTxns, lastOps uint64
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		txns, ops := m.committer.Transactions(), m.committer.Operations()
+		if txns == lastTxns {
+			continue
+		}
+		m.log.V(2).Info("NB commits", "transactions", txns-lastTxns, "operations", ops-lastOps,
+			"opsPerTransaction", float64(ops-lastOps)/float64(txns-lastTxns), "interval", every)
+		lastTxns, lastOps = txns, ops
+	}
+}
 
 // watchReconnects resyncs everything after the NB connection comes back: the
 // database may have changed (or been wiped) while we could not see it.
