@@ -276,7 +276,7 @@ func (c *Client) removePortOps(ctx context.Context, portUUID string) ([]ovsdb.Op
 	return ops, nil
 }
 
-// PortsWithInterfaceID returns the names of the interfaces whose
+// InterfacesWithID returns the interfaces whose
 // external_ids:iface-id is id.
 func (c *Client) InterfacesWithID(ctx context.Context, id string) ([]vswitchd.Interface, error) {
 	var out []vswitchd.Interface
