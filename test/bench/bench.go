@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
@@ -121,7 +122,17 @@ func (b *bench) watchNB() client.Client {
 				}
 			}
 		},
-		UpdateFunc: func(table string, _, _ model.Model) { count(table) },
+		UpdateFunc: func(table string, old, cur model.Model) {
+			// ovn-northd writes the up column of ports; that is not ours.
+			if o, ok := old.(*nbdb.LogicalSwitchPort); ok {
+				n := *cur.(*nbdb.LogicalSwitchPort)
+				n.Up = o.Up
+				if reflect.DeepEqual(*o, n) {
+					return
+				}
+			}
+			count(table)
+		},
 		DeleteFunc: func(table string, _ model.Model) { count(table) },
 	})
 	return c
@@ -151,7 +162,14 @@ func (b *bench) profile(name string) func() {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		resp, err := http.Get("http://" + addr + "/debug/pprof/profile?seconds=10")
+		var resp *http.Response
+		var err error
+		for i := 0; i < 100; i++ { // the master may not be listening yet
+			if resp, err = http.Get("http://" + addr + "/debug/pprof/profile?seconds=10"); err == nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 		if err != nil {
 			say("  profile: %v", err)
 			return
@@ -506,8 +524,10 @@ func (b *bench) restart() Result {
 	before := b.nbEvents.Load()
 	start := time.Now()
 	b.master = harness.StartMaster(b.s, b.logDir, fmt.Sprintf("master-%d", time.Now().UnixNano()), b.ovn, b.kube, b.masterArgs()...)
+	stopProfile := b.profile("restart")
 	harness.WaitForLog(b.s, b.master, "initial sync done", 120*time.Second)
 	synced := time.Since(start)
+	stopProfile()
 	time.Sleep(time.Second)
 	txns := -1.0
 	if m := syncLine.FindStringSubmatch(b.master.Tail(100000)); m != nil {

@@ -3,8 +3,10 @@ package harness
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
@@ -92,4 +94,33 @@ func (c *CNI) Check(rt *libcni.RuntimeConf) error {
 // Del runs DEL over the conflist.
 func (c *CNI) Del(rt *libcni.RuntimeConf) error {
 	return c.inNode(func() error { return c.cni.DelNetworkList(context.Background(), c.ConfList, rt) })
+}
+
+// WithPlugins returns an invoker over the same ovn_cni configuration followed
+// by other plugins (raw JSON objects), for chaining tests.
+func (c *CNI) WithPlugins(t T, extra ...string) *CNI {
+	t.Helper()
+	first := string(c.ConfList.Plugins[0].Bytes)
+	raw := fmt.Sprintf(`{"cniVersion":%q,"name":%q,"plugins":[%s,%s]}`, c.ConfList.CNIVersion, c.ConfList.Name, first, strings.Join(extra, ","))
+	conf, err := libcni.ConfListFromBytes([]byte(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &CNI{Node: c.Node, ConfList: conf, cni: c.cni}
+}
+
+// AddSingle runs ADD with ovn_cni alone (a plain network config, no list).
+func (c *CNI) AddSingle(rt *libcni.RuntimeConf) (types.Result, error) {
+	var res types.Result
+	err := c.inNode(func() error {
+		var err error
+		res, err = c.cni.AddNetwork(context.Background(), c.ConfList.Plugins[0], rt)
+		return err
+	})
+	return res, err
+}
+
+// DelSingle runs DEL with ovn_cni alone.
+func (c *CNI) DelSingle(rt *libcni.RuntimeConf) error {
+	return c.inNode(func() error { return c.cni.DelNetwork(context.Background(), c.ConfList.Plugins[0], rt) })
 }

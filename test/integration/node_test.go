@@ -285,3 +285,55 @@ func TestNodeDaemonRecreatesManagementPort(t *testing.T) {
 	waitMgmt()
 	harness.WaitForLog(t, d, "management port missing", 5*time.Second)
 }
+
+func TestCNIStandaloneAndChained(t *testing.T) {
+	c := newNodeCluster(t)
+	c.startMaster()
+	n1 := c.addNode("n1")
+	c.nodeSubnet("n1")
+	if out, err := c.minionInit(n1); err != nil {
+		t.Fatalf("minion-init: %v\n%s", err, out)
+	}
+	cni := harness.NewCNI(t, n1, c.kube.Kubeconfig, nil)
+
+	// Standalone: one network config, no list.
+	solo := c.createPod("default", "solo", "n1")
+	soloNS := harness.NewNetNS(t, "pod")
+	rt := harness.RuntimeConf("5010500000000000aaaa", soloNS, "default", "solo", string(solo.UID))
+	res, err := cni.AddSingle(rt)
+	if err != nil {
+		t.Fatalf("standalone ADD: %v", err)
+	}
+	r, _ := current.NewResultFromResult(res)
+	if len(r.IPs) != 1 || len(r.Interfaces) != 2 {
+		t.Errorf("standalone result %+v", r)
+	}
+	if err := cni.DelSingle(rt); err != nil {
+		t.Errorf("standalone DEL: %v", err)
+	}
+
+	// Chained behind ovn_cni: bandwidth and portmap receive our result as
+	// prevResult and pass it on; CHECK and DEL run through the whole chain.
+	chained := cni.WithPlugins(t, `{"type":"bandwidth","capabilities":{"bandwidth":true}}`, `{"type":"portmap","capabilities":{"portMappings":true}}`)
+	pod := c.createPod("default", "chained", "n1")
+	podNS := harness.NewNetNS(t, "pod")
+	rt = harness.RuntimeConf("c4a1ed0000000000bbbb", podNS, "default", "chained", string(pod.UID))
+	res, err = chained.Add(rt)
+	if err != nil {
+		t.Fatalf("chained ADD: %v", err)
+	}
+	r, _ = current.NewResultFromResult(res)
+	pn := c.podNetwork("default", "chained")
+	if len(r.IPs) != 1 || r.IPs[0].Address.String() != pn.IPs[0].String() {
+		t.Errorf("chained result lost ovn_cni's address: %+v", r)
+	}
+	if err := chained.Check(rt); err != nil {
+		t.Errorf("chained CHECK: %v", err)
+	}
+	if err := chained.Del(rt); err != nil {
+		t.Errorf("chained DEL: %v", err)
+	}
+	if out, _ := n1.VSCtl("list-ports", "br-int"); strings.Contains(out, "c4a1ed000000000") || strings.Contains(out, "5010500000000000") {
+		t.Errorf("ports left: %s", out)
+	}
+}

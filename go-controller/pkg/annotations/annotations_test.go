@@ -113,3 +113,16 @@ func TestL3GatewayConfig(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkPodNetworksRoundTrip(b *testing.B) {
+	mac, _ := ParseMAC("0a:58:0a:f4:01:05")
+	pn := PodNetwork{IPs: []netip.Prefix{netip.MustParsePrefix("10.244.1.5/24")}, MAC: mac,
+		Gateways: []netip.Addr{netip.MustParseAddr("10.244.1.1")},
+		Routes:   []PodRoute{{Dest: netip.MustParsePrefix("100.64.0.0/16"), NextHop: netip.MustParseAddr("10.244.1.1")}}}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := ParsePodNetworks(FormatPodNetworks(pn)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

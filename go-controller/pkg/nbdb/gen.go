@@ -3,3 +3,4 @@
 package nbdb
 
 //go:generate go run github.com/ovn-org/libovsdb/cmd/modelgen -p nbdb -o . ovn-nb.ovsschema
+//go:generate go run github.com/ovn-k8s/ovn-k8s/hack/clonegen

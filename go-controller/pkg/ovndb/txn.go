@@ -68,7 +68,7 @@ func (t *Txn) Lookup(want model.Model) model.Model {
 		return nil
 	}
 	for _, r := range rows {
-		return model.Clone(r)
+		return r // RowsByModels hands out copies already
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package services
 
 import (
+	"fmt"
 	"net/netip"
 	"reflect"
 	"strings"
@@ -195,5 +196,18 @@ func TestLoadBalancerProtocolField(t *testing.T) {
 	d := LoadBalancers(service(func(s *corev1.Service) { s.Spec.Ports[0].Protocol = corev1.ProtocolSCTP }), nil, nil)
 	if len(d.Cluster) != 1 || d.Cluster[0].Name != "Service_ns/web_SCTP_cluster" || *d.Cluster[0].Protocol != "sctp" {
 		t.Fatalf("%+v", d.Cluster)
+	}
+}
+
+func BenchmarkLoadBalancers(b *testing.B) {
+	svc := service()
+	var eps []ep
+	for i := 0; i < 10; i++ {
+		eps = append(eps, ep{ip: fmt.Sprintf("10.244.1.%d", i+1)})
+	}
+	slices := []*discovery.EndpointSlice{slice("a", discovery.AddressTypeIPv4, 8080, "http", "TCP", eps...)}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		_ = LoadBalancers(svc, slices, nil)
 	}
 }

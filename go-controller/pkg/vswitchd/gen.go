@@ -3,3 +3,4 @@
 package vswitchd
 
 //go:generate go run github.com/ovn-org/libovsdb/cmd/modelgen -p vswitchd -o . vswitch.ovsschema
+//go:generate go run github.com/ovn-k8s/ovn-k8s/hack/clonegen
