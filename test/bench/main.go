@@ -84,7 +84,7 @@ func run(s *harness.Session, o options) {
 	limits := b.limits()
 	record(limits)
 	b.startMaster()
-	record(b.burst(limits.Metrics["patch_per_s"]))
+	record(b.burst(limits.Metrics["patch_per_s"], limits.Metrics["pod_create_per_s"]))
 	record(b.latency())
 	record(b.services())
 	record(b.memory())

@@ -109,12 +109,28 @@ func (c *CNI) WithPlugins(t T, extra ...string) *CNI {
 	return &CNI{Node: c.Node, ConfList: conf, cni: c.cni}
 }
 
+// single is ovn_cni's configuration as a standalone network config (the
+// name and version a list would otherwise lend it).
+func (c *CNI) single() (*libcni.NetworkConfig, error) {
+	var m map[string]any
+	if err := json.Unmarshal(c.ConfList.Plugins[0].Bytes, &m); err != nil {
+		return nil, err
+	}
+	m["name"], m["cniVersion"] = c.ConfList.Name, c.ConfList.CNIVersion
+	raw, _ := json.Marshal(m)
+	return libcni.ConfFromBytes(raw)
+}
+
 // AddSingle runs ADD with ovn_cni alone (a plain network config, no list).
 func (c *CNI) AddSingle(rt *libcni.RuntimeConf) (types.Result, error) {
+	conf, err := c.single()
+	if err != nil {
+		return nil, err
+	}
 	var res types.Result
-	err := c.inNode(func() error {
+	err = c.inNode(func() error {
 		var err error
-		res, err = c.cni.AddNetwork(context.Background(), c.ConfList.Plugins[0], rt)
+		res, err = c.cni.AddNetwork(context.Background(), conf, rt)
 		return err
 	})
 	return res, err
@@ -122,5 +138,9 @@ func (c *CNI) AddSingle(rt *libcni.RuntimeConf) (types.Result, error) {
 
 // DelSingle runs DEL with ovn_cni alone.
 func (c *CNI) DelSingle(rt *libcni.RuntimeConf) error {
-	return c.inNode(func() error { return c.cni.DelNetwork(context.Background(), c.ConfList.Plugins[0], rt) })
+	conf, err := c.single()
+	if err != nil {
+		return err
+	}
+	return c.inNode(func() error { return c.cni.DelNetwork(context.Background(), conf, rt) })
 }

@@ -327,7 +327,9 @@ func TestCNIStandaloneAndChained(t *testing.T) {
 	if len(r.IPs) != 1 || r.IPs[0].Address.String() != pn.IPs[0].String() {
 		t.Errorf("chained result lost ovn_cni's address: %+v", r)
 	}
-	if err := chained.Check(rt); err != nil {
+	// CHECK over the shipped chain (ovn_cni, portmap): Debian's bandwidth
+	// plugin itself crashes on CHECK when no rate is configured.
+	if err := cni.Check(rt); err != nil {
 		t.Errorf("chained CHECK: %v", err)
 	}
 	if err := chained.Del(rt); err != nil {
