@@ -3,6 +3,7 @@ package master
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/allocator"
@@ -55,7 +56,7 @@ func (m *ipam) claimNodeSubnets(node string, subnets []netip.Prefix) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if n := m.nodes[node]; n != nil {
-		if equalPrefixes(n.subnets, subnets) {
+		if slices.Equal(n.subnets, subnets) {
 			return nil
 		}
 		return fmt.Errorf("node %s already holds %v", node, n.subnets)
@@ -114,7 +115,7 @@ func (m *ipam) pod(key string) (podAddr, bool) {
 func (m *ipam) claimPod(key, uid, node string, ips []netip.Addr) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if p, ok := m.pods[key]; ok && p.uid == uid && p.node == node && equalAddrs(p.ips, ips) {
+	if p, ok := m.pods[key]; ok && p.uid == uid && p.node == node && slices.Equal(p.ips, ips) {
 		return nil
 	}
 	n := m.nodes[node]
@@ -193,28 +194,4 @@ func newNodeIPAM(subnets []netip.Prefix) *nodeIPAM {
 		n.ips = append(n.ips, allocator.NewIPAllocator(s))
 	}
 	return n
-}
-
-func equalPrefixes(a, b []netip.Prefix) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func equalAddrs(a, b []netip.Addr) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -196,7 +197,7 @@ func (m *Master) removePodPort(ctx context.Context, key string) error {
 		return t.Err()
 	}
 	sw, _ := t.Lookup(&nbdb.LogicalSwitch{Name: lsp.Options["requested-chassis"]}).(*nbdb.LogicalSwitch)
-	if sw == nil || !contains(sw.Ports, lsp.UUID) {
+	if sw == nil || !slices.Contains(sw.Ports, lsp.UUID) {
 		sw = m.switchHolding(lsp.UUID)
 	}
 	if sw != nil {
@@ -213,7 +214,7 @@ func (m *Master) removePodPort(ctx context.Context, key string) error {
 // port's requested-chassis does not name its switch (rows edited by hand).
 func (m *Master) switchHolding(lspUUID string) *nbdb.LogicalSwitch {
 	var found []nbdb.LogicalSwitch
-	_ = m.nb.WhereCache(func(ls *nbdb.LogicalSwitch) bool { return contains(ls.Ports, lspUUID) }).List(context.Background(), &found)
+	_ = m.nb.WhereCache(func(ls *nbdb.LogicalSwitch) bool { return slices.Contains(ls.Ports, lspUUID) }).List(context.Background(), &found)
 	if len(found) == 0 {
 		return nil
 	}
@@ -248,15 +249,6 @@ func trimPod(obj any) (any, error) {
 		pod.OwnerReferences = nil
 	}
 	return obj, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func splitKey(key string) (string, string, error) {

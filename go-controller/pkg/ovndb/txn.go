@@ -3,6 +3,7 @@ package ovndb
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync/atomic"
 
@@ -135,7 +136,7 @@ func (t *Txn) RemoveChildren(parent model.Model, childField any, children ...str
 	have := reflect.ValueOf(childField).Elem().Interface().([]string)
 	var present []string
 	for _, c := range children {
-		if contains(have, c) {
+		if slices.Contains(have, c) {
 			present = append(present, c)
 		}
 	}
@@ -190,20 +191,11 @@ func checkOwner(cached, want model.Model) error {
 func missing(have, want []string) []string {
 	var out []string
 	for _, w := range want {
-		if !contains(have, w) {
+		if !slices.Contains(have, w) {
 			out = append(out, w)
 		}
 	}
 	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func getUUID(m model.Model) string {

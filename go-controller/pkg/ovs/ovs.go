@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -80,7 +81,7 @@ func (c *Client) SetExternalIDs(ctx context.Context, values map[string]string, k
 	}
 	changed := false
 	for k, v := range values {
-		if contains(keepIfSet, k) && merged[k] != "" {
+		if slices.Contains(keepIfSet, k) && merged[k] != "" {
 			continue
 		}
 		if merged[k] != v {
@@ -186,7 +187,7 @@ func (c *Client) EnsurePort(ctx context.Context, bridge string, p Port) error {
 	}
 	have := &vswitchd.Interface{Name: p.Name}
 	port := &vswitchd.Port{Name: p.Name}
-	if c.Get(ctx, have) == nil && c.Get(ctx, port) == nil && contains(br.Ports, port.UUID) {
+	if c.Get(ctx, have) == nil && c.Get(ctx, port) == nil && slices.Contains(br.Ports, port.UUID) {
 		var fields []any
 		if have.Type != want.Type {
 			fields = append(fields, &want.Type)
@@ -261,7 +262,7 @@ func (c *Client) DeletePort(ctx context.Context, name string) error {
 // not root rows, so the server garbage-collects them.
 func (c *Client) removePortOps(ctx context.Context, portUUID string) ([]ovsdb.Operation, error) {
 	var bridges []vswitchd.Bridge
-	if err := c.WhereCache(func(b *vswitchd.Bridge) bool { return contains(b.Ports, portUUID) }).List(ctx, &bridges); err != nil {
+	if err := c.WhereCache(func(b *vswitchd.Bridge) bool { return slices.Contains(b.Ports, portUUID) }).List(ctx, &bridges); err != nil {
 		return nil, err
 	}
 	var ops []ovsdb.Operation
@@ -312,15 +313,6 @@ func (c *Client) WaitInterface(ctx context.Context, name string, cond func(*vswi
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func mapsEqual(a, b map[string]string) bool {

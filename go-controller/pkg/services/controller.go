@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -97,7 +98,7 @@ func New(factory informers.SharedInformerFactory, nb libovsdbclient.Client, comm
 	_, _ = factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(old, cur any) {
 			o, n := old.(*corev1.Node), cur.(*corev1.Node)
-			if c.hasGateway(n.Name) && !equalAddrs(nodeIPs(o), nodeIPs(n)) {
+			if c.hasGateway(n.Name) && !slices.Equal(nodeIPs(o), nodeIPs(n)) {
 				c.gatewaysChanged()
 			}
 		},
@@ -161,7 +162,7 @@ func (c *Controller) nbRowChanged(m model.Model, deleted bool) {
 			c.gateways[node] = true
 		}
 		c.mu.Unlock()
-		if changed || !deleted && !contains(row.LoadBalancerGroup, c.groupUUID()) {
+		if changed || !deleted && !slices.Contains(row.LoadBalancerGroup, c.groupUUID()) {
 			c.gatewaysChanged()
 		}
 	}
@@ -411,25 +412,4 @@ func sliceServiceKey(obj any) string {
 		return ""
 	}
 	return s.Namespace + "/" + name
-}
-
-func equalAddrs(a, b []netip.Addr) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
