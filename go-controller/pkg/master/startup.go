@@ -72,17 +72,11 @@ func (m *Master) existingNodeSubnets(node *corev1.Node) ([]netip.Prefix, error) 
 	if err != nil || len(switches) != 1 || !ownedBy(switches[0].ExternalIDs, topology.Owner{Type: topology.OwnerNode, Name: node.Name}) {
 		return nil, fmt.Errorf("no annotation and no switch of ours")
 	}
-	var out []netip.Prefix
-	for _, k := range []string{"subnet"} {
-		if v, ok := switches[0].OtherConfig[k]; ok {
-			p, err := config.ParseCIDR(v)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, p)
-		}
+	p, err := config.ParseCIDR(switches[0].OtherConfig["subnet"])
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	return []netip.Prefix{p}, nil
 }
 
 func (m *Master) existingPodAddrs(pod *corev1.Pod, subnets []netip.Prefix) ([]netip.Addr, error) {
