@@ -91,13 +91,9 @@ func (b *bench) podSeen(obj any) {
 // watchNB connects a monitoring client that timestamps pod LSPs and counts
 // changes to the tables ovn-k8s writes.
 func (b *bench) watchNB() client.Client {
-	m, err := ovndb.NBModel()
-	if err != nil {
-		b.s.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, err := ovndb.Connect(ctx, []string{b.ovn.NBAddress()}, m, logr.Discard())
+	c, err := ovndb.ConnectNB(ctx, []string{b.ovn.NBAddress()}, logr.Discard())
 	if err != nil {
 		b.s.Fatal(err)
 	}

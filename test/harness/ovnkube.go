@@ -48,13 +48,9 @@ type NBWatcher struct {
 // WatchNB connects a monitoring client; changes to the listed tables are counted.
 func WatchNB(t T, ovn *OVNCentral, countTables ...string) *NBWatcher {
 	t.Helper()
-	dbModel, err := ovndb.NBModel()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := ovndb.Connect(ctx, []string{ovn.NBAddress()}, dbModel, logr.Discard())
+	c, err := ovndb.ConnectNB(ctx, []string{ovn.NBAddress()}, logr.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}

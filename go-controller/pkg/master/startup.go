@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"sort"
 
+	libovsdbclient "github.com/ovn-org/libovsdb/client"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -111,34 +112,26 @@ func (m *Master) existingPodAddrs(pod *corev1.Pod, subnets []netip.Prefix) ([]ne
 // to: one scan at start, so rows of objects deleted while we were down are
 // synced (and so removed) too.
 func (m *Master) ownedKeysInNB() (nodes, pods []string) {
-	var switches []nbdb.LogicalSwitch
-	_ = m.nb.WhereCache(func(ls *nbdb.LogicalSwitch) bool {
-		o, ok := topology.OwnerOf(ls.ExternalIDs)
-		return ok && o.Type == topology.OwnerNode
-	}).List(context.Background(), &switches)
-	for _, ls := range switches {
-		o, _ := topology.OwnerOf(ls.ExternalIDs)
-		nodes = append(nodes, o.Name)
-	}
-	var lrps []nbdb.LogicalRouterPort
-	_ = m.nb.WhereCache(func(p *nbdb.LogicalRouterPort) bool {
-		o, ok := topology.OwnerOf(p.ExternalIDs)
-		return ok && o.Type == topology.OwnerNode
-	}).List(context.Background(), &lrps)
-	for _, p := range lrps {
-		o, _ := topology.OwnerOf(p.ExternalIDs)
-		nodes = append(nodes, o.Name)
-	}
-	var ports []nbdb.LogicalSwitchPort
-	_ = m.nb.WhereCache(func(p *nbdb.LogicalSwitchPort) bool {
-		o, ok := topology.OwnerOf(p.ExternalIDs)
-		return ok && o.Type == topology.OwnerPod
-	}).List(context.Background(), &ports)
-	for _, p := range ports {
-		o, _ := topology.OwnerOf(p.ExternalIDs)
-		pods = append(pods, o.Name)
-	}
+	nodes = append(ownerNames(m.nb, topology.OwnerNode, func(r *nbdb.LogicalSwitch) map[string]string { return r.ExternalIDs }),
+		ownerNames(m.nb, topology.OwnerNode, func(r *nbdb.LogicalRouterPort) map[string]string { return r.ExternalIDs })...)
+	pods = ownerNames(m.nb, topology.OwnerPod, func(r *nbdb.LogicalSwitchPort) map[string]string { return r.ExternalIDs })
 	return nodes, pods
+}
+
+// ownerNames returns the owner names of the cached rows of one table that
+// belong to owners of the given type.
+func ownerNames[T any](nb libovsdbclient.Client, ownerType string, ids func(*T) map[string]string) []string {
+	var rows []T
+	_ = nb.WhereCache(func(r *T) bool {
+		o, ok := topology.OwnerOf(ids(r))
+		return ok && o.Type == ownerType
+	}).List(context.Background(), &rows)
+	names := make([]string, 0, len(rows))
+	for i := range rows {
+		o, _ := topology.OwnerOf(ids(&rows[i]))
+		names = append(names, o.Name)
+	}
+	return names
 }
 
 // patchAnnotation sets one annotation with a merge patch. The UID in the

@@ -142,3 +142,12 @@ func TLSConfig(endpoints []string, certFile, keyFile, caFile string) (*tls.Confi
 		},
 	}, nil
 }
+
+// ConnectNB connects to the OVN Northbound database with NBModel.
+func ConnectNB(ctx context.Context, endpoints []string, log logr.Logger, tlsConfig ...*tls.Config) (client.Client, error) {
+	m, err := NBModel()
+	if err != nil {
+		return nil, err
+	}
+	return Connect(ctx, endpoints, m, log, tlsConfig...)
+}

@@ -82,11 +82,7 @@ func gatewayInitCommand() *cli.Command {
 			ctx, cancelT := context.WithTimeout(ctx, c.Duration("timeout"))
 			defer cancelT()
 			log := logger().WithName("gateway-init")
-			dbModel, err := ovndb.NBModel()
-			if err != nil {
-				return err
-			}
-			nb, err := ovndb.Connect(ctx, nbAddr, dbModel, log)
+			nb, err := ovndb.ConnectNB(ctx, nbAddr, log)
 			if err != nil {
 				return err
 			}

@@ -102,11 +102,7 @@ func masterCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			dbModel, err := ovndb.NBModel()
-			if err != nil {
-				return err
-			}
-			nb, err := ovndb.Connect(ctx, cfg.NBAddress, dbModel, log.WithName("nb"), tlsConfig)
+			nb, err := ovndb.ConnectNB(ctx, cfg.NBAddress, log.WithName("nb"), tlsConfig)
 			if err != nil {
 				return err
 			}

@@ -64,11 +64,7 @@ func masterInitCommand() *cli.Command {
 
 func masterInit(ctx context.Context, nbAddr []string, join netip.Prefix, node string, subnet netip.Prefix) error {
 	log := logger().WithName("master-init")
-	dbModel, err := ovndb.NBModel()
-	if err != nil {
-		return err
-	}
-	nb, err := ovndb.Connect(ctx, nbAddr, dbModel, log)
+	nb, err := ovndb.ConnectNB(ctx, nbAddr, log)
 	if err != nil {
 		return err
 	}

@@ -164,11 +164,7 @@ func nodeCommand() *cli.Command {
 			}
 			defer sw.Close()
 			if gw != nil {
-				dbModel, err := ovndb.NBModel()
-				if err != nil {
-					return err
-				}
-				if gw.NB, err = ovndb.Connect(ctx, nbAddr, dbModel, log.WithName("nb")); err != nil {
+				if gw.NB, err = ovndb.ConnectNB(ctx, nbAddr, log.WithName("nb")); err != nil {
 					return err
 				}
 				defer gw.NB.Close()
