@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"reflect"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/model"
 
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
 )
 
@@ -61,7 +63,17 @@ func WatchNB(t T, ovn *OVNCentral, countTables ...string) *NBWatcher {
 	}
 	c.Cache().AddEventHandler(&cache.EventHandlerFuncs{
 		AddFunc:    func(table string, _ model.Model) { w.count(table) },
-		UpdateFunc: func(table string, _, _ model.Model) { w.count(table) },
+		UpdateFunc: func(table string, old, cur model.Model) {
+			// ovn-northd writes the up column of ports; that is not a change of ours.
+			if o, ok := old.(*nbdb.LogicalSwitchPort); ok {
+				n := *cur.(*nbdb.LogicalSwitchPort)
+				n.Up = o.Up
+				if reflect.DeepEqual(*o, n) {
+					return
+				}
+			}
+			w.count(table)
+		},
 		DeleteFunc: func(table string, _ model.Model) { w.count(table) },
 	})
 	return w
