@@ -2,8 +2,8 @@ package harness
 
 import (
 	"context"
-	"reflect"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -62,7 +62,7 @@ func WatchNB(t T, ovn *OVNCentral, countTables ...string) *NBWatcher {
 		w.tables[tbl] = true
 	}
 	c.Cache().AddEventHandler(&cache.EventHandlerFuncs{
-		AddFunc:    func(table string, _ model.Model) { w.count(table) },
+		AddFunc: func(table string, _ model.Model) { w.count(table) },
 		UpdateFunc: func(table string, old, cur model.Model) {
 			// ovn-northd writes the up column of ports; that is not a change of ours.
 			if o, ok := old.(*nbdb.LogicalSwitchPort); ok {
