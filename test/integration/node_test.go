@@ -319,6 +319,20 @@ func TestCNIStandaloneAndChained(t *testing.T) {
 	if len(r.IPs) != 1 || len(r.Interfaces) != 2 {
 		t.Errorf("standalone result %+v", r)
 	}
+	// A new sandbox of the same pod (the runtime recreated it without a DEL):
+	// the stale port with the same iface-id is replaced, so OVN binds the new one.
+	soloNS2 := harness.NewNetNS(t, "pod")
+	rt2 := harness.RuntimeConf("7e5a2b0000000000cccc", soloNS2, "default", "solo", string(solo.UID))
+	if _, err := cni.AddSingle(rt2); err != nil {
+		t.Fatalf("ADD of a second sandbox: %v", err)
+	}
+	ids, _ := n1.VSCtl("--bare", "--columns=name", "find", "interface", "external_ids:iface-id=default_solo")
+	if got := strings.Fields(ids); len(got) != 1 {
+		t.Errorf("interfaces bound to default_solo after a new sandbox: %v, want exactly one", got)
+	}
+	if err := cni.DelSingle(rt2); err != nil {
+		t.Errorf("DEL of the second sandbox: %v", err)
+	}
 	if err := cni.DelSingle(rt); err != nil {
 		t.Errorf("standalone DEL: %v", err)
 	}

@@ -64,6 +64,11 @@ func Add(args *skel.CmdArgs) error {
 	}
 	defer hostNS.Close()
 	hostName := hostVethName(args.ContainerID)
+	// A host end left by an earlier attempt for this container is ours (the
+	// name comes from the container ID): start over.
+	if old, err := netlink.LinkByName(hostName); err == nil {
+		_ = netlink.LinkDel(old)
+	}
 	var hostIface, contIface net.Interface
 	err = netns.Do(func(ns.NetNS) error {
 		if old, err := netlink.LinkByName(args.IfName); err == nil {
