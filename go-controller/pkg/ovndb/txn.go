@@ -100,16 +100,8 @@ func (t *Txn) Ensure(want model.Model, fields []any, childField any, children ..
 		return ""
 	}
 	uuid := getUUID(cached)
-	setUUID(want, uuid)
-	changed, err := changedFields(cached, want, fields)
-	if err != nil {
-		t.fail(err)
+	if !t.updateChanged(cached, want, uuid, fields) {
 		return ""
-	}
-	if len(changed) > 0 {
-		ops, err := t.c.Where(want).Update(want, changed...)
-		t.fail(err)
-		t.ops = append(t.ops, ops...)
 	}
 	if childField != nil {
 		i, err := fieldIndex(want, childField)
@@ -121,6 +113,23 @@ func (t *Txn) Ensure(want model.Model, fields []any, childField any, children ..
 		t.mutateSet(want, childField, ovsdb.MutateOperationInsert, missing(have, children))
 	}
 	return uuid
+}
+
+// updateChanged gives want the cached row's UUID and adds an update of the
+// listed fields that differ from the cached row; false on error.
+func (t *Txn) updateChanged(cached, want model.Model, uuid string, fields []any) bool {
+	setUUID(want, uuid)
+	changed, err := changedFields(cached, want, fields)
+	if err != nil {
+		t.fail(err)
+		return false
+	}
+	if len(changed) > 0 {
+		ops, err := t.c.Where(want).Update(want, changed...)
+		t.fail(err)
+		t.ops = append(t.ops, ops...)
+	}
+	return t.err == nil
 }
 
 // AddChildren inserts UUIDs into a set column (childField points into parent,
@@ -240,17 +249,9 @@ func (t *Txn) EnsureChild(parent model.Model, childField any, idKey string, want
 		if row == nil || externalIDs(row)[idKey] != id {
 			continue
 		}
-		cached := model.Clone(row)
-		setUUID(want, uuid)
-		changed, err := changedFields(cached, want, fields)
-		if err != nil {
-			t.fail(err)
+		// rc.Row hands out a copy already.
+		if !t.updateChanged(row, want, uuid, fields) {
 			return ""
-		}
-		if len(changed) > 0 {
-			ops, err := t.c.Where(want).Update(want, changed...)
-			t.fail(err)
-			t.ops = append(t.ops, ops...)
 		}
 		return uuid
 	}

@@ -55,6 +55,18 @@ func (c *Client) transact(ctx context.Context, ops []ovsdb.Operation) error {
 	return nil
 }
 
+// update writes the listed fields of a row (its UUID set); nothing when none.
+func (c *Client) update(ctx context.Context, row model.Model, fields []any) error {
+	if len(fields) == 0 {
+		return nil
+	}
+	ops, err := c.Where(row).Update(row, fields...)
+	if err != nil {
+		return err
+	}
+	return c.transact(ctx, ops)
+}
+
 // Root returns the single Open_vSwitch row.
 func (c *Client) Root(ctx context.Context) (*vswitchd.OpenvSwitch, error) {
 	var rows []vswitchd.OpenvSwitch
@@ -93,11 +105,7 @@ func (c *Client) SetExternalIDs(ctx context.Context, values map[string]string, k
 		return merged, nil
 	}
 	root.ExternalIDs = merged
-	ops, err := c.Where(root).Update(root, &root.ExternalIDs)
-	if err != nil {
-		return nil, err
-	}
-	return merged, c.transact(ctx, ops)
+	return merged, c.update(ctx, root, []any{&root.ExternalIDs})
 }
 
 // Bridge describes a bridge to ensure.
@@ -129,15 +137,8 @@ func (c *Client) EnsureBridge(ctx context.Context, b Bridge) error {
 		if !mapsEqual(have.OtherConfig, want.OtherConfig) {
 			fields = append(fields, &want.OtherConfig)
 		}
-		if len(fields) == 0 {
-			return nil
-		}
 		want.UUID = have.UUID
-		ops, err := c.Where(want).Update(want, fields...)
-		if err != nil {
-			return err
-		}
-		return c.transact(ctx, ops)
+		return c.update(ctx, want, fields)
 	}
 	if !errors.Is(err, client.ErrNotFound) {
 		return err
@@ -208,15 +209,8 @@ func (c *Client) EnsurePort(ctx context.Context, bridge string, p Port) error {
 		if want.MTURequest != nil && !reflect.DeepEqual(have.MTURequest, want.MTURequest) {
 			fields = append(fields, &want.MTURequest)
 		}
-		if len(fields) == 0 {
-			return nil
-		}
 		want.UUID = have.UUID
-		ops, err := c.Where(want).Update(want, fields...)
-		if err != nil {
-			return err
-		}
-		return c.transact(ctx, ops)
+		return c.update(ctx, want, fields)
 	}
 	// Missing, or half-there: replace whatever port holds the name.
 	var ops []ovsdb.Operation
