@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -54,8 +55,10 @@ type bench struct {
 	lspSeen   map[string]time.Time // pod key → LSP first seen in the NB
 	nbEvents  atomic.Int64         // changes to rows ovn-k8s writes
 
-	idleRSS  float64
-	podCount int
+	idleRSS          float64
+	podCount         int
+	apiCPUPerPod     float64 // API server + etcd CPU ms of a bare pod CREATE + PATCH
+	apiCPUPerService float64 // the same for a bare Service + EndpointSlice CREATE
 }
 
 func newBench(s *harness.Session, o options) *bench {
@@ -152,10 +155,23 @@ func (b *bench) profile(name string) func() {
 			}
 		}
 	}
+	done := make(chan struct{})
+	if b.o.profileAPI {
+		go func() {
+			// The API server serves pprof to system:masters, which the benchmark is.
+			data, err := b.kube.Client.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", "15").DoRaw(context.Background())
+			if err != nil {
+				say("  API server profile: %v", err)
+				return
+			}
+			path := filepath.Join(b.o.out, name+"-apiserver-cpu.prof")
+			_ = os.WriteFile(path, data, 0o644)
+			say("  API server CPU profile: %s", path)
+		}()
+	}
 	if addr == "" {
 		return func() {}
 	}
-	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		var resp *http.Response
@@ -220,6 +236,45 @@ func podObject(name, node string) *corev1.Pod {
 func (b *bench) limits() Result {
 	say("== limits (no ovn-k8s involved)")
 	ctx := context.Background()
+	// The API first, while nothing else runs.
+	b.namespace("limit")
+	pods := b.kube.Client.CoreV1().Pods("limit")
+	start, cpu := time.Now(), cpuSnapshot()
+	parallel(b.o.limitPatches, b.o.workers, func(i int) {
+		if _, err := pods.Create(ctx, podObject(fmt.Sprintf("l%05d", i), ""), metav1.CreateOptions{}); err != nil {
+			b.s.Fatal(err)
+		}
+	})
+	createWall := time.Since(start).Seconds()
+	createRate, createCPU := float64(b.o.limitPatches)/createWall, cpuSnapshot().since(cpu)
+	// An annotation of the size the master writes.
+	ann := annotations.FormatPodNetworks(annotations.PodNetwork{
+		IPs: []netip.Prefix{netip.MustParsePrefix("10.244.1.5/24")}, MAC: net.HardwareAddr{0x0a, 0x58, 10, 244, 1, 5},
+		Gateways: []netip.Addr{netip.MustParseAddr("10.244.1.1")},
+		Routes:   []annotations.PodRoute{{Dest: netip.MustParsePrefix("100.64.0.0/16"), NextHop: netip.MustParseAddr("10.244.1.1")}},
+	})
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{"bench/limit": ann}}})
+	start, cpu = time.Now(), cpuSnapshot()
+	parallel(b.o.limitPatches, b.o.workers, func(i int) {
+		if _, err := pods.Patch(ctx, fmt.Sprintf("l%05d", i), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			b.s.Fatal(err)
+		}
+	})
+	patchWall := time.Since(start).Seconds()
+	patchRate, patchCPU := float64(b.o.limitPatches)/patchWall, cpuSnapshot().since(cpu)
+	_ = pods.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+	start, cpu = time.Now(), cpuSnapshot()
+	parallel(b.o.limitServices, b.o.serviceWorkers, func(i int) { b.createService("limit", i) })
+	serviceWall := time.Since(start).Seconds()
+	serviceRate, serviceCPU := float64(b.o.limitServices)/serviceWall, cpuSnapshot().since(cpu)
+	b.apiCPUPerService = 1000 * (serviceCPU["kube-apiserver"] + serviceCPU["etcd"]) / float64(b.o.limitServices)
+	// The master must not find them later (Services have no DeleteCollection).
+	parallel(b.o.limitServices, b.o.workers, func(i int) {
+		if err := b.kube.Client.CoreV1().Services("limit").Delete(ctx, fmt.Sprintf("s%04d", i), metav1.DeleteOptions{}); err != nil {
+			b.s.Fatal(err)
+		}
+	})
+	_ = b.kube.Client.DiscoveryV1().EndpointSlices("limit").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 	ops, _ := b.nb.Create(&nbdb.LogicalSwitch{UUID: "sw", Name: "bench-limit"})
 	if _, err := b.nb.Transact(ctx, ops...); err != nil {
 		b.s.Fatal(err)
@@ -235,7 +290,7 @@ func (b *bench) limits() Result {
 	})
 	const batch = 100
 	batches := (b.o.limitPorts + batch - 1) / batch
-	start := time.Now()
+	start = time.Now()
 	parallel(batches, 4, func(i int) {
 		var all []ovsdb.Operation
 		var uuids []string
@@ -261,33 +316,21 @@ func (b *bench) limits() Result {
 		b.s.Fatal(err)
 	}
 
-	b.namespace("limit")
-	pods := b.kube.Client.CoreV1().Pods("limit")
-	start = time.Now()
-	parallel(b.o.limitPatches, b.o.workers, func(i int) {
-		if _, err := pods.Create(ctx, podObject(fmt.Sprintf("l%05d", i), ""), metav1.CreateOptions{}); err != nil {
-			b.s.Fatal(err)
-		}
-	})
-	createRate := float64(b.o.limitPatches) / time.Since(start).Seconds()
-	// An annotation of the size the master writes.
-	ann := annotations.FormatPodNetworks(annotations.PodNetwork{
-		IPs: []netip.Prefix{netip.MustParsePrefix("10.244.1.5/24")}, MAC: net.HardwareAddr{0x0a, 0x58, 10, 244, 1, 5},
-		Gateways: []netip.Addr{netip.MustParseAddr("10.244.1.1")},
-		Routes:   []annotations.PodRoute{{Dest: netip.MustParsePrefix("100.64.0.0/16"), NextHop: netip.MustParseAddr("10.244.1.1")}},
-	})
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{"bench/limit": ann}}})
-	start = time.Now()
-	parallel(b.o.limitPatches, b.o.workers, func(i int) {
-		if _, err := pods.Patch(ctx, fmt.Sprintf("l%05d", i), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			b.s.Fatal(err)
-		}
-	})
-	patchRate := float64(b.o.limitPatches) / time.Since(start).Seconds()
-	_ = pods.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+	// northd turns those inserts and the deletion into SB rows; let it finish
+	// so that nothing measured later pays for them.
+	if _, err := b.ovn.NBCtl("--timeout=120", "--wait=sb", "sync"); err != nil {
+		b.s.Fatal(err)
+	}
 	say("  NB: %.0f LSP inserts/s (100 per transaction, 4 concurrent)", nbRate)
 	say("  API: %.0f pod CREATE/s, %.0f annotation merge-PATCH/s (%d concurrent clients, QPS 2000)", createRate, patchRate, b.o.workers)
-	return Result{Scenario: "limits", Metrics: map[string]float64{"nb_lsp_insert_per_s": nbRate, "pod_create_per_s": createRate, "patch_per_s": patchRate}}
+	say("  CPU during the CREATEs: %s", createCPU.describe(createWall))
+	say("  CPU during the PATCHes: %s", patchCPU.describe(patchWall))
+	say("  API: %.0f Services with their EndpointSlice created/s (%d concurrent clients); CPU: %s", serviceRate, b.o.serviceWorkers, serviceCPU.describe(serviceWall))
+	b.apiCPUPerPod = 1000 * (createCPU["kube-apiserver"] + createCPU["etcd"] + patchCPU["kube-apiserver"] + patchCPU["etcd"]) / float64(b.o.limitPatches)
+	m := map[string]float64{"nb_lsp_insert_per_s": nbRate, "pod_create_per_s": createRate, "patch_per_s": patchRate,
+		"service_create_per_s": serviceRate, "service_api_cpu_ms": b.apiCPUPerService,
+		"create_api_cpu_ms": 1000 * createCPU["kube-apiserver"] / float64(b.o.limitPatches), "patch_api_cpu_ms": 1000 * patchCPU["kube-apiserver"] / float64(b.o.limitPatches)}
+	return Result{Scenario: "limits", Metrics: m}
 }
 
 // burst: Nodes, then Pods created as fast as the API takes them.
@@ -313,9 +356,11 @@ func (b *bench) burst(patchLimit, createLimit float64) Result {
 	})
 	b.namespace("burst")
 	stopProfile := b.profile("burst")
+	cpu := cpuSnapshot()
 	keys := b.createPods("burst", b.o.pods, 0)
 	createdAt := time.Now()
 	annotatedAll, lspAll := b.waitPods(keys, 300*time.Second)
+	used := cpuSnapshot().since(cpu)
 	stopProfile()
 	start := b.firstCreated(keys)
 	total := maxDur(annotatedAll, lspAll).Sub(start)
@@ -325,17 +370,30 @@ func (b *bench) burst(patchLimit, createLimit float64) Result {
 	ceiling := 1 / (1/createLimit + 1/patchLimit)
 	say("  created in %.2fs; all annotated after %.2fs, all LSPs after %.2fs: %.0f pods/s = %.0f%% of the PATCH limit, %.0f%% of the CREATE+PATCH ceiling (%.0f/s)",
 		createdAt.Sub(start).Seconds(), annotatedAll.Sub(start).Seconds(), lspAll.Sub(start).Seconds(), rate, 100*rate/patchLimit, 100*rate/ceiling, ceiling)
+	say("  CPU: %s", used.describe(total.Seconds()))
+	apiPerPod := 1000 * (used["kube-apiserver"] + used["etcd"]) / float64(len(keys))
+	say("  API server + etcd CPU per pod: %.2f ms here, %.2f ms for a bare CREATE + PATCH in the limits", apiPerPod, b.apiCPUPerPod)
+	// What the target rate would take from the API server and etcd alone, at
+	// their cost per pod measured without anything else running.
+	target := 0.7 * patchLimit
+	apiShare := target * b.apiCPUPerPod / 1000 / float64(runtime.NumCPU())
+	say("  at 70%% of the PATCH limit (%.0f pods/s) the API server and etcd alone would need %.0f%% of the %d cores", target, 100*apiShare, runtime.NumCPU())
 	b.podCount += len(keys)
 	time.Sleep(11 * time.Second) // let the master log its commit counts
 	txns, ops := commitStats(b.master.Tail(100000))
 	say("  NB: %.0f transactions carried %.0f operations (%.1f per transaction) so far", txns, ops, ops/txns)
-	return Result{Scenario: "burst", Metrics: map[string]float64{
+	m := map[string]float64{"api_cpu_ms_per_pod": apiPerPod, "bare_api_cpu_ms_per_pod": b.apiCPUPerPod, "api_share_of_machine_at_target": apiShare}
+	used.metrics(m)
+	for k, v := range map[string]float64{
 		"nb_transactions": txns, "nb_operations": ops,
 		"nodes": float64(b.o.nodes), "pods": float64(len(keys)),
 		"create_s": createdAt.Sub(start).Seconds(), "all_annotated_s": annotatedAll.Sub(start).Seconds(), "all_lsp_s": lspAll.Sub(start).Seconds(),
 		"pods_per_s": rate, "ratio_to_patch_limit": rate / patchLimit,
 		"create_plus_patch_ceiling_per_s": ceiling, "ratio_to_create_plus_patch_ceiling": rate / ceiling,
-	}}
+	} {
+		m[k] = v
+	}
+	return Result{Scenario: "burst", Metrics: m}
 }
 
 // createPods creates n pods over the nodes with the given workers, recording creation times.
@@ -439,30 +497,38 @@ func (b *bench) latency() Result {
 	return Result{Scenario: "latency", Metrics: m, Notes: "creation time is taken when the client sends CREATE; both ends observed by watches"}
 }
 
+// createService creates Service s<i> with an EndpointSlice of the configured
+// number of ready endpoints.
+func (b *bench) createService(ns string, i int) {
+	ctx := context.Background()
+	name := fmt.Sprintf("s%04d", i)
+	if _, err := b.kube.Client.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt(8080)}}}},
+		metav1.CreateOptions{}); err != nil {
+		b.s.Fatal(err)
+	}
+	slice := &discovery.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{discovery.LabelServiceName: name}},
+		AddressType: discovery.AddressTypeIPv4,
+		Ports:       []discovery.EndpointPort{{Name: strPtr("http"), Protocol: protoPtr(corev1.ProtocolTCP), Port: int32Ptr(8080)}}}
+	for e := 0; e < b.o.endpoints; e++ {
+		slice.Endpoints = append(slice.Endpoints, discovery.Endpoint{Addresses: []string{fmt.Sprintf("10.250.%d.%d", i%250, e+1)}})
+	}
+	if _, err := b.kube.Client.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+		b.s.Fatal(err)
+	}
+}
+
 // services: Services with endpoints each → until every load balancer is programmed.
 func (b *bench) services() Result {
 	say("== services: %d services x %d endpoints", b.o.services, b.o.endpoints)
 	b.namespace("svc")
 	ctx := context.Background()
-	start := time.Now()
-	parallel(b.o.services, b.o.workers, func(i int) {
-		name := fmt.Sprintf("s%04d", i)
-		if _, err := b.kube.Client.CoreV1().Services("svc").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt(8080)}}}},
-			metav1.CreateOptions{}); err != nil {
-			b.s.Fatal(err)
-		}
-		slice := &discovery.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{discovery.LabelServiceName: name}},
-			AddressType: discovery.AddressTypeIPv4,
-			Ports:       []discovery.EndpointPort{{Name: strPtr("http"), Protocol: protoPtr(corev1.ProtocolTCP), Port: int32Ptr(8080)}}}
-		for e := 0; e < b.o.endpoints; e++ {
-			slice.Endpoints = append(slice.Endpoints, discovery.Endpoint{Addresses: []string{fmt.Sprintf("10.250.%d.%d", i%250, e+1)}})
-		}
-		if _, err := b.kube.Client.DiscoveryV1().EndpointSlices("svc").Create(ctx, slice, metav1.CreateOptions{}); err != nil {
-			b.s.Fatal(err)
-		}
-	})
+	stopProfile := b.profile("services")
+	defer stopProfile()
+	start, cpu := time.Now(), cpuSnapshot()
+	parallel(b.o.services, b.o.serviceWorkers, func(i int) { b.createService("svc", i) })
 	created := time.Since(start)
+	createCPU := cpuSnapshot().since(cpu)
 	var done time.Duration
 	var rows int
 	harness.Eventually(b.s, 300*time.Second, "every service load balancer programmed", func() error {
@@ -485,9 +551,14 @@ func (b *bench) services() Result {
 		done = time.Since(start)
 		return nil
 	})
-	say("  created in %.2fs; all programmed after %.2fs; %.1f load balancer rows per service", created.Seconds(), done.Seconds(), float64(rows)/float64(b.o.services))
+	say("  created in %.2fs; all programmed after %.2fs (%.0f ms after the last object was created); %.1f load balancer rows per service",
+		created.Seconds(), done.Seconds(), float64((done - created).Milliseconds()), float64(rows)/float64(b.o.services))
+	say("  CPU while the API created them: %s", createCPU.describe(created.Seconds()))
+	say("  the API server and etcd alone need %.2f s of CPU to create them (%.2f ms per Service + EndpointSlice, measured in the limits)",
+		b.apiCPUPerService*float64(b.o.services)/1000, b.apiCPUPerService)
 	return Result{Scenario: "services", Metrics: map[string]float64{"services": float64(b.o.services), "endpoints_each": float64(b.o.endpoints),
-		"create_s": created.Seconds(), "programmed_s": done.Seconds(), "lb_rows_per_service": float64(rows) / float64(b.o.services)}}
+		"create_s": created.Seconds(), "programmed_s": done.Seconds(), "lag_after_last_create_s": (done - created).Seconds(),
+		"lb_rows_per_service": float64(rows) / float64(b.o.services)}}
 }
 
 // memory: master RSS and CPU over what it now holds.

@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/ovn-k8s/ovn-k8s/test/harness"
@@ -22,9 +24,13 @@ type options struct {
 	latencyDuration          time.Duration
 	services, endpoints      int
 	limitPorts, limitPatches int
+	limitServices            int
 	workers                  int
+	serviceWorkers           int
 	out                      string
 	masterArgs               string
+	scenarios                string
+	profileAPI               bool
 }
 
 // Result is one scenario's output.
@@ -44,9 +50,13 @@ func main() {
 	flag.IntVar(&o.endpoints, "endpoints", 10, "endpoints per service")
 	flag.IntVar(&o.limitPorts, "limit-ports", 10000, "LSPs inserted to measure the raw NB rate")
 	flag.IntVar(&o.limitPatches, "limit-patches", 3000, "pod annotation PATCHes to measure the raw API rate")
+	flag.IntVar(&o.limitServices, "limit-services", 500, "Services (with an EndpointSlice) created to measure the raw API rate")
 	flag.IntVar(&o.workers, "workers", 32, "concurrent API clients (the master's --pod-workers)")
+	flag.IntVar(&o.serviceWorkers, "service-workers", 8, "concurrent clients creating Services (the API's ClusterIP allocator takes them fastest from few clients)")
 	flag.StringVar(&o.out, "out", "_output/bench", "directory for the JSON results")
 	flag.StringVar(&o.masterArgs, "master-args", "", "extra ovnkube master flags, space-separated (e.g. --pprof-address 127.0.0.1:6060)")
+	flag.StringVar(&o.scenarios, "scenarios", "all", "comma-separated scenarios to run after limits (burst,latency,services,memory,restart,cold), or all")
+	flag.BoolVar(&o.profileAPI, "profile-apiserver", false, "also take a 15 s CPU profile of kube-apiserver in the burst and restart scenarios")
 	flag.Parse()
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -84,12 +94,20 @@ func run(s *harness.Session, o options) {
 	limits := b.limits()
 	record(limits)
 	b.startMaster()
-	record(b.burst(limits.Metrics["patch_per_s"], limits.Metrics["pod_create_per_s"]))
-	record(b.latency())
-	record(b.services())
-	record(b.memory())
-	record(b.restart())
-	record(b.cold())
+	want := func(name string) bool {
+		return o.scenarios == "all" || slices.Contains(strings.Split(o.scenarios, ","), name)
+	}
+	for _, sc := range []struct {
+		name string
+		run  func() Result
+	}{
+		{"burst", func() Result { return b.burst(limits.Metrics["patch_per_s"], limits.Metrics["pod_create_per_s"]) }},
+		{"latency", b.latency}, {"services", b.services}, {"memory", b.memory}, {"restart", b.restart}, {"cold", b.cold},
+	} {
+		if want(sc.name) {
+			record(sc.run())
+		}
+	}
 	data, _ := json.MarshalIndent(results, "", "  ")
 	_ = os.WriteFile(filepath.Join(o.out, "summary.json"), append(data, '\n'), 0o644)
 	fmt.Printf("\nresults written to %s\n", o.out)

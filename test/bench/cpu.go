@@ -1,0 +1,86 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// cpuUse is CPU seconds by process name: the benchmark itself and every
+// process it started (API server, etcd, ovsdb-servers, northd, the master).
+type cpuUse map[string]float64
+
+// cpuSnapshot reads /proc for this process and its direct children.
+func cpuSnapshot() cpuUse {
+	self := os.Getpid()
+	use := cpuUse{"ovnk-bench": procCPU(self)}
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, path := range stats {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		s := string(data)
+		open, end := strings.IndexByte(s, '('), strings.LastIndex(s, ")")
+		if open < 0 || end < open {
+			continue
+		}
+		f := strings.Fields(s[end+2:])
+		if ppid, _ := strconv.Atoi(f[1]); ppid != self {
+			continue
+		}
+		pid, _ := strconv.Atoi(strings.TrimSpace(s[:open]))
+		use[processName(pid, s[open+1:end])] += procCPU(pid)
+	}
+	return use
+}
+
+// processName tells the NB and SB ovsdb-servers apart by their database file.
+func processName(pid int, comm string) string {
+	if comm != "ovsdb-server" {
+		return comm
+	}
+	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if args := strings.Split(string(cmdline), "\x00"); len(args) > 1 {
+		return comm + "-" + strings.TrimSuffix(filepath.Base(args[1]), ".db")
+	}
+	return comm
+}
+
+// since is the CPU each process used after the earlier snapshot.
+func (c cpuUse) since(earlier cpuUse) cpuUse {
+	d := cpuUse{}
+	for name, v := range c {
+		if v-earlier[name] > 0.005 {
+			d[name] = v - earlier[name]
+		}
+	}
+	return d
+}
+
+// describe lists the processes by CPU used, largest first, with the share of
+// one core over the given wall time.
+func (c cpuUse) describe(wall float64) string {
+	names := make([]string, 0, len(c))
+	total := 0.0
+	for n, v := range c {
+		names = append(names, n)
+		total += v
+	}
+	sort.Slice(names, func(i, j int) bool { return c[names[i]] > c[names[j]] })
+	parts := make([]string, 0, len(names)+1)
+	for _, n := range names {
+		parts = append(parts, fmt.Sprintf("%s %.0f%%", n, 100*c[n]/wall))
+	}
+	return fmt.Sprintf("%.0f%% of one core in all: %s", 100*total/wall, strings.Join(parts, ", "))
+}
+
+// metrics adds each process's CPU seconds as cpu_s_<name>.
+func (c cpuUse) metrics(m map[string]float64) {
+	for n, v := range c {
+		m["cpu_s_"+strings.ReplaceAll(n, "-", "_")] = v
+	}
+}
