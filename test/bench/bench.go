@@ -59,6 +59,8 @@ type bench struct {
 	podCount         int
 	apiCPUPerPod     float64 // API server + etcd CPU ms of a bare pod CREATE + PATCH
 	apiCPUPerService float64 // the same for a bare Service + EndpointSlice CREATE
+	serviceLimit     float64 // bare Service + EndpointSlice CREATEs per second
+	nbLimit          float64 // batched LSP inserts per second
 }
 
 func newBench(s *harness.Session, o options) *bench {
@@ -267,6 +269,7 @@ func (b *bench) limits() Result {
 	parallel(b.o.limitServices, b.o.serviceWorkers, func(i int) { b.createService("limit", i) })
 	serviceWall := time.Since(start).Seconds()
 	serviceRate, serviceCPU := float64(b.o.limitServices)/serviceWall, cpuSnapshot().since(cpu)
+	b.serviceLimit = serviceRate
 	b.apiCPUPerService = 1000 * (serviceCPU["kube-apiserver"] + serviceCPU["etcd"]) / float64(b.o.limitServices)
 	// The master must not find them later (Services have no DeleteCollection).
 	parallel(b.o.limitServices, b.o.workers, func(i int) {
@@ -311,6 +314,7 @@ func (b *bench) limits() Result {
 		}
 	})
 	nbRate := float64(batches*batch) / time.Since(start).Seconds()
+	b.nbLimit = nbRate
 	del, _ := b.nb.Where(&sw[0]).Delete()
 	if _, err := b.nb.Transact(ctx, del...); err != nil {
 		b.s.Fatal(err)
@@ -460,7 +464,7 @@ func (b *bench) latency() Result {
 	pods := b.kube.Client.CoreV1().Pods("lat")
 	interval := time.Second / time.Duration(b.o.latencyRate)
 	var wg sync.WaitGroup
-	start := time.Now()
+	start, cpu := time.Now(), cpuSnapshot()
 	for i := 0; i < n; i++ {
 		time.Sleep(time.Until(start.Add(time.Duration(i) * interval)))
 		name := fmt.Sprintf("p%05d", i)
@@ -479,6 +483,7 @@ func (b *bench) latency() Result {
 	}
 	wg.Wait()
 	b.waitPods(keys, 120*time.Second)
+	say("  CPU: %s", cpuSnapshot().since(cpu).describe(time.Since(start).Seconds()))
 	var ann, lsp []float64
 	b.mu.Lock()
 	for _, k := range keys {
@@ -518,11 +523,27 @@ func (b *bench) createService(ns string, i int) {
 	}
 }
 
+// programmedServices counts the benchmark's service load balancers that have
+// all their backends, and all its load balancer rows.
+func (b *bench) programmedServices() (full, rows int) {
+	var lbs []nbdb.LoadBalancer
+	_ = b.nb.WhereCache(func(lb *nbdb.LoadBalancer) bool {
+		return strings.HasPrefix(lb.ExternalIDs[topology.OwnerNameKey], "svc/")
+	}).List(context.Background(), &lbs)
+	for _, lb := range lbs {
+		for _, backends := range lb.Vips {
+			if strings.Count(backends, ",")+1 == b.o.endpoints {
+				full++
+			}
+		}
+	}
+	return full, len(lbs)
+}
+
 // services: Services with endpoints each → until every load balancer is programmed.
 func (b *bench) services() Result {
 	say("== services: %d services x %d endpoints", b.o.services, b.o.endpoints)
 	b.namespace("svc")
-	ctx := context.Background()
 	stopProfile := b.profile("services")
 	defer stopProfile()
 	start, cpu := time.Now(), cpuSnapshot()
@@ -532,32 +553,23 @@ func (b *bench) services() Result {
 	var done time.Duration
 	var rows int
 	harness.Eventually(b.s, 300*time.Second, "every service load balancer programmed", func() error {
-		var lbs []nbdb.LoadBalancer
-		_ = b.nb.WhereCache(func(lb *nbdb.LoadBalancer) bool {
-			return strings.HasPrefix(lb.ExternalIDs[topology.OwnerNameKey], "svc/")
-		}).List(ctx, &lbs)
-		full := 0
-		for _, lb := range lbs {
-			for _, backends := range lb.Vips {
-				if strings.Count(backends, ",")+1 == b.o.endpoints {
-					full++
-				}
-			}
-		}
-		rows = len(lbs)
+		var full int
+		full, rows = b.programmedServices()
 		if full < b.o.services {
 			return fmt.Errorf("%d of %d programmed", full, b.o.services)
 		}
 		done = time.Since(start)
 		return nil
 	})
-	say("  created in %.2fs; all programmed after %.2fs (%.0f ms after the last object was created); %.1f load balancer rows per service",
-		created.Seconds(), done.Seconds(), float64((done - created).Milliseconds()), float64(rows)/float64(b.o.services))
+	rate := float64(b.o.services) / done.Seconds()
+	say("  created in %.2fs; all programmed after %.2fs (%.0f ms after the last object was created): %.0f services/s = %.0f%% of the API's bare creation rate; %.1f load balancer rows per service",
+		created.Seconds(), done.Seconds(), float64((done - created).Milliseconds()), rate, 100*rate/b.serviceLimit, float64(rows)/float64(b.o.services))
 	say("  CPU while the API created them: %s", createCPU.describe(created.Seconds()))
 	say("  the API server and etcd alone need %.2f s of CPU to create them (%.2f ms per Service + EndpointSlice, measured in the limits)",
 		b.apiCPUPerService*float64(b.o.services)/1000, b.apiCPUPerService)
 	return Result{Scenario: "services", Metrics: map[string]float64{"services": float64(b.o.services), "endpoints_each": float64(b.o.endpoints),
 		"create_s": created.Seconds(), "programmed_s": done.Seconds(), "lag_after_last_create_s": (done - created).Seconds(),
+		"services_per_s": rate, "ratio_to_api_create_limit": rate / b.serviceLimit,
 		"lb_rows_per_service": float64(rows) / float64(b.o.services)}}
 }
 
@@ -593,11 +605,12 @@ func (b *bench) restart() Result {
 	b.master.Stop()
 	time.Sleep(500 * time.Millisecond)
 	before := b.nbEvents.Load()
-	start := time.Now()
+	start, cpu := time.Now(), cpuSnapshot()
 	b.master = harness.StartMaster(b.s, b.logDir, fmt.Sprintf("master-%d", time.Now().UnixNano()), b.ovn, b.kube, b.masterArgs()...)
 	stopProfile := b.profile("restart")
 	harness.WaitForLog(b.s, b.master, "initial sync done", 120*time.Second)
 	synced := time.Since(start)
+	used := cpuSnapshot().since(cpu)
 	stopProfile()
 	time.Sleep(time.Second)
 	txns := -1.0
@@ -606,6 +619,7 @@ func (b *bench) restart() Result {
 	}
 	changes := float64(b.nbEvents.Load() - before)
 	say("  synced %.2fs after start; %.0f NB transactions sent; %.0f NB row changes seen", synced.Seconds(), txns, changes)
+	say("  CPU until synced: %s", used.describe(synced.Seconds()))
 	return Result{Scenario: "restart", Metrics: map[string]float64{"pods": float64(b.podCount), "synced_s": synced.Seconds(), "nb_transactions": txns, "nb_row_changes": changes},
 		Notes: "time from process start (includes connecting and the informers' initial list)"}
 }
@@ -624,24 +638,31 @@ func (b *bench) cold() Result {
 		}
 		return nil
 	})
-	start := time.Now()
+	start, cpu := time.Now(), cpuSnapshot()
 	b.master = harness.StartMaster(b.s, b.logDir, fmt.Sprintf("master-%d", time.Now().UnixNano()), b.ovn, b.kube, b.masterArgs()...)
-	var done time.Duration
+	var done, lspsDone, lbsDone time.Duration
 	harness.Eventually(b.s, 300*time.Second, "everything programmed into the empty NB", func() error {
 		var lsps []nbdb.LogicalSwitchPort
 		_ = b.nb.WhereCache(func(p *nbdb.LogicalSwitchPort) bool { return p.ExternalIDs[topology.OwnerTypeKey] == topology.OwnerPod }).List(ctx, &lsps)
-		var lbs []nbdb.LoadBalancer
-		_ = b.nb.WhereCache(func(lb *nbdb.LoadBalancer) bool {
-			return strings.HasPrefix(lb.ExternalIDs[topology.OwnerNameKey], "svc/")
-		}).List(ctx, &lbs)
-		if len(lsps) < b.podCount || len(lbs) < b.o.services {
-			return fmt.Errorf("%d/%d LSPs, %d/%d LBs", len(lsps), b.podCount, len(lbs), b.o.services)
+		full, _ := b.programmedServices()
+		if lspsDone == 0 && len(lsps) >= b.podCount {
+			lspsDone = time.Since(start)
+		}
+		if lbsDone == 0 && full >= b.o.services {
+			lbsDone = time.Since(start)
+		}
+		if len(lsps) < b.podCount || full < b.o.services {
+			return fmt.Errorf("%d/%d LSPs, %d/%d load balancers", len(lsps), b.podCount, full, b.o.services)
 		}
 		done = time.Since(start)
 		return nil
 	})
-	say("  %d LSPs and %d services programmed %.2fs after start", b.podCount, b.o.services, done.Seconds())
-	return Result{Scenario: "cold", Metrics: map[string]float64{"pods": float64(b.podCount), "services": float64(b.o.services), "programmed_s": done.Seconds()}}
+	lspRate := float64(b.podCount) / lspsDone.Seconds()
+	say("  %d LSPs and %d services programmed %.2fs after start (all load balancers after %.2fs, all LSPs after %.2fs: %.0f LSPs/s = %.0f%% of the NB limit)",
+		b.podCount, b.o.services, done.Seconds(), lbsDone.Seconds(), lspsDone.Seconds(), lspRate, 100*lspRate/b.nbLimit)
+	say("  CPU until then: %s", cpuSnapshot().since(cpu).describe(done.Seconds()))
+	return Result{Scenario: "cold", Metrics: map[string]float64{"pods": float64(b.podCount), "services": float64(b.o.services), "programmed_s": done.Seconds(),
+		"services_programmed_s": lbsDone.Seconds(), "lsps_programmed_s": lspsDone.Seconds(), "lsps_per_s": lspRate, "ratio_to_nb_limit": lspRate / b.nbLimit}}
 }
 
 func pct(sorted []float64, p float64) float64 {

@@ -13,10 +13,18 @@ import (
 // process it started (API server, etcd, ovsdb-servers, northd, the master).
 type cpuUse map[string]float64
 
+// cpuSample is CPU seconds by process, so that a process started between two
+// samples (a restarted master) counts from zero.
+type cpuSample map[int]struct {
+	name string
+	cpu  float64
+}
+
 // cpuSnapshot reads /proc for this process and its direct children.
-func cpuSnapshot() cpuUse {
+func cpuSnapshot() cpuSample {
 	self := os.Getpid()
-	use := cpuUse{"ovnk-bench": procCPU(self)}
+	use := cpuSample{}
+	use.add(self, "ovnk-bench")
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
 	for _, path := range stats {
 		data, err := os.ReadFile(path)
@@ -33,9 +41,16 @@ func cpuSnapshot() cpuUse {
 			continue
 		}
 		pid, _ := strconv.Atoi(strings.TrimSpace(s[:open]))
-		use[processName(pid, s[open+1:end])] += procCPU(pid)
+		use.add(pid, processName(pid, s[open+1:end]))
 	}
 	return use
+}
+
+func (c cpuSample) add(pid int, name string) {
+	c[pid] = struct {
+		name string
+		cpu  float64
+	}{name, procCPU(pid)}
 }
 
 // processName tells the NB and SB ovsdb-servers apart by their database file.
@@ -50,12 +65,13 @@ func processName(pid int, comm string) string {
 	return comm
 }
 
-// since is the CPU each process used after the earlier snapshot.
-func (c cpuUse) since(earlier cpuUse) cpuUse {
+// since is the CPU each process used after the earlier snapshot, by name.
+// Processes that ended in between are not counted.
+func (c cpuSample) since(earlier cpuSample) cpuUse {
 	d := cpuUse{}
-	for name, v := range c {
-		if v-earlier[name] > 0.005 {
-			d[name] = v - earlier[name]
+	for pid, now := range c {
+		if used := now.cpu - earlier[pid].cpu; used > 0.005 {
+			d[now.name] += used
 		}
 	}
 	return d
