@@ -54,6 +54,8 @@ type bench struct {
 	annotated map[string]time.Time // pod key → first seen annotated
 	lspSeen   map[string]time.Time // pod key → LSP first seen in the NB
 	nbEvents  atomic.Int64         // changes to rows ovn-k8s writes
+	podLSPs   atomic.Int64         // pod LSPs added since the last reset
+	lbFull    map[string]bool      // service load balancer UUID → has all its backends
 
 	idleRSS          float64
 	podCount         int
@@ -65,7 +67,7 @@ type bench struct {
 
 func newBench(s *harness.Session, o options) *bench {
 	b := &bench{s: s, o: o, ovn: harness.StartOVNCentral(s), kube: harness.StartKubeAPI(s), logDir: s.TempDir(),
-		created: map[string]time.Time{}, annotated: map[string]time.Time{}, lspSeen: map[string]time.Time{}}
+		created: map[string]time.Time{}, annotated: map[string]time.Time{}, lspSeen: map[string]time.Time{}, lbFull: map[string]bool{}}
 	b.nb = b.watchNB()
 	f := informers.NewSharedInformerFactory(b.kube.Client, 0)
 	_, _ = f.Core().V1().Pods().Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
@@ -112,8 +114,10 @@ func (b *bench) watchNB() client.Client {
 	c.Cache().AddEventHandler(&cache.EventHandlerFuncs{
 		AddFunc: func(table string, row model.Model) {
 			count(table)
+			b.trackLB(row, false)
 			if lsp, ok := row.(*nbdb.LogicalSwitchPort); ok {
 				if o, ok := topology.OwnerOf(lsp.ExternalIDs); ok && o.Type == topology.OwnerPod {
+					b.podLSPs.Add(1)
 					now := time.Now()
 					b.mu.Lock()
 					if _, seen := b.lspSeen[o.Name]; !seen {
@@ -124,6 +128,7 @@ func (b *bench) watchNB() client.Client {
 			}
 		},
 		UpdateFunc: func(table string, old, cur model.Model) {
+			b.trackLB(cur, false)
 			// ovn-northd writes the up column of ports; that is not ours.
 			if o, ok := old.(*nbdb.LogicalSwitchPort); ok {
 				n := *cur.(*nbdb.LogicalSwitchPort)
@@ -134,9 +139,32 @@ func (b *bench) watchNB() client.Client {
 			}
 			count(table)
 		},
-		DeleteFunc: func(table string, _ model.Model) { count(table) },
+		DeleteFunc: func(table string, row model.Model) {
+			count(table)
+			b.trackLB(row, true)
+		},
 	})
 	return c
+}
+
+// trackLB keeps lbFull current from the watcher's events, so that waiting
+// for services costs the benchmark nothing per poll.
+func (b *bench) trackLB(row model.Model, deleted bool) {
+	lb, ok := row.(*nbdb.LoadBalancer)
+	if !ok || !strings.HasPrefix(lb.ExternalIDs[topology.OwnerNameKey], "svc/") {
+		return
+	}
+	full := len(lb.Vips) > 0
+	for _, backends := range lb.Vips {
+		full = full && strings.Count(backends, ",")+1 == b.o.endpoints
+	}
+	b.mu.Lock()
+	if deleted {
+		delete(b.lbFull, lb.UUID)
+	} else {
+		b.lbFull[lb.UUID] = full
+	}
+	b.mu.Unlock()
 }
 
 func (b *bench) startMaster() {
@@ -526,18 +554,14 @@ func (b *bench) createService(ns string, i int) {
 // programmedServices counts the benchmark's service load balancers that have
 // all their backends, and all its load balancer rows.
 func (b *bench) programmedServices() (full, rows int) {
-	var lbs []nbdb.LoadBalancer
-	_ = b.nb.WhereCache(func(lb *nbdb.LoadBalancer) bool {
-		return strings.HasPrefix(lb.ExternalIDs[topology.OwnerNameKey], "svc/")
-	}).List(context.Background(), &lbs)
-	for _, lb := range lbs {
-		for _, backends := range lb.Vips {
-			if strings.Count(backends, ",")+1 == b.o.endpoints {
-				full++
-			}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, f := range b.lbFull {
+		if f {
+			full++
 		}
 	}
-	return full, len(lbs)
+	return full, len(b.lbFull)
 }
 
 // services: Services with endpoints each → until every load balancer is programmed.
@@ -638,21 +662,25 @@ func (b *bench) cold() Result {
 		}
 		return nil
 	})
+	// A reconnect empties the cache without delete events: start counting afresh.
+	b.podLSPs.Store(0)
+	b.mu.Lock()
+	b.lbFull = map[string]bool{}
+	b.mu.Unlock()
 	start, cpu := time.Now(), cpuSnapshot()
 	b.master = harness.StartMaster(b.s, b.logDir, fmt.Sprintf("master-%d", time.Now().UnixNano()), b.ovn, b.kube, b.masterArgs()...)
 	var done, lspsDone, lbsDone time.Duration
 	harness.Eventually(b.s, 300*time.Second, "everything programmed into the empty NB", func() error {
-		var lsps []nbdb.LogicalSwitchPort
-		_ = b.nb.WhereCache(func(p *nbdb.LogicalSwitchPort) bool { return p.ExternalIDs[topology.OwnerTypeKey] == topology.OwnerPod }).List(ctx, &lsps)
+		lsps := int(b.podLSPs.Load())
 		full, _ := b.programmedServices()
-		if lspsDone == 0 && len(lsps) >= b.podCount {
+		if lspsDone == 0 && lsps >= b.podCount {
 			lspsDone = time.Since(start)
 		}
 		if lbsDone == 0 && full >= b.o.services {
 			lbsDone = time.Since(start)
 		}
-		if len(lsps) < b.podCount || full < b.o.services {
-			return fmt.Errorf("%d/%d LSPs, %d/%d load balancers", len(lsps), b.podCount, full, b.o.services)
+		if lsps < b.podCount || full < b.o.services {
+			return fmt.Errorf("%d/%d LSPs, %d/%d load balancers", lsps, b.podCount, full, b.o.services)
 		}
 		done = time.Since(start)
 		return nil
