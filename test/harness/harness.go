@@ -8,11 +8,14 @@ package harness
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -145,16 +148,47 @@ func (p *Process) Tail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago. It
+// is drawn below the kernel's ephemeral range, so that outgoing connections
+// (which take ephemeral ports) cannot grab it before the server binds it, and
+// never twice in one process.
 func FreePort(t T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	low := ephemeralLow()
+	for tries := 0; tries < 1000; tries++ {
+		port := 10000 + rand.IntN(low-10000)
+		if portsHanded[port] {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		_ = l.Close()
+		portsHanded[port] = true
+		return port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatalf("no free TCP port between 10000 and %d on 127.0.0.1", low)
+	return 0
 }
+
+// ephemeralLow is the start of the kernel's ephemeral port range.
+func ephemeralLow() int {
+	data, _ := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if f := strings.Fields(string(data)); len(f) == 2 {
+		if low, err := strconv.Atoi(f[0]); err == nil && low > 11000 {
+			return low
+		}
+	}
+	return 32768
+}
+
+var (
+	portsMu     sync.Mutex
+	portsHanded = map[int]bool{}
+)
 
 // Run runs a command to completion and returns its combined output.
 func Run(args ...string) (string, error) {

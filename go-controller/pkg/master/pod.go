@@ -49,18 +49,33 @@ func (m *Master) syncPod(ctx context.Context, key string) error {
 	if err != nil {
 		return fmt.Errorf("pod %s: %w", key, err)
 	}
-	if err := m.ensurePodPort(ctx, pod, pn); err != nil {
-		return fmt.Errorf("pod %s: %w", key, err)
+	// The NB commit and the annotation PATCH are independent round trips, so
+	// they run at once: a new pod waits for the slower of the two, not their
+	// sum. Either may land without the other (a failure, a crash); the retry
+	// or the restart rebuild (annotation, else the LSP) completes the pair, and
+	// the CNI waits for ovn-controller to install the port, not for the LSP.
+	annotated := make(chan error, 1)
+	if annotationMatches(pod, pn) {
+		annotated <- nil
+	} else {
+		go func() { annotated <- m.annotatePod(ctx, pod, pn) }()
 	}
-	if !annotationMatches(pod, pn) {
-		if err := m.patchAnnotation(ctx, pod, annotations.PodNetworks, annotations.FormatPodNetworks(pn)); err != nil {
-			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-				return nil // the pod is gone or was replaced; its own events follow
-			}
-			return fmt.Errorf("annotating pod %s: %w", key, err)
-		}
+	portErr := m.ensurePodPort(ctx, pod, pn)
+	annotateErr := <-annotated
+	if portErr != nil {
+		return fmt.Errorf("pod %s: %w", key, portErr)
 	}
-	return nil
+	return annotateErr
+}
+
+// annotatePod writes the pod-networks annotation. A pod that is gone or was
+// replaced is not an error: its own events follow.
+func (m *Master) annotatePod(ctx context.Context, pod *corev1.Pod, pn annotations.PodNetwork) error {
+	err := m.patchAnnotation(ctx, pod, annotations.PodNetworks, annotations.FormatPodNetworks(pn))
+	if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return fmt.Errorf("annotating pod %s/%s: %w", pod.Namespace, pod.Name, err)
 }
 
 // podNetwork decides the pod's addresses: what this pod incarnation already
