@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -31,6 +32,7 @@ type options struct {
 	masterArgs               string
 	scenarios                string
 	profileAPI               bool
+	cpuProfile               string
 }
 
 // Result is one scenario's output.
@@ -57,7 +59,18 @@ func main() {
 	flag.StringVar(&o.masterArgs, "master-args", "", "extra ovnkube master flags, space-separated (e.g. --pprof-address 127.0.0.1:6060)")
 	flag.StringVar(&o.scenarios, "scenarios", "all", "comma-separated scenarios to run after limits (burst,latency,services,memory,restart,cold), or all")
 	flag.BoolVar(&o.profileAPI, "profile-apiserver", false, "also take a 15 s CPU profile of kube-apiserver in the burst and restart scenarios")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write the benchmark client's own CPU profile to this file")
 	flag.Parse()
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -78,6 +91,7 @@ func main() {
 	}()
 	s.RunCleanups()
 	_ = os.RemoveAll(tmp)
+	pprof.StopCPUProfile() // os.Exit skips deferred calls
 	os.Exit(code)
 }
 
