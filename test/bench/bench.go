@@ -730,7 +730,19 @@ func procStatus(pid int, field string) float64 {
 func procCPU(pid int) float64 {
 	data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	s := string(data)
-	f := strings.Fields(s[strings.LastIndex(s, ")")+2:])
+	end := strings.LastIndex(s, ")")
+	if end < 0 || end+2 > len(s) {
+		return 0
+	}
+	return statCPU(strings.Fields(s[end+2:]))
+}
+
+// statCPU is user+system CPU seconds from the fields of /proc/PID/stat after
+// the command name.
+func statCPU(f []string) float64 {
+	if len(f) < 13 {
+		return 0
+	}
 	ut, _ := strconv.ParseFloat(f[11], 64)
 	st, _ := strconv.ParseFloat(f[12], 64)
 	return (ut + st) / 100

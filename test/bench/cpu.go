@@ -13,9 +13,11 @@ import (
 // process it started (API server, etcd, ovsdb-servers, northd, the master).
 type cpuUse map[string]float64
 
-// cpuSample is CPU seconds by process, so that a process started between two
-// samples (a restarted master) counts from zero.
-type cpuSample map[int]struct {
+// cpuSample is CPU seconds by process ID, so that a process started between
+// two samples (a restarted master) counts from zero.
+type cpuSample map[int]procTime
+
+type procTime struct {
 	name string
 	cpu  float64
 }
@@ -23,12 +25,7 @@ type cpuSample map[int]struct {
 // cpuSnapshot reads /proc for this process and its direct children.
 func cpuSnapshot() cpuSample {
 	self := os.Getpid()
-	use := cpuSample{}
-	use.add(self, "ovnk-bench")
-	use[stealPID] = struct {
-		name string
-		cpu  float64
-	}{stealName, stealSeconds()}
+	use := cpuSample{self: {"ovnk-bench", procCPU(self)}, stealPID: {stealName, stealSeconds()}}
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
 	for _, path := range stats {
 		data, err := os.ReadFile(path)
@@ -45,7 +42,7 @@ func cpuSnapshot() cpuSample {
 			continue
 		}
 		pid, _ := strconv.Atoi(strings.TrimSpace(s[:open]))
-		use.add(pid, processName(pid, s[open+1:end]))
+		use[pid] = procTime{processName(pid, s[open+1:end]), statCPU(f)}
 	}
 	return use
 }
@@ -67,13 +64,6 @@ func stealSeconds() float64 {
 	}
 	ticks, _ := strconv.ParseFloat(f[8], 64)
 	return ticks / 100
-}
-
-func (c cpuSample) add(pid int, name string) {
-	c[pid] = struct {
-		name string
-		cpu  float64
-	}{name, procCPU(pid)}
 }
 
 // processName tells the NB and SB ovsdb-servers apart by their database file.
