@@ -391,9 +391,10 @@ func (b *bench) burst(patchLimit, createLimit float64) Result {
 	stopProfile := b.profile("burst")
 	cpu := cpuSnapshot()
 	keys := b.createPods("burst", b.o.pods, 0)
-	createdAt := time.Now()
+	createdAt, cpuCreated := time.Now(), cpuSnapshot()
 	annotatedAll, lspAll := b.waitPods(keys, 300*time.Second)
-	used := cpuSnapshot().since(cpu)
+	ended := cpuSnapshot()
+	used, drainUsed := ended.since(cpu), ended.since(cpuCreated)
 	stopProfile()
 	start := b.firstCreated(keys)
 	total := maxDur(annotatedAll, lspAll).Sub(start)
@@ -403,6 +404,15 @@ func (b *bench) burst(patchLimit, createLimit float64) Result {
 	ceiling := 1 / (1/createLimit + 1/patchLimit)
 	say("  created in %.2fs; all annotated after %.2fs, all LSPs after %.2fs: %.0f pods/s = %.0f%% of the PATCH limit, %.0f%% of the CREATE+PATCH ceiling (%.0f/s)",
 		createdAt.Sub(start).Seconds(), annotatedAll.Sub(start).Seconds(), lspAll.Sub(start).Seconds(), rate, 100*rate/patchLimit, 100*rate/ceiling, ceiling)
+	// Once the CREATEs stop, the API server serves only the master: the rate
+	// at which it annotates the backlog is its throughput against the limit.
+	backlog := b.annotatedAfter(keys, createdAt)
+	drainRate := 0.0
+	if drain := annotatedAll.Sub(createdAt); backlog >= 100 && drain > 0 {
+		drainRate = float64(backlog) / drain.Seconds()
+		say("  after the last CREATE, %d pods were still to annotate: done at %.0f pods/s = %.0f%% of the PATCH limit; CPU meanwhile: %s",
+			backlog, drainRate, 100*drainRate/patchLimit, drainUsed.describe(drain.Seconds()))
+	}
 	say("  CPU: %s", used.describe(total.Seconds()))
 	apiPerPod := 1000 * (used["kube-apiserver"] + used["etcd"]) / float64(len(keys))
 	say("  API server + etcd CPU per pod: %.2f ms here, %.2f ms for a bare CREATE + PATCH in the limits", apiPerPod, b.apiCPUPerPod)
@@ -415,7 +425,8 @@ func (b *bench) burst(patchLimit, createLimit float64) Result {
 	time.Sleep(11 * time.Second) // let the master log its commit counts
 	txns, ops := commitStats(b.master.Tail(100000))
 	say("  NB: %.0f transactions carried %.0f operations (%.1f per transaction) so far", txns, ops, ops/txns)
-	m := map[string]float64{"api_cpu_ms_per_pod": apiPerPod, "bare_api_cpu_ms_per_pod": b.apiCPUPerPod, "api_share_of_machine_at_target": apiShare}
+	m := map[string]float64{"backlog_after_creates": float64(backlog), "backlog_drain_per_s": drainRate, "ratio_drain_to_patch_limit": drainRate / patchLimit,
+		"api_cpu_ms_per_pod": apiPerPod, "bare_api_cpu_ms_per_pod": b.apiCPUPerPod, "api_share_of_machine_at_target": apiShare}
 	used.metrics(m)
 	for k, v := range map[string]float64{
 		"nb_transactions": txns, "nb_operations": ops,
@@ -444,6 +455,19 @@ func (b *bench) createPods(ns string, n, offset int) []string {
 		}
 	})
 	return keys
+}
+
+// annotatedAfter counts the pods first seen annotated after t.
+func (b *bench) annotatedAfter(keys []string, t time.Time) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, k := range keys {
+		if b.annotated[k].After(t) {
+			n++
+		}
+	}
+	return n
 }
 
 func (b *bench) firstCreated(keys []string) time.Time {
