@@ -35,6 +35,9 @@ type options struct {
 	cpuProfile               string
 }
 
+// scenarioNames are the scenarios after limits, in the order they run.
+var scenarioNames = []string{"burst", "latency", "services", "memory", "restart", "cold"}
+
 // Result is one scenario's output.
 type Result struct {
 	Scenario string             `json:"scenario"`
@@ -58,9 +61,17 @@ func main() {
 	flag.StringVar(&o.out, "out", "_output/bench", "directory for the JSON results")
 	flag.StringVar(&o.masterArgs, "master-args", "", "extra ovnkube master flags, space-separated (e.g. --pprof-address 127.0.0.1:6060)")
 	flag.StringVar(&o.scenarios, "scenarios", "all", "comma-separated scenarios to run after limits (burst,latency,services,memory,restart,cold), or all")
-	flag.BoolVar(&o.profileAPI, "profile-apiserver", false, "also take a 15 s CPU profile of kube-apiserver in the burst and restart scenarios")
+	flag.BoolVar(&o.profileAPI, "profile-apiserver", false, "also take a 15 s CPU profile of kube-apiserver in the burst, services and restart scenarios")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write the benchmark client's own CPU profile to this file")
 	flag.Parse()
+	if o.scenarios != "all" {
+		for _, name := range strings.Split(o.scenarios, ",") {
+			if !slices.Contains(scenarioNames, name) {
+				fmt.Fprintf(os.Stderr, "unknown scenario %q in -scenarios; choose from %s, or all\n", name, strings.Join(scenarioNames, ","))
+				os.Exit(2)
+			}
+		}
+	}
 	if o.cpuProfile != "" {
 		f, err := os.Create(o.cpuProfile)
 		if err == nil {
@@ -108,9 +119,6 @@ func run(s *harness.Session, o options) {
 	limits := b.limits()
 	record(limits)
 	b.startMaster()
-	want := func(name string) bool {
-		return o.scenarios == "all" || slices.Contains(strings.Split(o.scenarios, ","), name)
-	}
 	for _, sc := range []struct {
 		name string
 		run  func() Result
@@ -118,7 +126,7 @@ func run(s *harness.Session, o options) {
 		{"burst", func() Result { return b.burst(limits.Metrics["patch_per_s"], limits.Metrics["pod_create_per_s"]) }},
 		{"latency", b.latency}, {"services", b.services}, {"memory", b.memory}, {"restart", b.restart}, {"cold", b.cold},
 	} {
-		if want(sc.name) {
+		if o.scenarios == "all" || slices.Contains(strings.Split(o.scenarios, ","), sc.name) {
 			record(sc.run())
 		}
 	}
