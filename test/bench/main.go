@@ -130,6 +130,7 @@ func run(s *harness.Session, o options) {
 			record(sc.run())
 		}
 	}
+	fmt.Print(summary(results, o.pods >= 10000 && o.services >= 1000 && o.latencyRate >= 100 && o.latencyDuration >= time.Minute))
 	data, _ := json.MarshalIndent(results, "", "  ")
 	_ = os.WriteFile(filepath.Join(o.out, "summary.json"), append(data, '\n'), 0o644)
 	fmt.Printf("\nresults written to %s\n", o.out)
