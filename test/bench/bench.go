@@ -188,44 +188,46 @@ func (b *bench) profile(name string) func() {
 			}
 		}
 	}
-	done := make(chan struct{})
-	if b.o.profileAPI {
-		go func() {
-			// The API server serves pprof to system:masters, which the benchmark is.
-			data, err := b.kube.Client.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", "15").DoRaw(context.Background())
-			if err != nil {
-				say("  API server profile: %v", err)
-				return
-			}
-			path := filepath.Join(b.o.out, name+"-apiserver-cpu.prof")
-			_ = os.WriteFile(path, data, 0o644)
-			say("  API server CPU profile: %s", path)
-		}()
-	}
-	if addr == "" {
-		return func() {}
-	}
-	go func() {
-		defer close(done)
-		var resp *http.Response
-		var err error
-		for i := 0; i < 100; i++ { // the master may not be listening yet
-			if resp, err = http.Get("http://" + addr + "/debug/pprof/profile?seconds=10"); err == nil {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+	var wg sync.WaitGroup
+	save := func(what, file string, data []byte, err error) {
 		if err != nil {
-			say("  profile: %v", err)
+			say("  %s profile: %v", what, err)
 			return
 		}
-		defer resp.Body.Close()
-		data, _ := io.ReadAll(resp.Body)
-		path := filepath.Join(b.o.out, name+"-cpu.prof")
+		path := filepath.Join(b.o.out, name+file)
 		_ = os.WriteFile(path, data, 0o644)
-		say("  master CPU profile: %s", path)
-	}()
-	return func() { <-done }
+		say("  %s CPU profile: %s", what, path)
+	}
+	if b.o.profileAPI {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// The API server serves pprof to system:masters, which the benchmark is.
+			data, err := b.kube.Client.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", "15").DoRaw(context.Background())
+			save("API server", "-apiserver-cpu.prof", data, err)
+		}()
+	}
+	if addr != "" {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var resp *http.Response
+			var err error
+			for i := 0; i < 100; i++ { // the master may not be listening yet
+				if resp, err = http.Get("http://" + addr + "/debug/pprof/profile?seconds=10"); err == nil {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			var data []byte
+			if err == nil {
+				data, err = io.ReadAll(resp.Body)
+				_ = resp.Body.Close()
+			}
+			save("master", "-cpu.prof", data, err)
+		}()
+	}
+	return wg.Wait
 }
 
 func (b *bench) masterArgs() []string {
