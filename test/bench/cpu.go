@@ -115,3 +115,38 @@ func (c cpuUse) metrics(m map[string]float64) {
 		m["cpu_s_"+strings.NewReplacer("-", "_", " ", "_").Replace(n)] = v
 	}
 }
+
+// procStatus reads a kB field of /proc/PID/status.
+func procStatus(pid int, field string) float64 {
+	data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, field+":") {
+			f := strings.Fields(line)
+			v, _ := strconv.ParseFloat(f[1], 64)
+			return v
+		}
+	}
+	return 0
+}
+
+// procCPU is user+system CPU seconds of a process.
+func procCPU(pid int) float64 {
+	data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	s := string(data)
+	end := strings.LastIndex(s, ")")
+	if end < 0 || end+2 > len(s) {
+		return 0
+	}
+	return statCPU(strings.Fields(s[end+2:]))
+}
+
+// statCPU is user+system CPU seconds from the fields of /proc/PID/stat after
+// the command name.
+func statCPU(f []string) float64 {
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100
+}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+	"github.com/ovn-k8s/ovn-k8s/test/harness"
+)
+
+// memory: master RSS and CPU over what it now holds.
+func (b *bench) memory() Result {
+	pid := b.master.Cmd.Process.Pid
+	rss, hwm := procStatus(pid, "VmRSS"), procStatus(pid, "VmHWM")
+	cpu := procCPU(pid)
+	perPod := (rss - b.idleRSS) / float64(b.podCount)
+	say("== memory/CPU: master RSS %.1f MiB (idle %.1f MiB, peak %.1f MiB) → %.1f KiB per pod above idle; %.1f CPU s = %.2f ms per pod",
+		rss/1024, b.idleRSS/1024, hwm/1024, perPod, cpu, 1000*cpu/float64(b.podCount))
+	return Result{Scenario: "memory", Metrics: map[string]float64{"pods": float64(b.podCount), "rss_kib": rss, "idle_rss_kib": b.idleRSS,
+		"peak_rss_kib": hwm, "kib_per_pod": perPod, "cpu_s": cpu, "cpu_ms_per_pod": 1000 * cpu / float64(b.podCount)}}
+}
+
+var commitLine = regexp.MustCompile(`"NB commits".*transactions=(\d+) operations=(\d+)`)
+
+// commitStats sums the master's "NB commits" log lines.
+func commitStats(log string) (txns, ops float64) {
+	for _, m := range commitLine.FindAllStringSubmatch(log, -1) {
+		t, _ := strconv.ParseFloat(m[1], 64)
+		o, _ := strconv.ParseFloat(m[2], 64)
+		txns, ops = txns+t, ops+o
+	}
+	return txns, ops
+}
+
+var syncLine = regexp.MustCompile(`initial sync done.*nbTransactions=(\d+)`)
+
+// restart: with everything in place, restart the master.
+func (b *bench) restart() Result {
+	say("== restart with %d pods and %d services in place", b.podCount, b.serviceCount)
+	b.master.Stop()
+	time.Sleep(500 * time.Millisecond)
+	before := b.nbEvents.Load()
+	start, cpu := time.Now(), cpuSnapshot()
+	b.master = harness.StartMaster(b.s, b.logDir, fmt.Sprintf("master-%d", time.Now().UnixNano()), b.ovn, b.kube, b.masterArgs()...)
+	stopProfile := b.profile("restart")
+	harness.WaitForLog(b.s, b.master, "initial sync done", 120*time.Second)
+	synced := time.Since(start)
+	used := cpuSnapshot().since(cpu)
+	stopProfile()
+	time.Sleep(time.Second)
+	txns := -1.0
+	if m := syncLine.FindStringSubmatch(b.master.Tail(100000)); m != nil {
+		txns, _ = strconv.ParseFloat(m[1], 64)
+	}
+	changes := float64(b.nbEvents.Load() - before)
+	say("  synced %.2fs after start; %.0f NB transactions sent; %.0f NB row changes seen", synced.Seconds(), txns, changes)
+	say("  CPU until synced: %s", used.describe(synced.Seconds()))
+	return Result{Scenario: "restart", Metrics: map[string]float64{"pods": float64(b.podCount), "synced_s": synced.Seconds(), "nb_transactions": txns, "nb_row_changes": changes},
+		Notes: "time from process start (includes connecting and the informers' initial list)"}
+}
+
+// cold: an empty NB with everything in the API.
+func (b *bench) cold() Result {
+	say("== cold: empty NB, %d pods and %d services in the API", b.podCount, b.serviceCount)
+	b.master.Stop()
+	b.ovn.ResetNB()
+	ctx := context.Background()
+	// Our watcher reconnects by itself; wait until it sees the empty database.
+	harness.Eventually(b.s, 30*time.Second, "watcher reconnected to the empty NB", func() error {
+		var lsps []nbdb.LogicalSwitchPort
+		if err := b.nb.List(ctx, &lsps); err != nil || len(lsps) > 0 || b.nb.CurrentEndpoint() == "" {
+			return fmt.Errorf("still %d ports cached", len(lsps))
+		}
+		return nil
+	})
+	// A reconnect empties the cache without delete events: start counting afresh.
+	b.podLSPs.Store(0)
+	b.mu.Lock()
+	b.lbFull = map[string]bool{}
+	b.mu.Unlock()
+	start, cpu := time.Now(), cpuSnapshot()
+	b.master = harness.StartMaster(b.s, b.logDir, fmt.Sprintf("master-%d", time.Now().UnixNano()), b.ovn, b.kube, b.masterArgs()...)
+	var done, lspsDone, lbsDone time.Duration
+	harness.Eventually(b.s, 300*time.Second, "everything programmed into the empty NB", func() error {
+		lsps := int(b.podLSPs.Load())
+		full, _ := b.programmedServices()
+		if lspsDone == 0 && lsps >= b.podCount {
+			lspsDone = time.Since(start)
+		}
+		if lbsDone == 0 && full >= b.serviceCount {
+			lbsDone = time.Since(start)
+		}
+		if lsps < b.podCount || full < b.serviceCount {
+			return fmt.Errorf("%d/%d LSPs, %d/%d load balancers", lsps, b.podCount, full, b.serviceCount)
+		}
+		done = time.Since(start)
+		return nil
+	})
+	lspRate := float64(b.podCount) / lspsDone.Seconds()
+	say("  %d LSPs and %d services programmed %.2fs after start (all load balancers after %.2fs, all LSPs after %.2fs: %.0f LSPs/s = %.0f%% of the NB limit)",
+		b.podCount, b.serviceCount, done.Seconds(), lbsDone.Seconds(), lspsDone.Seconds(), lspRate, 100*lspRate/b.nbLimit)
+	say("  CPU until then: %s", cpuSnapshot().since(cpu).describe(done.Seconds()))
+	return Result{Scenario: "cold", Metrics: map[string]float64{"pods": float64(b.podCount), "services": float64(b.serviceCount), "programmed_s": done.Seconds(),
+		"services_programmed_s": lbsDone.Seconds(), "lsps_programmed_s": lspsDone.Seconds(), "lsps_per_s": lspRate, "ratio_to_nb_limit": lspRate / b.nbLimit}}
+}
