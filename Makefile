@@ -84,7 +84,7 @@ bench: deps build $(BIN)/ovnk-bench
 	$(GO) test -run '^$$' -bench . -benchmem ./go-controller/...
 	$(BIN)/ovnk-bench
 
-## bench-quick: the same scenarios at small sizes (~1 minute); a smoke test, no timing asserted
+## bench-quick: the same scenarios at small sizes (about 30 s); a smoke test, no timing asserted
 bench-quick: deps build $(BIN)/ovnk-bench
 	$(BIN)/ovnk-bench -nodes 10 -pods 500 -latency-rate 50 -latency-duration 5s -services 100 -limit-ports 2000 -limit-patches 500 -limit-services 100 -out _output/bench-quick
 
