@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
 
@@ -106,4 +107,18 @@ func hostVethName(containerID string) string {
 		return containerID[:15]
 	}
 	return containerID
+}
+
+// parseInput reads the network config from stdin and the runtime's CNI_ARGS;
+// needPod says whether the pod's namespace and name must be there.
+func parseInput(args *skel.CmdArgs, needPod bool) (*NetConf, *podArgs, error) {
+	conf, err := parseConf(args.StdinData)
+	if err != nil {
+		return nil, nil, err
+	}
+	pa, err := parseArgs(args.Args, needPod)
+	if err != nil {
+		return nil, nil, err
+	}
+	return conf, pa, nil
 }

@@ -32,11 +32,7 @@ const integrationBridge = "br-int"
 
 // Add is CNI ADD.
 func Add(args *skel.CmdArgs) error {
-	conf, err := parseConf(args.StdinData)
-	if err != nil {
-		return err
-	}
-	pa, err := parseArgs(args.Args, true)
+	conf, pa, err := parseInput(args, true)
 	if err != nil {
 		return err
 	}
@@ -222,11 +218,8 @@ func buildResult(conf *NetConf, hostIface, contIface net.Interface, netnsPath st
 
 // Del is CNI DEL: idempotent; a missing netns, port or pod is fine.
 func Del(args *skel.CmdArgs) error {
-	conf, err := parseConf(args.StdinData)
+	conf, _, err := parseInput(args, false)
 	if err != nil {
-		return err
-	}
-	if _, err := parseArgs(args.Args, false); err != nil {
 		return err
 	}
 	hostName := hostVethName(args.ContainerID)
@@ -266,11 +259,7 @@ func Del(args *skel.CmdArgs) error {
 
 // Check is CNI CHECK: the pod interface and the OVS port are as ADD left them.
 func Check(args *skel.CmdArgs) error {
-	conf, err := parseConf(args.StdinData)
-	if err != nil {
-		return err
-	}
-	pa, err := parseArgs(args.Args, true)
+	conf, pa, err := parseInput(args, true)
 	if err != nil {
 		return err
 	}
