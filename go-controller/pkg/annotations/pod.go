@@ -19,7 +19,16 @@ type PodNetwork struct {
 	MAC      net.HardwareAddr
 	Gateways []netip.Addr
 	Routes   []PodRoute
+	// PodUID is the UID of the pod incarnation the master wrote this for
+	// (JSON "pod_uid", which upstream readers ignore). An annotation whose
+	// PodUID is not the pod's own was copied from an earlier incarnation (a
+	// re-applied manifest) and is not the master's word: the CNI waits for the
+	// master's, and the master does not honour it.
+	PodUID string
 }
+
+// WrittenFor says whether the master wrote this assignment for the pod with uid.
+func (pn PodNetwork) WrittenFor(uid string) bool { return pn.PodUID != "" && pn.PodUID == uid }
 
 // podNetworkJSON is the upstream wire format, including the old single-stack
 // fields (ip_address, gateway_ip) that older readers still look at.
@@ -30,6 +39,7 @@ type podNetworkJSON struct {
 	Routes      []podRouteJSON `json:"routes,omitempty"`
 	IPAddress   string         `json:"ip_address,omitempty"`
 	GatewayIP   string         `json:"gateway_ip,omitempty"`
+	PodUID      string         `json:"pod_uid,omitempty"`
 }
 
 type podRouteJSON struct {
@@ -39,7 +49,7 @@ type podRouteJSON struct {
 
 // FormatPodNetworks encodes the pod's default network in the upstream format.
 func FormatPodNetworks(pn PodNetwork) string {
-	j := podNetworkJSON{MACAddress: pn.MAC.String()}
+	j := podNetworkJSON{MACAddress: pn.MAC.String(), PodUID: pn.PodUID}
 	for _, ip := range pn.IPs {
 		j.IPAddresses = append(j.IPAddresses, ip.String())
 	}
@@ -70,7 +80,7 @@ func ParsePodNetworks(value string) (PodNetwork, error) {
 	if !ok {
 		return PodNetwork{}, fmt.Errorf("%s: no %q network", PodNetworks, DefaultNetwork)
 	}
-	var pn PodNetwork
+	pn := PodNetwork{PodUID: j.PodUID}
 	ips := j.IPAddresses
 	if len(ips) == 0 && j.IPAddress != "" {
 		ips = []string{j.IPAddress}
