@@ -26,4 +26,11 @@ type Master struct {
 	ServiceWorkers int
 	// RetryMaxDelay caps the backoff of a failing object's retries.
 	RetryMaxDelay time.Duration
+	// ResyncInterval is how often every object is synced again whatever the
+	// events said (a safety net: an unchanged object sends nothing); 0 is
+	// DefaultResyncInterval, negative turns it off.
+	ResyncInterval time.Duration
 }
+
+// DefaultResyncInterval is the master's periodic full resync.
+const DefaultResyncInterval = 5 * time.Minute

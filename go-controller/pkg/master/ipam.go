@@ -101,6 +101,19 @@ func (m *ipam) releaseNode(node string) {
 	}
 }
 
+// podsOn returns the keys of the pods holding addresses on node.
+func (m *ipam) podsOn(node string) map[string]bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]bool{}
+	for key, p := range m.pods {
+		if p.node == node {
+			out[key] = true
+		}
+	}
+	return out
+}
+
 // pod returns what the pod holds.
 func (m *ipam) pod(key string) (podAddr, bool) {
 	m.mu.Lock()

@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -25,9 +24,9 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/controller"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/services"
@@ -50,16 +49,18 @@ type Master struct {
 	nodeLister corelisters.NodeLister
 	podLister  corelisters.PodLister
 	podIndexer cache.Indexer
-	nodeQueue  workqueue.TypedRateLimitingInterface[string]
-	podQueue   workqueue.TypedRateLimitingInterface[string]
+	nodeQueue  *controller.Queue
+	podQueue   *controller.Queue
 	services   *services.Controller
 
 	// synced is closed once startup (rebuild + first full sync) is done.
 	synced     chan struct{}
 	syncedOnce sync.Once
-	busy       atomic.Int64 // syncs in progress
 	// clusterDirty asks for the cluster-wide rows to be checked again.
 	clusterDirty chan struct{}
+	// nodesReady holds the nodes whose last sync succeeded; a node entering
+	// it queues its pods (which wait, retrying, for their node's subnet).
+	nodesReady sync.Map
 }
 
 // New wires a master; Run starts it.
@@ -76,6 +77,9 @@ func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client,
 	if cfg.RetryMaxDelay <= 0 {
 		cfg.RetryMaxDelay = 30 * time.Second
 	}
+	if cfg.ResyncInterval == 0 {
+		cfg.ResyncInterval = config.DefaultResyncInterval
+	}
 	factory := informers.NewSharedInformerFactory(kube, 0)
 	podInformer := factory.Core().V1().Pods()
 	nodeInformer := factory.Core().V1().Nodes()
@@ -90,9 +94,6 @@ func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client,
 	}})
 	broadcaster := record.NewBroadcaster()
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
-	limiter := func() workqueue.TypedRateLimiter[string] {
-		return workqueue.NewTypedItemExponentialFailureRateLimiter[string](50*time.Millisecond, cfg.RetryMaxDelay)
-	}
 	m := &Master{
 		cfg:        cfg,
 		log:        log,
@@ -105,12 +106,12 @@ func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client,
 		nodeLister: nodeInformer.Lister(),
 		podLister:  podInformer.Lister(),
 		podIndexer: podInformer.Informer().GetIndexer(),
-		nodeQueue:  workqueue.NewTypedRateLimitingQueueWithConfig(limiter(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodes"}),
-		podQueue:   workqueue.NewTypedRateLimitingQueueWithConfig(limiter(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "pods"}),
 		synced:     make(chan struct{}),
 
 		clusterDirty: make(chan struct{}, 1),
 	}
+	m.nodeQueue = controller.NewQueue("nodes", cfg.RetryMaxDelay, m.syncNode, log)
+	m.podQueue = controller.NewQueue("pods", cfg.RetryMaxDelay, m.syncPod, log)
 	_, _ = nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { m.enqueue(m.nodeQueue, obj) },
 		UpdateFunc: func(old, cur any) { m.nodeUpdated(old, cur) },
@@ -169,8 +170,6 @@ func (m *Master) Synced() <-chan struct{} { return m.synced }
 // Run starts informers, rebuilds address state, syncs everything once and
 // then follows changes until ctx ends.
 func (m *Master) Run(ctx context.Context) error {
-	defer m.nodeQueue.ShutDown()
-	defer m.podQueue.ShutDown()
 	go m.committer.Run(ctx)
 
 	m.factory.Start(ctx.Done())
@@ -183,58 +182,28 @@ func (m *Master) Run(ctx context.Context) error {
 		return err
 	}
 	m.rebuild()
-	m.enqueueAll()
+	m.enqueueAll(false)
 
 	var wg sync.WaitGroup
-	run := func(n int, q workqueue.TypedRateLimitingInterface[string], sync func(context.Context, string) error) {
-		for i := 0; i < n; i++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for m.processNext(ctx, q, sync) {
-				}
-			}()
-		}
+	spawn := func(f func()) {
+		wg.Add(1)
+		go func() { defer wg.Done(); f() }()
 	}
-	run(m.cfg.NodeWorkers, m.nodeQueue, m.syncNode)
-	run(m.cfg.PodWorkers, m.podQueue, m.syncPod)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		m.services.Run(ctx, m.cfg.ServiceWorkers)
-	}()
-	go m.watchReconnects(ctx)
+	spawn(func() { m.nodeQueue.Run(ctx, m.cfg.NodeWorkers) })
+	spawn(func() { m.podQueue.Run(ctx, m.cfg.PodWorkers) })
+	spawn(func() { m.services.Run(ctx, m.cfg.ServiceWorkers) })
+	spawn(func() {
+		ovndb.WatchReconnects(ctx, m.nb, 100*time.Millisecond, m.log.WithName("nb"), func() { m.resync(ctx, "NB reconnect") })
+	})
+	spawn(func() { m.watchCluster(ctx) })
+	spawn(func() { m.resyncPeriodically(ctx) })
 	go m.signalSynced(ctx)
 	go m.logCommitStats(ctx, 10*time.Second)
-
-	<-ctx.Done()
-	m.nodeQueue.ShutDown()
-	m.podQueue.ShutDown()
 	wg.Wait()
 	return nil
 }
 
-func (m *Master) processNext(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], sync func(context.Context, string) error) bool {
-	key, quit := q.Get()
-	if quit {
-		return false
-	}
-	defer q.Done(key)
-	m.busy.Add(1)
-	defer m.busy.Add(-1)
-	if err := sync(ctx, key); err != nil {
-		if ctx.Err() != nil {
-			return false
-		}
-		m.log.Info("sync failed; will retry", "key", key, "retries", q.NumRequeues(key), "error", err.Error())
-		q.AddRateLimited(key)
-		return true
-	}
-	q.Forget(key)
-	return true
-}
-
-func (m *Master) enqueue(q workqueue.TypedRateLimitingInterface[string], obj any) {
+func (m *Master) enqueue(q *controller.Queue, obj any) {
 	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 	if err != nil {
 		m.log.Error(err, "cannot key object")
@@ -245,28 +214,61 @@ func (m *Master) enqueue(q workqueue.TypedRateLimitingInterface[string], obj any
 
 // enqueueAll queues every object the API has and every object the NB has
 // rows for, so deletions that happened while we were down are seen too.
-func (m *Master) enqueueAll() {
-	nodes, _ := m.nodeLister.List(everything)
-	for _, n := range nodes {
-		m.nodeQueue.Add(n.Name)
+// check logs what the syncs repair.
+func (m *Master) enqueueAll(check bool) (nodes, pods int) {
+	addNode, addPod := m.nodeQueue.Add, m.podQueue.Add
+	if check {
+		addNode, addPod = m.nodeQueue.Resync, m.podQueue.Resync
 	}
-	pods, _ := m.podLister.List(everything)
-	for _, p := range pods {
-		m.podQueue.Add(p.Namespace + "/" + p.Name)
+	nodeObjs, _ := m.nodeLister.List(everything)
+	for _, n := range nodeObjs {
+		addNode(n.Name)
+	}
+	podObjs, _ := m.podLister.List(everything)
+	for _, p := range podObjs {
+		addPod(p.Namespace + "/" + p.Name)
 	}
 	nodeKeys, podKeys := m.ownedKeysInNB()
 	for _, k := range nodeKeys {
-		m.nodeQueue.Add(k)
+		addNode(k)
 	}
 	for _, k := range podKeys {
-		m.podQueue.Add(k)
+		addPod(k)
+	}
+	return len(nodeObjs), len(podObjs)
+}
+
+// resync checks everything again from the current caches: after a
+// reconnect (the NB may have been replaced) and periodically as a safety net.
+func (m *Master) resync(ctx context.Context, reason string) {
+	if err := m.ensureClusterWithRetry(ctx); err != nil {
+		return
+	}
+	nodes, pods := m.enqueueAll(true)
+	services := m.services.Resync()
+	m.log.Info("full resync queued; repairs are logged per object", "reason", reason, "nodes", nodes, "pods", pods, "services", services)
+}
+
+func (m *Master) resyncPeriodically(ctx context.Context) {
+	if m.cfg.ResyncInterval < 0 {
+		return
+	}
+	t := time.NewTicker(m.cfg.ResyncInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			m.resync(ctx, "periodic")
+		}
 	}
 }
 
 // signalSynced closes m.synced once the first full pass has drained.
 func (m *Master) signalSynced(ctx context.Context) {
 	_ = wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
-		return m.nodeQueue.Len() == 0 && m.podQueue.Len() == 0 && m.inFlightIdle(), nil
+		return m.nodeQueue.Idle() && m.podQueue.Idle() && m.services.Idle(), nil
 	})
 	if ctx.Err() == nil {
 		m.syncedOnce.Do(func() {
@@ -275,8 +277,6 @@ func (m *Master) signalSynced(ctx context.Context) {
 		})
 	}
 }
-
-func (m *Master) inFlightIdle() bool { return m.busy.Load() == 0 && m.services.Idle() }
 
 // logCommitStats reports, when they moved, how many NB transactions and
 // operations were sent: the batching at work.
@@ -300,40 +300,21 @@ func (m *Master) logCommitStats(ctx context.Context, every time.Duration) {
 	}
 }
 
-// watchReconnects resyncs everything after the NB connection comes back: the
-// database may have changed (or been wiped) while we could not see it.
-func (m *Master) watchReconnects(ctx context.Context) {
-	wasConnected := true
-	ticker := time.NewTicker(250 * time.Millisecond)
-	defer ticker.Stop()
+// watchCluster repairs the cluster-wide rows when one of them is deleted.
+func (m *Master) watchCluster(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-ticker.C:
 		case <-m.clusterDirty:
-			if err := m.ensureClusterWithRetry(ctx); err != nil {
-				return
-			}
-			nodes, _ := m.nodeLister.List(everything)
-			for _, n := range nodes {
-				m.nodeQueue.Add(n.Name) // their router ports hang off the cluster router
-			}
-			continue
 		}
-		// libovsdb keeps Connected() true while it reconnects; an empty
-		// current endpoint is what shows the connection is down.
-		connected := m.nb.CurrentEndpoint() != ""
-		if connected && !wasConnected {
-			m.log.Info("NB connection restored; resyncing everything")
-			if err := m.ensureClusterWithRetry(ctx); err != nil {
-				return
-			}
-			m.enqueueAll()
-		} else if !connected && wasConnected {
-			m.log.Info("NB connection lost; the client is reconnecting")
+		if err := m.ensureClusterWithRetry(ctx); err != nil {
+			return
 		}
-		wasConnected = connected
+		nodes, _ := m.nodeLister.List(everything)
+		for _, n := range nodes {
+			m.nodeQueue.Add(n.Name) // their router ports hang off the cluster router
+		}
 	}
 }
 

@@ -27,7 +27,6 @@ func (m *Master) syncNode(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	hadSubnets := m.ipam.nodeSubnets(name) != nil
 	subnets, err := m.nodeSubnetsFor(node)
 	if err != nil {
 		if errors.Is(err, allocator.ErrExhausted) {
@@ -46,7 +45,10 @@ func (m *Master) syncNode(ctx context.Context, name string) error {
 			return fmt.Errorf("annotating node %s with %s: %w", name, want, err)
 		}
 	}
-	if !hadSubnets {
+	// Pods whose node had no subnet yet retry with backoff; the node becoming
+	// ready (first successful sync since start, deletion or failure) calls
+	// them now rather than at their next retry.
+	if _, was := m.nodesReady.LoadOrStore(name, true); !was {
 		m.enqueuePodsOn(name)
 	}
 	return nil
@@ -114,8 +116,17 @@ func EnsureNode(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc
 	return commit(ctx, ops)
 }
 
-// deleteNode removes the rows of a node that no longer exists and frees its subnet.
+// deleteNode removes the rows of a node that no longer exists and frees its
+// subnet, but only once no pod bound to it holds an address: a node deleted
+// and re-registered while its pods run (the kubelet re-creates its Node
+// object) keeps its subnet, switch and pod ports, so its pods never notice.
+// The last such pod's deletion queues the node again.
 func (m *Master) deleteNode(ctx context.Context, name string) error {
+	m.nodesReady.Delete(name)
+	if n := m.podsHoldingOn(name); n > 0 {
+		m.log.Info("node is gone but pods bound to it remain; keeping its subnet and rows until they are gone", "node", name, "pods", n)
+		return nil
+	}
 	owner := topology.Owner{Type: topology.OwnerNode, Name: name}
 	t := ovndb.NewTxn(m.nb)
 	if sw, _ := t.Lookup(&nbdb.LogicalSwitch{Name: name}).(*nbdb.LogicalSwitch); sw != nil && ownedBy(sw.ExternalIDs, owner) {
@@ -176,6 +187,19 @@ func (m *Master) nodeUpdated(old, cur any) {
 		return
 	}
 	m.enqueue(m.nodeQueue, cur)
+}
+
+// podsHoldingOn counts the pods bound to node that hold, or may still be
+// given, an address in its subnet.
+func (m *Master) podsHoldingOn(node string) int {
+	held := m.ipam.podsOn(node)
+	objs, _ := m.podIndexer.ByIndex(podNodeIndex, node)
+	for _, obj := range objs {
+		if pod, ok := obj.(*corev1.Pod); ok && wantsPort(pod) {
+			held[pod.Namespace+"/"+pod.Name] = true
+		}
+	}
+	return len(held)
 }
 
 func (m *Master) enqueuePodsOn(node string) {

@@ -42,8 +42,9 @@ func (m *Master) syncPod(ctx context.Context, key string) error {
 	node := pod.Spec.NodeName
 	subnets := m.ipam.nodeSubnets(node)
 	if subnets == nil {
-		// The node's sync queues this pod once the node has a subnet.
-		return nil
+		// Retried with backoff (and queued at once when the node's sync
+		// succeeds): no path waits for an event that may never come.
+		return fmt.Errorf("pod %s: node %s has no host subnet yet", key, node)
 	}
 	pn, err := m.podNetwork(pod, subnets)
 	if err != nil {
@@ -88,6 +89,8 @@ func (m *Master) podNetwork(pod *corev1.Pod, subnets []netip.Prefix) (annotation
 	if v, ok := pod.Annotations[annotations.PodNetworks]; ok {
 		if pn, err := annotations.ParsePodNetworks(v); err != nil {
 			m.log.Info("ignoring malformed pod annotation; allocating a new address", "pod", key, "reason", err.Error())
+		} else if pn.PodUID != "" && pn.PodUID != uid {
+			m.log.Info("ignoring pod annotation copied from an earlier incarnation", "pod", key, "annotationUID", pn.PodUID, "uid", uid)
 		} else {
 			annotated = &pn
 		}
@@ -112,10 +115,9 @@ func (m *Master) podNetwork(pod *corev1.Pod, subnets []netip.Prefix) (annotation
 			return annotations.PodNetwork{}, err
 		}
 	}
-	pn := annotations.PodNetwork{MAC: topology.MACFromIP(ips[0])}
-	if annotated != nil && annotated.MAC != nil {
-		pn.MAC = annotated.MAC
-	}
+	// The MAC follows from the address the master holds, never from the
+	// annotation: anyone who may patch a pod could otherwise choose it.
+	pn := annotations.PodNetwork{MAC: topology.MACFromIP(ips[0]), PodUID: uid}
 	for i, ip := range ips {
 		gw := topology.GatewayIP(subnets[i])
 		pn.IPs = append(pn.IPs, netip.PrefixFrom(ip, subnets[i].Bits()))
@@ -196,11 +198,18 @@ func (m *Master) ensurePodPort(ctx context.Context, pod *corev1.Pod, pn annotati
 }
 
 // deletePod removes the LSP of a pod that is gone or finished, then frees its address.
+// A deleted node kept for its pods is looked at again when one goes.
 func (m *Master) deletePod(ctx context.Context, key string) error {
 	if err := m.removePodPort(ctx, key); err != nil {
 		return fmt.Errorf("removing port of pod %s: %w", key, err)
 	}
+	held, ok := m.ipam.pod(key)
 	m.ipam.releasePod(key)
+	if ok {
+		if _, err := m.nodeLister.Get(held.node); apierrors.IsNotFound(err) {
+			m.nodeQueue.Add(held.node)
+		}
+	}
 	return nil
 }
 

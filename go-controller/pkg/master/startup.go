@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
-	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
@@ -30,18 +29,21 @@ func (m *Master) rebuild() {
 	nodes, _ := m.nodeLister.List(everything)
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 	for _, node := range nodes {
-		subnets, err := m.existingNodeSubnets(node)
-		if err == nil {
-			err = m.ipam.claimNodeSubnets(node.Name, subnets)
-		}
-		if err != nil {
-			m.log.V(2).Info("node subnet not restored; it will be allocated", "node", node.Name, "reason", err.Error())
-		}
+		m.restoreNodeSubnets(node.Name, node.Annotations)
 	}
 	pods, _ := m.podLister.List(everything)
 	sort.Slice(pods, func(i, j int) bool {
 		return pods[i].Namespace+"/"+pods[i].Name < pods[j].Namespace+"/"+pods[j].Name
 	})
+	// A node deleted while its pods run keeps its subnet (see deleteNode):
+	// restore it from its rows so it is not handed to another node.
+	for _, pod := range pods {
+		if wantsPort(pod) && m.ipam.nodeSubnets(pod.Spec.NodeName) == nil {
+			if _, err := m.nodeLister.Get(pod.Spec.NodeName); err != nil {
+				m.restoreNodeSubnets(pod.Spec.NodeName, nil)
+			}
+		}
+	}
 	restored := 0
 	for _, pod := range pods {
 		if !wantsPort(pod) {
@@ -64,20 +66,39 @@ func (m *Master) rebuild() {
 	m.log.Info("address state restored", "nodes", len(nodes), "pods", restored)
 }
 
-func (m *Master) existingNodeSubnets(node *corev1.Node) ([]netip.Prefix, error) {
-	if v, ok := node.Annotations[annotations.NodeSubnets]; ok {
+func (m *Master) restoreNodeSubnets(node string, ann map[string]string) {
+	subnets, err := m.existingNodeSubnets(node, ann)
+	if err == nil {
+		err = m.ipam.claimNodeSubnets(node, subnets)
+	}
+	if err != nil {
+		m.log.V(2).Info("node subnet not restored; it will be allocated", "node", node, "reason", err.Error())
+	}
+}
+
+// existingNodeSubnets reads the node's subnets from its annotation, else
+// (stopped between creating the switch and annotating, or a node deleted
+// while its pods run) from its router port, which carries every family.
+func (m *Master) existingNodeSubnets(node string, ann map[string]string) ([]netip.Prefix, error) {
+	if v, ok := ann[annotations.NodeSubnets]; ok {
 		return annotations.ParseNodeSubnets(v)
 	}
-	var switches []nbdb.LogicalSwitch
-	err := m.nb.WhereCache(func(ls *nbdb.LogicalSwitch) bool { return ls.Name == node.Name }).List(context.Background(), &switches)
-	if err != nil || len(switches) != 1 || !ownedBy(switches[0].ExternalIDs, topology.Owner{Type: topology.OwnerNode, Name: node.Name}) {
-		return nil, fmt.Errorf("no annotation and no switch of ours")
+	lrp := &nbdb.LogicalRouterPort{Name: topology.NodeRouterToSwitchPort(node)}
+	if err := m.nb.Get(context.Background(), lrp); err != nil || !ownedBy(lrp.ExternalIDs, topology.Owner{Type: topology.OwnerNode, Name: node}) {
+		return nil, fmt.Errorf("no annotation and no router port of ours")
 	}
-	p, err := config.ParseCIDR(switches[0].OtherConfig["subnet"])
-	if err != nil {
-		return nil, err
+	var subnets []netip.Prefix
+	for _, n := range lrp.Networks {
+		p, err := netip.ParsePrefix(n)
+		if err != nil {
+			return nil, fmt.Errorf("router port %s network %q: %w", lrp.Name, n, err)
+		}
+		subnets = append(subnets, p.Masked())
 	}
-	return []netip.Prefix{p}, nil
+	if len(subnets) == 0 {
+		return nil, fmt.Errorf("router port %s has no networks", lrp.Name)
+	}
+	return subnets, nil
 }
 
 func (m *Master) existingPodAddrs(pod *corev1.Pod, subnets []netip.Prefix) ([]netip.Addr, error) {
@@ -86,7 +107,10 @@ func (m *Master) existingPodAddrs(pod *corev1.Pod, subnets []netip.Prefix) ([]ne
 		if err != nil {
 			return nil, err
 		}
-		return addrsInSubnets(pn.IPs, subnets)
+		if pn.PodUID == "" || pn.PodUID == string(pod.UID) {
+			return addrsInSubnets(pn.IPs, subnets)
+		}
+		// Copied from an earlier incarnation: only the port can tell.
 	}
 	lsp := &nbdb.LogicalSwitchPort{Name: topology.PodPort(pod.Namespace, pod.Name)}
 	if err := m.nb.Get(context.Background(), lsp); err != nil {

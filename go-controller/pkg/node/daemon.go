@@ -15,7 +15,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovs"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
 
 // Gateway asks the node daemon to run gateway-init too.
@@ -51,6 +54,10 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 		},
 	})
 	factory.Start(ctx.Done())
+	if gw != nil {
+		// A reconnect may mean a new, empty NB: build the gateway again.
+		go ovndb.WatchReconnects(ctx, gw.NB, 100*time.Millisecond, log.WithName("nb"), poke)
+	}
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	poke()
@@ -60,10 +67,11 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 			return nil
 		case <-kick:
 		case <-ticker.C:
-			if managementPortPresent(ctx, sw) {
+			missing := missingParts(ctx, cfg.NodeName, sw, gw)
+			if missing == "" {
 				continue
 			}
-			log.Info("management port missing; recreating it", "port", ManagementPortName)
+			log.Info("node setup incomplete; repairing it", "missing", missing)
 		}
 		res, err := MinionInit(ctx, cfg, sw, kube, log)
 		if err == nil && gw != nil {
@@ -76,6 +84,24 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 			time.AfterFunc(time.Second, poke)
 		}
 	}
+}
+
+// missingParts names what of the node's setup is gone (deleted by hand, or
+// a restored NB), or is empty.
+func missingParts(ctx context.Context, node string, sw *ovs.Client, gw *Gateway) string {
+	if !managementPortPresent(ctx, sw) {
+		return "management port " + ManagementPortName
+	}
+	if gw == nil {
+		return ""
+	}
+	gr := &nbdb.LogicalRouter{Name: topology.GatewayRouter(node)}
+	var found []nbdb.LogicalRouter
+	_ = gw.NB.WhereCache(func(r *nbdb.LogicalRouter) bool { return r.Name == gr.Name }).List(ctx, &found)
+	if len(found) == 0 && gw.NB.CurrentEndpoint() != "" {
+		return "gateway router " + gr.Name
+	}
+	return ""
 }
 
 func managementPortPresent(ctx context.Context, sw *ovs.Client) bool {

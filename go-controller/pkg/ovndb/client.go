@@ -18,6 +18,7 @@ import (
 	"github.com/ovn-org/libovsdb/model"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
 
 // NBModel is the Northbound client model with the client-side indexes the
@@ -30,10 +31,13 @@ func NBModel() (model.ClientDBModel, error) {
 	byName := func(col string) []model.ClientIndex {
 		return []model.ClientIndex{{Columns: []model.ColumnKey{{Column: col}}}}
 	}
+	// Load balancers are also found by owner name: the cache is the only index
+	// (one kept from events would not survive a cache refill on reconnect).
+	byOwner := model.ClientIndex{Columns: []model.ColumnKey{{Column: "external_ids", Key: topology.OwnerNameKey}}}
 	m.SetIndexes(map[string][]model.ClientIndex{
 		nbdb.LogicalSwitchTable: byName("name"),
 		nbdb.LogicalRouterTable: byName("name"),
-		nbdb.LoadBalancerTable:  byName("name"),
+		nbdb.LoadBalancerTable:  append(byName("name"), byOwner),
 	})
 	return m, nil
 }

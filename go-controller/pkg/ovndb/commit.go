@@ -15,6 +15,28 @@ import (
 // the database (a row was deleted meanwhile). The caller retries its sync.
 var ErrRowGone = errors.New("a row this change refers to no longer exists")
 
+// ErrStaleCache means the operations were built from a cache generation that
+// was replaced (a reconnect) before they could be sent: they are dropped, not
+// re-sent, and the caller rebuilds them from the fresh cache.
+var ErrStaleCache = errors.New("the client cache was refreshed after these operations were built; rebuild them")
+
+// ErrNotConnected means the database connection is down; nothing was sent.
+var ErrNotConnected = errors.New("not connected to the database (the client is reconnecting)")
+
+type opCounterKey struct{}
+
+// WithOpCounter returns a context under which every committed operation is
+// added to n, so a caller can tell whether a sync changed anything.
+func WithOpCounter(ctx context.Context, n *atomic.Int64) context.Context {
+	return context.WithValue(ctx, opCounterKey{}, n)
+}
+
+func countOps(ctx context.Context, ops int) {
+	if n, ok := ctx.Value(opCounterKey{}).(*atomic.Int64); ok {
+		n.Add(int64(ops))
+	}
+}
+
 // Committer commits operations from many goroutines in shared transactions
 // (group commit): while one transaction is in flight, requests queue up and
 // the next transaction carries them all. A lone request is sent at once, so
@@ -32,8 +54,9 @@ type Committer struct {
 }
 
 type commitRequest struct {
-	ops  []ovsdb.Operation
-	done chan error
+	ops   []ovsdb.Operation
+	epoch Epoch
+	done  chan error
 }
 
 // NewCommitter returns a committer over c; call Run to start it.
@@ -53,7 +76,7 @@ func (b *Committer) Commit(ctx context.Context, ops []ovsdb.Operation) error {
 	if len(ops) == 0 {
 		return nil
 	}
-	r := &commitRequest{ops: ops, done: make(chan error, 1)}
+	r := &commitRequest{ops: ops, epoch: CurrentEpoch(b.c), done: make(chan error, 1)}
 	select {
 	case b.requests <- r:
 	case <-ctx.Done():
@@ -61,6 +84,9 @@ func (b *Committer) Commit(ctx context.Context, ops []ovsdb.Operation) error {
 	}
 	select {
 	case err := <-r.done:
+		if err == nil {
+			countOps(ctx, len(ops))
+		}
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
@@ -93,6 +119,10 @@ func (b *Committer) Run(ctx context.Context) {
 }
 
 func (b *Committer) commitBatch(ctx context.Context, batch []*commitRequest) {
+	batch = b.dropStale(batch)
+	if len(batch) == 0 {
+		return
+	}
 	if len(batch) == 1 {
 		batch[0].done <- b.transact(ctx, batch[0].ops)
 		return
@@ -102,10 +132,16 @@ func (b *Committer) commitBatch(ctx context.Context, batch []*commitRequest) {
 		all = append(all, r.ops...)
 	}
 	results, err := b.send(ctx, all)
-	if err == nil {
-		_, err = ovsdb.CheckOperationResults(results, all)
-	}
 	if err != nil {
+		// The transaction may have been committed with its reply lost: re-sending
+		// the requests could apply them twice. Each caller rebuilds from the
+		// refreshed cache instead.
+		for _, r := range batch {
+			r.done <- err
+		}
+		return
+	}
+	if _, err = ovsdb.CheckOperationResults(results, all); err != nil {
 		// One request may have poisoned the batch: give each its own verdict.
 		b.log.V(4).Info("batched transaction failed; retrying its requests one by one", "requests", len(batch), "error", err.Error())
 		for _, r := range batch {
@@ -132,7 +168,26 @@ func (b *Committer) transact(ctx context.Context, ops []ovsdb.Operation) error {
 	return checkCounts(results, ops)
 }
 
+// dropStale fails the requests built from a cache generation that is gone.
+func (b *Committer) dropStale(batch []*commitRequest) []*commitRequest {
+	now := CurrentEpoch(b.c)
+	kept := batch[:0]
+	for _, r := range batch {
+		if r.epoch != now {
+			r.done <- ErrStaleCache
+			continue
+		}
+		kept = append(kept, r)
+	}
+	return kept
+}
+
 func (b *Committer) send(ctx context.Context, ops []ovsdb.Operation) ([]ovsdb.OperationResult, error) {
+	// libovsdb would block until reconnected and then send operations built
+	// from the old cache; fail instead and let the caller rebuild them.
+	if b.c.CurrentEndpoint() == "" {
+		return nil, ErrNotConnected
+	}
 	b.transactions.Add(1)
 	b.operations.Add(uint64(len(ops)))
 	results, err := b.c.Transact(ctx, ops...)

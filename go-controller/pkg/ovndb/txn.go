@@ -29,6 +29,9 @@ type Txn struct {
 	c   client.Client
 	ops []ovsdb.Operation
 	err error
+	// Merged counts duplicate rows of ours found and merged (see Lookup).
+	Merged  int
+	deleted map[string]bool
 }
 
 // NewTxn starts an empty set of operations against c's cache.
@@ -64,14 +67,67 @@ func (t *Txn) Lookup(want model.Model) model.Model {
 		t.fail(fmt.Errorf("looking up %s %s: %w", table, rowName(want), err))
 		return nil
 	}
+	// The cache answers from the first index that matches; when no row has the
+	// name, a later index (owner name) may match other rows: keep the named.
+	if name := rowName(want); name != "" && name != getUUID(want) {
+		for uuid, r := range rows {
+			if rowName(r) != name {
+				delete(rows, uuid)
+			}
+		}
+	}
 	if len(rows) > 1 {
-		t.fail(fmt.Errorf("%d %s rows are named %q; delete the ones not created by ovn-k8s", len(rows), table, rowName(want)))
-		return nil
+		return t.mergeDuplicates(table, want, rows)
 	}
 	for _, r := range rows {
 		return r // RowsByModels hands out copies already
 	}
 	return nil
+}
+
+// mergeDuplicates handles several rows of one name. If all are ovn-k8s's and
+// belong to one owner (an insert that ran twice), the one with the most
+// ports is kept and the others are deleted in this transaction; the owner's
+// sync puts back whatever hung off them. Anyone else's row among them is an
+// error for a human.
+func (t *Txn) mergeDuplicates(table string, want model.Model, rows map[string]model.Model) model.Model {
+	var keep model.Model
+	var owner topology.Owner
+	for _, r := range rows {
+		o, ok := topology.OwnerOf(externalIDs(r))
+		if !ok || keep != nil && o != owner {
+			t.fail(fmt.Errorf("%d %s rows are named %q and not all were created by ovn-k8s for one object; delete the ones that are not ovn-k8s's", len(rows), table, rowName(want)))
+			return nil
+		}
+		owner = o
+		if keep == nil || betterKeeper(r, keep) {
+			keep = r
+		}
+	}
+	for uuid, r := range rows {
+		if uuid != getUUID(keep) {
+			t.Delete(r)
+		}
+	}
+	t.Merged++
+	return keep
+}
+
+// betterKeeper prefers the row with more ports, then the smaller UUID, so
+// every writer picks the same one.
+func betterKeeper(a, b model.Model) bool {
+	na, nb := portCount(a), portCount(b)
+	if na != nb {
+		return na > nb
+	}
+	return getUUID(a) < getUUID(b)
+}
+
+func portCount(m model.Model) int {
+	if f := reflect.ValueOf(m).Elem().FieldByName("Ports"); f.IsValid() && f.Kind() == reflect.Slice {
+		return f.Len()
+	}
+	return 0
 }
 
 // Ensure makes the row want (found by its name) exist with the listed columns
@@ -90,6 +146,7 @@ func (t *Txn) Ensure(want model.Model, fields []any, childField any, children ..
 		if childField != nil {
 			reflect.ValueOf(childField).Elem().Set(reflect.ValueOf(children))
 		}
+		t.failOnDuplicate(want)
 		ops, err := t.c.Create(want)
 		t.fail(err)
 		t.ops = append(t.ops, ops...)
@@ -113,6 +170,35 @@ func (t *Txn) Ensure(want model.Model, fields []any, childField any, children ..
 		t.mutateSet(want, childField, ovsdb.MutateOperationInsert, missing(have, children))
 	}
 	return uuid
+}
+
+// failOnDuplicate guards the insert of a named row whose table has no
+// schema index on its name (Logical_Switch, Logical_Router, Load_Balancer):
+// the transaction fails if a row with that name exists by the time it runs,
+// so an insert re-sent after a lost reply, or raced by another writer, cannot
+// create a second row of the same name.
+func (t *Txn) failOnDuplicate(want model.Model) {
+	f := reflect.ValueOf(want).Elem().FieldByName("Name")
+	if !f.IsValid() || f.Kind() != reflect.String || f.String() == "" {
+		return
+	}
+	dbm := t.c.Cache().DatabaseModel()
+	ts := dbm.Schema.Table(dbm.FindTable(reflect.TypeOf(want)))
+	if ts == nil {
+		return
+	}
+	for _, idx := range ts.Indexes {
+		if len(idx) == 1 && idx[0] == "name" {
+			return // the server refuses a duplicate by itself
+		}
+	}
+	probe := model.Clone(want)
+	name := reflect.ValueOf(probe).Elem().FieldByName("Name")
+	timeout := 0
+	ops, err := t.c.WhereAny(probe, model.Condition{Field: name.Addr().Interface(), Function: ovsdb.ConditionEqual, Value: name.String()}).
+		Wait(ovsdb.WaitConditionNotEqual, &timeout, probe, name.Addr().Interface())
+	t.fail(err)
+	t.ops = append(t.ops, ops...)
 }
 
 // updateChanged gives want the cached row's UUID and adds an update of the
@@ -152,11 +238,15 @@ func (t *Txn) RemoveChildren(parent model.Model, childField any, children ...str
 	t.mutateSet(parent, childField, ovsdb.MutateOperationDelete, present)
 }
 
-// Delete removes a cached root row (a switch or router).
+// Delete removes a cached root row (a switch or router), once per transaction.
 func (t *Txn) Delete(row model.Model) {
-	if t.err != nil {
+	if t.err != nil || t.deleted[getUUID(row)] {
 		return
 	}
+	if t.deleted == nil {
+		t.deleted = map[string]bool{}
+	}
+	t.deleted[getUUID(row)] = true
 	ops, err := t.c.Where(row).Delete()
 	t.fail(err)
 	t.ops = append(t.ops, ops...)
@@ -284,4 +374,20 @@ func (t *Txn) Update(row model.Model, fields ...any) {
 	ops, err := t.c.Where(row).Update(row, fields...)
 	t.fail(err)
 	t.ops = append(t.ops, ops...)
+}
+
+// Lookup is Txn.Lookup typed: the cached row named like want, or nil.
+func Lookup[T model.Model](t *Txn, want T) T {
+	r, _ := t.Lookup(want).(T)
+	return r
+}
+
+// Require is Lookup for a row that must exist already (a parent created by
+// someone else first): its absence fails the transaction, naming the row.
+func Require[T model.Model](t *Txn, want T) T {
+	r := Lookup(t, want)
+	if t.err == nil && reflect.ValueOf(r).IsNil() {
+		t.fail(fmt.Errorf("%s %q does not exist yet", reflect.TypeOf(want).Elem().Name(), rowName(want)))
+	}
+	return r
 }

@@ -6,8 +6,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -22,9 +20,9 @@ import (
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/controller"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
@@ -38,7 +36,10 @@ var everything = labels.Everything()
 type CommitFunc func(context.Context, []ovsdb.Operation) error
 
 // Controller keeps one set of load balancers per Service in line with the
-// Service, its EndpointSlices and the nodes' gateway routers.
+// Service, its EndpointSlices and the nodes' gateway routers. It keeps no
+// index of its own: load balancers are found in the NB cache by owner, and
+// gateway routers by name and owner, so a cache refilled after a reconnect
+// can never leave it with stale rows in mind.
 type Controller struct {
 	log          logr.Logger
 	nb           libovsdbclient.Client
@@ -46,15 +47,8 @@ type Controller struct {
 	svcLister    corelisters.ServiceLister
 	nodeLister   corelisters.NodeLister
 	sliceIndexer cache.Indexer
-	queue        workqueue.TypedRateLimitingInterface[string]
-	busy         atomic.Int64
-
-	// lbs indexes our load balancers by owning service, from NB cache events,
-	// so a sync finds stale ones without scanning the table.
-	mu       sync.Mutex
-	lbs      map[string]map[string]string // service key → LB UUID → name
-	gateways map[string]bool              // nodes whose GR_<node> exists
-	gwDirty  chan struct{}
+	queue        *controller.Queue
+	gwDirty      chan struct{}
 }
 
 // New wires the controller onto shared informers and the NB client.
@@ -65,13 +59,9 @@ func New(factory informers.SharedInformerFactory, nb libovsdbclient.Client, comm
 		commit:     commit,
 		svcLister:  factory.Core().V1().Services().Lister(),
 		nodeLister: factory.Core().V1().Nodes().Lister(),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](50*time.Millisecond, maxDelay),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "services"}),
-		lbs:      map[string]map[string]string{},
-		gateways: map[string]bool{},
-		gwDirty:  make(chan struct{}, 1),
+		gwDirty:    make(chan struct{}, 1),
 	}
+	c.queue = controller.NewQueue("services", maxDelay, c.syncService, log)
 	sliceInformer := factory.Discovery().V1().EndpointSlices().Informer()
 	_ = sliceInformer.AddIndexers(cache.Indexers{sliceServiceIndex: func(obj any) ([]string, error) {
 		if key := sliceServiceKey(obj); key != "" {
@@ -91,14 +81,15 @@ func New(factory informers.SharedInformerFactory, nb libovsdbclient.Client, comm
 		}
 	}
 	_, _ = sliceInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    sliceHandler,
-		UpdateFunc: func(_, cur any) { sliceHandler(cur) },
+		AddFunc: sliceHandler,
+		// A slice relabelled to another service leaves the old one too.
+		UpdateFunc: func(old, cur any) { sliceHandler(old); sliceHandler(cur) },
 		DeleteFunc: sliceHandler,
 	})
 	_, _ = factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(old, cur any) {
 			o, n := old.(*corev1.Node), cur.(*corev1.Node)
-			if c.hasGateway(n.Name) && !slices.Equal(nodeIPs(o), nodeIPs(n)) {
+			if !slices.Equal(nodeIPs(o), nodeIPs(n)) {
 				c.gatewaysChanged()
 			}
 		},
@@ -108,64 +99,58 @@ func New(factory informers.SharedInformerFactory, nb libovsdbclient.Client, comm
 		UpdateFunc: func(table string, _, m model.Model) { c.nbRowChanged(m, false) },
 		DeleteFunc: func(table string, m model.Model) { c.nbRowChanged(m, true) },
 	})
-	// Rows already in the cache when the handler was added.
-	var lbs []nbdb.LoadBalancer
-	_ = nb.List(context.Background(), &lbs)
-	for i := range lbs {
-		c.nbRowChanged(&lbs[i], false)
-	}
-	var routers []nbdb.LogicalRouter
-	_ = nb.List(context.Background(), &routers)
-	for i := range routers {
-		c.nbRowChanged(&routers[i], false)
-	}
 	return c
 }
 
-// nbRowChanged maintains the LB index and the gateway router set.
+// nbRowChanged re-syncs a service whose load balancer vanished behind our
+// back, and NodePort services when a gateway router comes or goes.
 func (c *Controller) nbRowChanged(m model.Model, deleted bool) {
 	switch row := m.(type) {
 	case *nbdb.LoadBalancer:
-		owner, ok := topology.OwnerOf(row.ExternalIDs)
-		if !ok || owner.Type != topology.OwnerService {
-			return
-		}
-		c.mu.Lock()
-		known := c.lbs[owner.Name][row.UUID] != ""
-		if deleted {
-			delete(c.lbs[owner.Name], row.UUID)
-			if len(c.lbs[owner.Name]) == 0 {
-				delete(c.lbs, owner.Name)
-			}
-		} else {
-			if c.lbs[owner.Name] == nil {
-				c.lbs[owner.Name] = map[string]string{}
-			}
-			c.lbs[owner.Name][row.UUID] = row.Name
-		}
-		c.mu.Unlock()
-		// A row appearing or vanishing behind our back (or ahead of this
-		// index) gets its service looked at again.
-		if deleted || !known {
+		if owner, ok := topology.OwnerOf(row.ExternalIDs); ok && owner.Type == topology.OwnerService && deleted {
 			c.queue.Add(owner.Name)
 		}
 	case *nbdb.LogicalRouter:
-		node, ok := topology.GatewayRouterNode(row.Name)
-		if !ok {
-			return
-		}
-		c.mu.Lock()
-		changed := c.gateways[node] == deleted
-		if deleted {
-			delete(c.gateways, node)
-		} else {
-			c.gateways[node] = true
-		}
-		c.mu.Unlock()
-		if changed || !deleted && !slices.Contains(row.LoadBalancerGroup, c.groupUUID()) {
+		if _, ok := gatewayNode(row); ok && (deleted || !slices.Contains(row.LoadBalancerGroup, c.groupUUID())) {
 			c.gatewaysChanged()
 		}
 	}
+}
+
+// gatewayNode is the node whose gateway router r is, if r is one of ours.
+func gatewayNode(r *nbdb.LogicalRouter) (string, bool) {
+	node, ok := topology.GatewayRouterNode(r.Name)
+	if !ok {
+		return "", false
+	}
+	owner, ours := topology.OwnerOf(r.ExternalIDs)
+	return node, ours && owner == topology.Owner{Type: topology.OwnerNode, Name: node}
+}
+
+// gatewayRouters lists the gateway routers of ours in the NB cache.
+func (c *Controller) gatewayRouters() []nbdb.LogicalRouter {
+	var routers []nbdb.LogicalRouter
+	_ = c.nb.WhereCache(func(r *nbdb.LogicalRouter) bool {
+		_, ok := gatewayNode(r)
+		return ok
+	}).List(context.Background(), &routers)
+	return routers
+}
+
+// ownedLBs lists the load balancers the NB cache holds for a service.
+func (c *Controller) ownedLBs(key string) []nbdb.LoadBalancer {
+	var lbs []nbdb.LoadBalancer
+	probe := &nbdb.LoadBalancer{}
+	_ = c.nb.WhereAny(probe, model.Condition{Field: &probe.ExternalIDs, Function: ovsdb.ConditionIncludes,
+		Value: map[string]string{topology.OwnerNameKey: key}}).List(context.Background(), &lbs)
+	return slices.DeleteFunc(lbs, func(lb nbdb.LoadBalancer) bool {
+		return !ownedBy(lb.ExternalIDs, topology.Owner{Type: topology.OwnerService, Name: key})
+	})
+}
+
+func ownedBy(ids map[string]string, want topology.Owner) bool {
+	o, ok := topology.OwnerOf(ids)
+	return ok && o == want
 }
 
 func (c *Controller) gatewaysChanged() {
@@ -175,39 +160,46 @@ func (c *Controller) gatewaysChanged() {
 	}
 }
 
-func (c *Controller) hasGateway(node string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.gateways[node]
+// Resync queues every service and every owner of a load balancer of ours
+// for a check whose repairs are logged; it returns how many were queued.
+func (c *Controller) Resync() int {
+	keys := c.allKeys()
+	for k := range keys {
+		c.queue.Resync(k)
+	}
+	c.gatewaysChanged()
+	return len(keys)
+}
+
+func (c *Controller) allKeys() map[string]bool {
+	keys := map[string]bool{}
+	svcs, _ := c.svcLister.List(everything)
+	for _, s := range svcs {
+		keys[s.Namespace+"/"+s.Name] = true
+	}
+	var lbs []nbdb.LoadBalancer
+	_ = c.nb.WhereCache(func(lb *nbdb.LoadBalancer) bool {
+		o, ok := topology.OwnerOf(lb.ExternalIDs)
+		return ok && o.Type == topology.OwnerService
+	}).List(context.Background(), &lbs)
+	for _, lb := range lbs {
+		keys[lb.ExternalIDs[topology.OwnerNameKey]] = true
+	}
+	return keys
 }
 
 // Run syncs every service once, then follows changes until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	defer c.queue.ShutDown()
-	svcs, _ := c.svcLister.List(everything)
-	for _, s := range svcs {
-		c.queue.Add(s.Namespace + "/" + s.Name)
+	for k := range c.allKeys() {
+		c.queue.Add(k)
 	}
-	c.mu.Lock()
-	for key := range c.lbs {
-		c.queue.Add(key)
-	}
-	c.mu.Unlock()
 	c.gatewaysChanged()
-	var wg sync.WaitGroup
-	for i := 0; i < workers; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for c.processNext(ctx) {
-			}
-		}()
-	}
+	done := make(chan struct{})
+	go func() { defer close(done); c.queue.Run(ctx, workers) }()
 	for {
 		select {
 		case <-ctx.Done():
-			c.queue.ShutDown()
-			wg.Wait()
+			<-done
 			return
 		case <-c.gwDirty:
 			if err := c.syncGateways(ctx); err != nil {
@@ -219,27 +211,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 }
 
 // Idle reports whether no service is queued or being synced.
-func (c *Controller) Idle() bool { return c.queue.Len() == 0 && c.busy.Load() == 0 }
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	c.busy.Add(1)
-	defer c.busy.Add(-1)
-	if err := c.syncService(ctx, key); err != nil {
-		if ctx.Err() != nil {
-			return false
-		}
-		c.log.Info("service sync failed; will retry", "service", key, "error", err.Error())
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
-}
+func (c *Controller) Idle() bool { return c.queue.Idle() }
 
 // syncService makes the service's load balancers match it, in one transaction.
 func (c *Controller) syncService(ctx context.Context, key string) error {
@@ -275,24 +247,25 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 			}
 		}
 	}
-	for _, lb := range d.PerNode {
-		node := strings.TrimPrefix(lb.Name[strings.LastIndex(lb.Name, "_node_router_"):], "_node_router_")
-		gr, _ := t.Lookup(&nbdb.LogicalRouter{Name: topology.GatewayRouter(node)}).(*nbdb.LogicalRouter)
+	for node, lb := range d.PerNode {
+		node, _, _ = strings.Cut(node, "/")
+		gr := ovndb.Lookup(t, &nbdb.LogicalRouter{Name: topology.GatewayRouter(node)})
 		if gr == nil {
-			continue // the gateway went away; its set of nodes is refreshed by events
+			continue // the gateway went away (its deletion re-syncs NodePort services)
+		}
+		if _, ours := gatewayNode(gr); !ours {
+			continue // the gateway went away (its deletion re-syncs NodePort services)
 		}
 		wanted[lb.Name] = true
 		uuid := t.Ensure(lb, lbFields(lb), nil)
 		t.AddChildren(gr, &gr.LoadBalancer, uuid)
 	}
-	c.mu.Lock()
-	for uuid, lbName := range c.lbs[key] {
-		if !wanted[lbName] {
+	for _, lb := range c.ownedLBs(key) {
+		if !wanted[lb.Name] {
 			// References from groups, switches and routers are weak: they go with it.
-			t.Delete(&nbdb.LoadBalancer{UUID: uuid})
+			t.Delete(&lb)
 		}
 	}
-	c.mu.Unlock()
 	ops, err := t.Ops()
 	if err != nil {
 		return fmt.Errorf("service %s: %w", key, err)
@@ -313,12 +286,11 @@ func (c *Controller) gatewayNodes(svc *corev1.Service) []NodeGateway {
 	if svc.Spec.Type != corev1.ServiceTypeNodePort && svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
 		return nil
 	}
-	c.mu.Lock()
-	nodes := make([]string, 0, len(c.gateways))
-	for n := range c.gateways {
-		nodes = append(nodes, n)
+	var nodes []string
+	for _, gr := range c.gatewayRouters() {
+		node, _ := gatewayNode(&gr)
+		nodes = append(nodes, node)
 	}
-	c.mu.Unlock()
 	var out []NodeGateway
 	for _, n := range nodes {
 		node, err := c.nodeLister.Get(n)
@@ -340,11 +312,7 @@ func (c *Controller) syncGateways(ctx context.Context) error {
 	if group == nil {
 		return fmt.Errorf("load balancer group %s does not exist yet", topology.ClusterLBGroup)
 	}
-	var routers []nbdb.LogicalRouter
-	_ = c.nb.WhereCache(func(r *nbdb.LogicalRouter) bool {
-		_, ok := topology.GatewayRouterNode(r.Name)
-		return ok
-	}).List(ctx, &routers)
+	routers := c.gatewayRouters()
 	for i := range routers {
 		t.AddChildren(&routers[i], &routers[i].LoadBalancerGroup, group.UUID)
 	}

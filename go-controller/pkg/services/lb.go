@@ -162,8 +162,14 @@ func frontendIPs(svc *corev1.Service) ([]netip.Addr, []string) {
 	for _, s := range svc.Spec.ExternalIPs {
 		add("external IP", s)
 	}
-	for _, ing := range svc.Status.LoadBalancer.Ingress {
-		add("load balancer ingress IP", ing.IP)
+	// Ingress IPs are only a LoadBalancer service's: a status left behind when
+	// the type changed, or written on another type, opens nothing.
+	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+		for _, ing := range svc.Status.LoadBalancer.Ingress {
+			if ing.IP != "" {
+				add("load balancer ingress IP", ing.IP)
+			}
+		}
 	}
 	return out, problems
 }

@@ -94,6 +94,7 @@ func TestLoadBalancers(t *testing.T) {
 		{
 			name: "UDP and TCP, external and ingress IPs, ClientIP affinity",
 			svc: service(func(s *corev1.Service) {
+				s.Spec.Type = corev1.ServiceTypeLoadBalancer
 				s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53})
 				s.Spec.ExternalIPs = []string{"192.0.2.10"}
 				s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.7"}, {Hostname: "lb.example"}}
@@ -109,6 +110,14 @@ func TestLoadBalancers(t *testing.T) {
 				"Service_ns/web_UDP_cluster": {"10.96.0.10:53": "10.244.1.5:5353", "192.0.2.10:53": "10.244.1.5:5353", "198.51.100.7:53": "10.244.1.5:5353"},
 			},
 			wantOpts: map[string]string{"reject": "true", "event": "false", "affinity_timeout": "600"},
+		},
+		{
+			name: "an ingress IP left on a ClusterIP service opens nothing",
+			svc: service(func(s *corev1.Service) {
+				s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.7"}}
+			}),
+			slices:   []*discovery.EndpointSlice{slice("a", discovery.AddressTypeIPv4, 8080, "http", "TCP", ep{ip: "10.244.1.5"})},
+			wantVIPs: map[string]map[string]string{"Service_ns/web_TCP_cluster": {"10.96.0.10:80": "10.244.1.5:8080"}},
 		},
 		{
 			name: "dual-stack VIPs get their own family's endpoints",

@@ -75,6 +75,7 @@ func masterCommand() *cli.Command {
 			&cli.IntFlag{Name: "pod-workers", Value: 32, Usage: "pods synced concurrently (their NB writes share transactions)"},
 			&cli.IntFlag{Name: "node-workers", Value: 4, Usage: "nodes synced concurrently"},
 			&cli.IntFlag{Name: "service-workers", Value: 8, Usage: "services synced concurrently"},
+			&cli.DurationFlag{Name: "resync-interval", Value: config.DefaultResyncInterval, Usage: "sync every object again this often whatever the events said, logging what it repaired (0 turns it off)"},
 			&cli.StringFlag{Name: "pprof-address", Usage: "serve Go profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060; off when empty"},
 		),
 		Action: func(c *cli.Context) error {
@@ -155,5 +156,11 @@ func masterConfig(c *cli.Context) (config.Master, error) {
 		return cfg, flagError("service-workers", fmt.Errorf("must be at least 1"))
 	}
 	cfg.RetryMaxDelay = 30 * time.Second
+	if cfg.ResyncInterval = c.Duration("resync-interval"); cfg.ResyncInterval < 0 {
+		return cfg, flagError("resync-interval", fmt.Errorf("must not be negative"))
+	}
+	if cfg.ResyncInterval == 0 {
+		cfg.ResyncInterval = -1 // off
+	}
 	return cfg, nil
 }
