@@ -93,6 +93,9 @@ func (b *Committer) Commit(ctx context.Context, ops []ovsdb.Operation) error {
 	}
 }
 
+// Queued is how many requests wait for the next transaction (for tests).
+func (b *Committer) Queued() int { return len(b.requests) }
+
 // Run commits queued requests until ctx ends.
 func (b *Committer) Run(ctx context.Context) {
 	for {

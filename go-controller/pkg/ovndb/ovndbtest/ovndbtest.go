@@ -1,0 +1,199 @@
+// Package ovndbtest runs libovsdb's in-memory Northbound server for unit
+// tests, behind a proxy that injects the faults a real network has: a
+// connection dropped, a reply lost after the server committed, the database
+// replaced by an empty one.
+package ovndbtest
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/ovn-org/libovsdb/client"
+	"github.com/ovn-org/libovsdb/database/inmemory"
+	"github.com/ovn-org/libovsdb/model"
+	"github.com/ovn-org/libovsdb/server"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
+)
+
+// NewServer starts an empty in-memory NB on a unix socket and returns its path.
+func NewServer(t testing.TB) string {
+	t.Helper()
+	clientModel, err := nbdb.FullDatabaseModel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := nbdb.Schema()
+	dbModel, errs := model.NewDatabaseModel(schema, clientModel)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	s, err := server.NewOvsdbServer(inmemory.NewDatabase(map[string]model.ClientDBModel{schema.Name: clientModel}), dbModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "nb.sock")
+	go func() { _ = s.Serve("unix", sock) }()
+	t.Cleanup(s.Close)
+	deadline := time.Now().Add(5 * time.Second)
+	for !s.Ready() {
+		if time.Now().After(deadline) {
+			t.Fatal("in-memory NB did not start")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return sock
+}
+
+// Connect connects an NB client with ovn-k8s's model to a unix socket.
+func Connect(t testing.TB, sock string) client.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := ovndb.ConnectNB(ctx, []string{"unix:" + sock}, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// Proxy sits between clients and a server socket.
+type Proxy struct {
+	Sock string
+
+	mu       sync.Mutex
+	backend  string
+	conns    []net.Conn
+	loseNext bool // drop the reply to the next transact and the connection
+	lost     chan struct{}
+}
+
+// NewProxy forwards a new unix socket to backend.
+func NewProxy(t testing.TB, backend string) *Proxy {
+	t.Helper()
+	p := &Proxy{Sock: filepath.Join(t.TempDir(), "proxy.sock"), backend: backend}
+	l, err := net.Listen("unix", p.Sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close(); p.Drop() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go p.serve(c)
+		}
+	}()
+	return p
+}
+
+// LoseNextReply makes the server commit the next transaction while its
+// reply is lost with the connection; the returned channel closes then.
+func (p *Proxy) LoseNextReply() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.loseNext = true
+	p.lost = make(chan struct{})
+	return p.lost
+}
+
+// SwitchTo sends new connections to another server and drops the current
+// ones: the database the clients see is replaced.
+func (p *Proxy) SwitchTo(backend string) {
+	p.mu.Lock()
+	p.backend = backend
+	p.mu.Unlock()
+	p.Drop()
+}
+
+// Drop closes every proxied connection (the clients reconnect).
+func (p *Proxy) Drop() {
+	p.mu.Lock()
+	conns := p.conns
+	p.conns = nil
+	p.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+func (p *Proxy) serve(down net.Conn) {
+	p.mu.Lock()
+	backend := p.backend
+	p.mu.Unlock()
+	up, err := net.Dial("unix", backend)
+	if err != nil {
+		down.Close()
+		return
+	}
+	p.mu.Lock()
+	p.conns = append(p.conns, down, up)
+	p.mu.Unlock()
+	var mu sync.Mutex
+	dropID := ""
+	go func() { // client → server: note the id of a transact to lose
+		dec := json.NewDecoder(bufio.NewReader(down))
+		for {
+			var msg json.RawMessage
+			if err := dec.Decode(&msg); err != nil {
+				up.Close()
+				return
+			}
+			var head struct {
+				Method string          `json:"method"`
+				ID     json.RawMessage `json:"id"`
+			}
+			_ = json.Unmarshal(msg, &head)
+			p.mu.Lock()
+			if head.Method == "transact" && p.loseNext {
+				p.loseNext = false
+				mu.Lock()
+				dropID = string(head.ID)
+				mu.Unlock()
+			}
+			p.mu.Unlock()
+			if _, err := up.Write(msg); err != nil {
+				down.Close()
+				return
+			}
+		}
+	}()
+	dec := json.NewDecoder(bufio.NewReader(up)) // server → client
+	for {
+		var msg json.RawMessage
+		if err := dec.Decode(&msg); err != nil {
+			down.Close()
+			return
+		}
+		var head struct {
+			ID json.RawMessage `json:"id"`
+		}
+		_ = json.Unmarshal(msg, &head)
+		mu.Lock()
+		lose := dropID != "" && string(head.ID) == dropID
+		mu.Unlock()
+		if lose {
+			down.Close()
+			up.Close()
+			p.mu.Lock()
+			close(p.lost)
+			p.mu.Unlock()
+			return
+		}
+		if _, err := down.Write(msg); err != nil {
+			up.Close()
+			return
+		}
+	}
+}
