@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/stdr"
 	"github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/database/inmemory"
 	"github.com/ovn-org/libovsdb/model"
@@ -36,6 +37,9 @@ func NewServer(t testing.TB) string {
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
+	// libovsdb's server turns the process-wide stdr verbosity to 5 (every
+	// row it caches); tests read state, not that.
+	defer stdr.SetVerbosity(0)
 	s, err := server.NewOvsdbServer(inmemory.NewDatabase(map[string]model.ClientDBModel{schema.Name: clientModel}), dbModel)
 	if err != nil {
 		t.Fatal(err)
