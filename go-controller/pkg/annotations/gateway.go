@@ -10,7 +10,7 @@ import (
 // L3GatewayConfig is the default-network entry of k8s.ovn.org/l3-gateway-config.
 type L3GatewayConfig struct {
 	Mode           string // "shared" or "local"
-	InterfaceID    string // the localnet port, breth0_<node>
+	InterfaceID    string // the localnet port, breth0_<node>_localnet
 	MAC            net.HardwareAddr
 	IPs            []netip.Prefix // the node's address(es) on the external network
 	NextHops       []netip.Addr

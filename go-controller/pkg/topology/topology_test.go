@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/netip"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -168,7 +169,7 @@ func TestGateway(t *testing.T) {
 	if rows.RouterToJoin.Name != "rtoj-GR_n1" || rows.RouterToJoin.Networks[0] != "100.64.0.2/16" || rows.JoinToRouter.Name != "jtor-GR_n1" || rows.JoinToRouter.Options["router-port"] != "rtoj-GR_n1" {
 		t.Errorf("join ports %+v %+v", rows.RouterToJoin, rows.JoinToRouter)
 	}
-	if rows.External.Name != "ext_n1" || rows.Localnet.Name != "breth0_n1" || rows.Localnet.Type != "localnet" || rows.Localnet.Options["network_name"] != "physnet" {
+	if rows.External.Name != "ext_n1" || rows.Localnet.Name != "breth0_n1_localnet" || rows.Localnet.Type != "localnet" || rows.Localnet.Options["network_name"] != "physnet" {
 		t.Errorf("external %+v %+v", rows.External, rows.Localnet)
 	}
 	if rows.RouterToExt.Name != "rtoe-GR_n1" || rows.RouterToExt.MAC != "02:00:00:00:00:09" || rows.RouterToExt.Networks[0] != "172.18.0.2/24" || rows.ExtToRouter.Options["router-port"] != "rtoe-GR_n1" {
@@ -190,5 +191,22 @@ func TestGateway(t *testing.T) {
 			t.Errorf("duplicate row id %s", r.ExternalIDs[RowIDKey])
 		}
 		ids[r.ExternalIDs[RowIDKey]] = true
+	}
+}
+
+// Pod ports are <namespace>_<pod>, and neither part may hold an underscore
+// (DNS labels and subdomains), so a name of ours with two underscores, or
+// none, can never be taken by a pod.
+func TestOurPortNamesCannotBePodPorts(t *testing.T) {
+	for _, name := range []string{
+		LocalnetPort("breth0", "node1"), LocalnetPort("br_eth0", "n.example.com"),
+		ManagementPort("node1"), NodeSwitchToRouterPort("node1"),
+	} {
+		if strings.Count(name, "_") == 1 {
+			t.Errorf("port name %q has the shape of a pod port <namespace>_<pod>", name)
+		}
+	}
+	if got := LocalnetPort("breth0", "node1"); got == PodPort("breth0", "node1") {
+		t.Errorf("localnet port %q equals the port of pod breth0/node1", got)
 	}
 }
