@@ -21,6 +21,9 @@ type KubeAPI struct {
 	Kubeconfig string
 	Client     kubernetes.Interface
 	Config     *rest.Config
+
+	api  *Process
+	args []string
 }
 
 const adminToken = "ovn-k8s-test-admin-token"
@@ -47,16 +50,16 @@ func StartKubeAPI(t T) *KubeAPI {
 	if _, err := Run("openssl", "genrsa", "-out", filepath.Join(dir, "sa.key"), "2048"); err != nil {
 		t.Fatal(err)
 	}
-	api := Start(t, dir, "kube-apiserver", apiserver,
-		"--etcd-servers="+etcdURL, "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", apiPort),
-		"--cert-dir="+filepath.Join(dir, "certs"), "--token-auth-file="+filepath.Join(dir, "tokens.csv"),
+	args := []string{apiserver, "--etcd-servers=" + etcdURL, "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", apiPort),
+		"--cert-dir=" + filepath.Join(dir, "certs"), "--token-auth-file=" + filepath.Join(dir, "tokens.csv"),
 		"--authorization-mode=RBAC", "--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file="+filepath.Join(dir, "sa.key"),
-		"--service-account-signing-key-file="+filepath.Join(dir, "sa.key"),
+		"--service-account-key-file=" + filepath.Join(dir, "sa.key"),
+		"--service-account-signing-key-file=" + filepath.Join(dir, "sa.key"),
 		"--service-cluster-ip-range=10.96.0.0/16", "--advertise-address=127.0.0.1",
 		"--kubelet-preferred-address-types=InternalIP",
-		"--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000")
-	k := &KubeAPI{Dir: dir, URL: fmt.Sprintf("https://127.0.0.1:%d", apiPort)}
+		"--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000"}
+	k := &KubeAPI{Dir: dir, URL: fmt.Sprintf("https://127.0.0.1:%d", apiPort), args: args}
+	k.api = Start(t, dir, "kube-apiserver", args...)
 	// The same client settings as ovnkube master: high QPS, protobuf.
 	k.Config = &rest.Config{Host: k.URL, BearerToken: adminToken, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: 2000, Burst: 4000,
 		ContentConfig: rest.ContentConfig{ContentType: "application/vnd.kubernetes.protobuf", AcceptContentTypes: "application/vnd.kubernetes.protobuf,application/json"}}
@@ -64,18 +67,7 @@ func StartKubeAPI(t T) *KubeAPI {
 	if k.Client, err = kubernetes.NewForConfig(k.Config); err != nil {
 		t.Fatal(err)
 	}
-	Eventually(t, 60*time.Second, "kube-apiserver ready", func() error {
-		if api.Exited() {
-			t.Fatalf("kube-apiserver exited:\n%s", api.Tail(20))
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		body, err := k.Client.CoreV1().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		if err != nil {
-			return fmt.Errorf("%v %s", err, body)
-		}
-		return nil
-	})
+	k.waitReady(t)
 	k.Kubeconfig = filepath.Join(dir, "kubeconfig")
 	kubeconfig := fmt.Sprintf(`apiVersion: v1
 kind: Config
@@ -95,6 +87,31 @@ current-context: test
 	}
 	k.EnsureNamespace(t, "default")
 	return k
+}
+
+func (k *KubeAPI) waitReady(t T) {
+	t.Helper()
+	Eventually(t, 60*time.Second, "kube-apiserver ready", func() error {
+		if k.api.Exited() {
+			t.Fatalf("kube-apiserver exited:\n%s", k.api.Tail(20))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		body, err := k.Client.CoreV1().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if err != nil {
+			return fmt.Errorf("%v %s", err, body)
+		}
+		return nil
+	})
+}
+
+// RestartAPIServer kills kube-apiserver (etcd keeps the data) and starts it
+// again on the same port; clients see their watches break and resume.
+func (k *KubeAPI) RestartAPIServer(t T) {
+	t.Helper()
+	k.api.Kill()
+	k.api = Start(t, k.Dir, "kube-apiserver", k.args...)
+	k.waitReady(t)
 }
 
 // EnsureNamespace creates a namespace and its default ServiceAccount (no
