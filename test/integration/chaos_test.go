@@ -55,7 +55,7 @@ func TestChaosConvergesAfterFaults(t *testing.T) {
 				pods[name] = true
 			case op < 7 && len(pods) > 0:
 				name := anyKey(rng, pods)
-				_ = kube.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{})
+				_ = kube.CoreV1().Pods("default").Delete(ctx, name, *metav1.NewDeleteOptions(0)) // no kubelet to finish a graceful one
 				delete(pods, name)
 			case op < 8:
 				name := fmt.Sprintf("s%d", seq)

@@ -237,7 +237,16 @@ func TestNodePortOnGatewayRouters(t *testing.T) {
 		t.Fatal("NodePort LB without a gateway router")
 	}
 	// The node's gateway router appears (as gateway-init will create it).
+	// A router named like a gateway but not ours is never used.
 	if _, err := c.ovn.NBCtl("lr-add", "GR_n1"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if c.lb("Service_ns/np_TCP_node_router_n1") != nil {
+		t.Fatal("NodePort LB on a GR_n1 that ovn-k8s does not own")
+	}
+	if _, err := c.ovn.NBCtl("set", "logical_router", "GR_n1", "external_ids:k8s.ovn.org/owner-controller=ovn-k8s",
+		"external_ids:k8s.ovn.org/owner-type=Node", "external_ids:k8s.ovn.org/name=n1"); err != nil {
 		t.Fatal(err)
 	}
 	nlb := c.waitLB("Service_ns/np_TCP_node_router_n1", map[string]string{fmt.Sprintf("172.18.0.2:%d", np): "10.244.0.5:8080"}, nil)
