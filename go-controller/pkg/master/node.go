@@ -90,11 +90,9 @@ func mgmtMAC(node *corev1.Node, m *Master) net.HardwareAddr {
 // management port LSP in one transaction.
 func EnsureNode(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc, name string, subnets []netip.Prefix, mac net.HardwareAddr) error {
 	t := ovndb.NewTxn(nb)
-	group, _ := t.Lookup(&nbdb.LoadBalancerGroup{Name: topology.ClusterLBGroup}).(*nbdb.LoadBalancerGroup)
-	if t.Err() == nil && group == nil {
-		return fmt.Errorf("load balancer group %s does not exist yet", topology.ClusterLBGroup)
-	}
-	if group == nil {
+	group := ovndb.Require(t, &nbdb.LoadBalancerGroup{Name: topology.ClusterLBGroup})
+	router := ovndb.Require(t, &nbdb.LogicalRouter{Name: topology.ClusterRouter})
+	if t.Err() != nil {
 		return t.Err()
 	}
 	rows := topology.Node(name, subnets, mac, group.UUID)
@@ -102,13 +100,7 @@ func EnsureNode(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc
 	mgmt := t.Ensure(rows.Management, topology.LSPColumns(rows.Management), nil)
 	t.Ensure(rows.Switch, []any{&rows.Switch.OtherConfig, &rows.Switch.ExternalIDs, &rows.Switch.LoadBalancerGroup}, &rows.Switch.Ports, stor, mgmt)
 	rtos := t.Ensure(rows.RouterToSwitch, topology.LRPColumns(rows.RouterToSwitch), nil)
-	router, _ := t.Lookup(&nbdb.LogicalRouter{Name: topology.ClusterRouter}).(*nbdb.LogicalRouter)
-	if t.Err() == nil && router == nil {
-		return fmt.Errorf("%s does not exist yet", topology.ClusterRouter)
-	}
-	if router != nil {
-		t.AddChildren(router, &router.Ports, rtos)
-	}
+	t.AddChildren(router, &router.Ports, rtos)
 	ops, err := t.Ops()
 	if err != nil {
 		return err
@@ -129,24 +121,24 @@ func (m *Master) deleteNode(ctx context.Context, name string) error {
 	}
 	owner := topology.Owner{Type: topology.OwnerNode, Name: name}
 	t := ovndb.NewTxn(m.nb)
-	if sw, _ := t.Lookup(&nbdb.LogicalSwitch{Name: name}).(*nbdb.LogicalSwitch); sw != nil && ownedBy(sw.ExternalIDs, owner) {
+	if sw := ovndb.Lookup(t, &nbdb.LogicalSwitch{Name: name}); sw != nil && ownedBy(sw.ExternalIDs, owner) {
 		t.Delete(sw) // its ports are garbage-collected with it
 	}
-	lrp, _ := t.Lookup(&nbdb.LogicalRouterPort{Name: topology.NodeRouterToSwitchPort(name)}).(*nbdb.LogicalRouterPort)
-	router, _ := t.Lookup(&nbdb.LogicalRouter{Name: topology.ClusterRouter}).(*nbdb.LogicalRouter)
+	lrp := ovndb.Lookup(t, &nbdb.LogicalRouterPort{Name: topology.NodeRouterToSwitchPort(name)})
+	router := ovndb.Lookup(t, &nbdb.LogicalRouter{Name: topology.ClusterRouter})
 	if lrp != nil && router != nil && ownedBy(lrp.ExternalIDs, owner) {
 		t.RemoveChildren(router, &router.Ports, lrp.UUID)
 	}
 	// The node's gateway (gateway-init's rows): routers and switches are
 	// roots, their ports, NAT and routes go with them.
-	if gr, _ := t.Lookup(&nbdb.LogicalRouter{Name: topology.GatewayRouter(name)}).(*nbdb.LogicalRouter); gr != nil && ownedBy(gr.ExternalIDs, owner) {
+	if gr := ovndb.Lookup(t, &nbdb.LogicalRouter{Name: topology.GatewayRouter(name)}); gr != nil && ownedBy(gr.ExternalIDs, owner) {
 		t.Delete(gr)
 	}
-	if ext, _ := t.Lookup(&nbdb.LogicalSwitch{Name: topology.ExternalSwitch(name)}).(*nbdb.LogicalSwitch); ext != nil && ownedBy(ext.ExternalIDs, owner) {
+	if ext := ovndb.Lookup(t, &nbdb.LogicalSwitch{Name: topology.ExternalSwitch(name)}); ext != nil && ownedBy(ext.ExternalIDs, owner) {
 		t.Delete(ext)
 	}
-	join, _ := t.Lookup(&nbdb.LogicalSwitch{Name: topology.JoinSwitch}).(*nbdb.LogicalSwitch)
-	if jtor, _ := t.Lookup(&nbdb.LogicalSwitchPort{Name: topology.JoinToGatewayPort(name)}).(*nbdb.LogicalSwitchPort); jtor != nil && join != nil && ownedBy(jtor.ExternalIDs, owner) {
+	join := ovndb.Lookup(t, &nbdb.LogicalSwitch{Name: topology.JoinSwitch})
+	if jtor := ovndb.Lookup(t, &nbdb.LogicalSwitchPort{Name: topology.JoinToGatewayPort(name)}); jtor != nil && join != nil && ownedBy(jtor.ExternalIDs, owner) {
 		t.RemoveChildren(join, &join.Ports, jtor.UUID)
 	}
 	if router != nil {

@@ -174,7 +174,7 @@ func (m *Master) ensurePodPort(ctx context.Context, pod *corev1.Pod, pn annotati
 	}
 	lsp := topology.Pod(info)
 	t := ovndb.NewTxn(m.nb)
-	if old, _ := t.Lookup(&nbdb.LogicalSwitchPort{Name: lsp.Name}).(*nbdb.LogicalSwitchPort); old != nil && old.Options["requested-chassis"] != info.Node {
+	if old := ovndb.Lookup(t, &nbdb.LogicalSwitchPort{Name: lsp.Name}); old != nil && old.Options["requested-chassis"] != info.Node {
 		// Same name, other node (pod recreated elsewhere): drop the old port first,
 		// as a port name is unique and must live on one switch.
 		if err := m.removePodPort(ctx, info.Key()); err != nil {
@@ -182,12 +182,9 @@ func (m *Master) ensurePodPort(ctx context.Context, pod *corev1.Pod, pn annotati
 		}
 		t = ovndb.NewTxn(m.nb)
 	}
-	sw, _ := t.Lookup(&nbdb.LogicalSwitch{Name: info.Node}).(*nbdb.LogicalSwitch)
-	if t.Err() == nil && sw == nil {
-		return fmt.Errorf("switch of node %s does not exist yet", info.Node)
-	}
+	sw := ovndb.Require(t, &nbdb.LogicalSwitch{Name: info.Node})
 	uuid := t.Ensure(lsp, topology.LSPColumns(lsp), nil)
-	if sw != nil {
+	if t.Err() == nil {
 		t.AddChildren(sw, &sw.Ports, uuid)
 	}
 	ops, err := t.Ops()
@@ -216,11 +213,11 @@ func (m *Master) deletePod(ctx context.Context, key string) error {
 func (m *Master) removePodPort(ctx context.Context, key string) error {
 	ns, name, _ := splitKey(key)
 	t := ovndb.NewTxn(m.nb)
-	lsp, _ := t.Lookup(&nbdb.LogicalSwitchPort{Name: topology.PodPort(ns, name)}).(*nbdb.LogicalSwitchPort)
+	lsp := ovndb.Lookup(t, &nbdb.LogicalSwitchPort{Name: topology.PodPort(ns, name)})
 	if lsp == nil || !ownedBy(lsp.ExternalIDs, topology.Owner{Type: topology.OwnerPod, Name: key}) {
 		return t.Err()
 	}
-	sw, _ := t.Lookup(&nbdb.LogicalSwitch{Name: lsp.Options["requested-chassis"]}).(*nbdb.LogicalSwitch)
+	sw := ovndb.Lookup(t, &nbdb.LogicalSwitch{Name: lsp.Options["requested-chassis"]})
 	if sw == nil || !slices.Contains(sw.Ports, lsp.UUID) {
 		sw = m.switchHolding(lsp.UUID)
 	}

@@ -3,6 +3,7 @@ package ovndb
 import (
 	"context"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -24,16 +25,24 @@ func CurrentEpoch(c client.Client) Epoch {
 	if tc == nil {
 		return Epoch{}
 	}
-	tables := make([]string, 0, len(tc.DatabaseModel().Schema.Tables))
-	for name := range tc.DatabaseModel().Schema.Tables {
-		tables = append(tables, name)
+	table, ok := epochTable.Load(tc)
+	if !ok {
+		tables := make([]string, 0, len(tc.DatabaseModel().Schema.Tables))
+		for name := range tc.DatabaseModel().Schema.Tables {
+			tables = append(tables, name)
+		}
+		if len(tables) == 0 {
+			return Epoch{}
+		}
+		sort.Strings(tables)
+		table, _ = epochTable.LoadOrStore(tc, tables[0])
 	}
-	if len(tables) == 0 {
-		return Epoch{}
-	}
-	sort.Strings(tables)
-	return Epoch{rows: tc.Table(tables[0])}
+	return Epoch{rows: tc.Table(table.(string))}
 }
+
+// epochTable remembers, per client cache, which table's row store marks
+// its generation (any will do; the first by name, so it is stable).
+var epochTable sync.Map
 
 // WatchReconnects calls onReconnect, from one goroutine, after every
 // reconnect of c once the refreshed cache is filled: when the cache was

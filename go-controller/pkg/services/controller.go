@@ -235,14 +235,11 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 	t := ovndb.NewTxn(c.nb)
 	wanted := map[string]bool{}
 	if len(d.Cluster) > 0 {
-		group, _ := t.Lookup(&nbdb.LoadBalancerGroup{Name: topology.ClusterLBGroup}).(*nbdb.LoadBalancerGroup)
-		if t.Err() == nil && group == nil {
-			return fmt.Errorf("load balancer group %s does not exist yet", topology.ClusterLBGroup)
-		}
+		group := ovndb.Require(t, &nbdb.LoadBalancerGroup{Name: topology.ClusterLBGroup})
 		for _, lb := range d.Cluster {
 			wanted[lb.Name] = true
 			uuid := t.Ensure(lb, lbFields(lb), nil)
-			if group != nil {
+			if t.Err() == nil {
 				t.AddChildren(group, &group.LoadBalancer, uuid)
 			}
 		}
@@ -308,9 +305,9 @@ func (c *Controller) gatewayNodes(svc *corev1.Service) []NodeGateway {
 // re-syncs NodePort services, whose per-node balancers follow the gateways.
 func (c *Controller) syncGateways(ctx context.Context) error {
 	t := ovndb.NewTxn(c.nb)
-	group, _ := t.Lookup(&nbdb.LoadBalancerGroup{Name: topology.ClusterLBGroup}).(*nbdb.LoadBalancerGroup)
-	if group == nil {
-		return fmt.Errorf("load balancer group %s does not exist yet", topology.ClusterLBGroup)
+	group := ovndb.Require(t, &nbdb.LoadBalancerGroup{Name: topology.ClusterLBGroup})
+	if t.Err() != nil {
+		return t.Err()
 	}
 	routers := c.gatewayRouters()
 	for i := range routers {
