@@ -246,6 +246,7 @@ func TestE2E(t *testing.T) {
 			return nil
 		})
 	})
+	var late *harness.Pod
 	t.Run("master-restarted/traffic-flows-and-changes-apply", func(t *testing.T) {
 		c.Master.Stop()
 		if got := reach(t, a1.NS, fmt.Sprintf("%s:%d", b1.IP, tcpPort)); got != "b1" {
@@ -253,7 +254,7 @@ func TestE2E(t *testing.T) {
 		}
 		backendsReached(t, a1.NS, vip+":80", "a2", "b1")
 		c.StartMaster()
-		late := c.RunPod(ns, "late", "n2", nil)
+		late = c.RunPod(ns, "late", "n2", nil)
 		runServers(t, late)
 		if got := reach(t, a1.NS, fmt.Sprintf("%s:%d", late.IP, tcpPort)); got != "late" {
 			t.Fatalf("answer %q", got)
@@ -261,9 +262,52 @@ func TestE2E(t *testing.T) {
 		e.setEndpoints("web", a2, b1, late)
 		backendsReached(t, a1.NS, vip+":80", "a2", "b1", "late")
 	})
-	t.Run("node-deleted/switch-gone", func(t *testing.T) {
+	t.Run("node-reregistered/pods-keep-addresses-and-traffic", func(t *testing.T) {
+		ctx := context.Background()
+		before, err := c.Kube.Client.CoreV1().Nodes().Get(ctx, "n2", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lspBefore, _ := c.OVN.NBCtl("--bare", "--columns=_uuid,addresses", "list", "logical_switch_port", ns+"_b1")
+		if err := c.Kube.Client.CoreV1().Nodes().Delete(ctx, "n2", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// As the kubelet would: the Node object comes back at once.
+		again := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2"}, Status: corev1.NodeStatus{Addresses: before.Status.Addresses}}
+		harness.Eventually(t, 10*time.Second, "n2 re-registered", func() error {
+			_, err := c.Kube.Client.CoreV1().Nodes().Create(ctx, again, metav1.CreateOptions{})
+			return err
+		})
+		harness.Eventually(t, 20*time.Second, "n2 annotated with its old subnet", func() error {
+			n, err := c.Kube.Client.CoreV1().Nodes().Get(ctx, "n2", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if got, want := n.Annotations[annotations.NodeSubnets], before.Annotations[annotations.NodeSubnets]; got != want {
+				return fmt.Errorf("subnets %q, had %q", got, want)
+			}
+			return nil
+		})
+		if lspAfter, _ := c.OVN.NBCtl("--bare", "--columns=_uuid,addresses", "list", "logical_switch_port", ns+"_b1"); lspAfter != lspBefore {
+			t.Fatalf("b1's port changed: %q, was %q", lspAfter, lspBefore)
+		}
+		if got := reach(t, a1.NS, fmt.Sprintf("%s:%d", b1.IP, tcpPort)); got != "b1" {
+			t.Fatalf("answer %q", got)
+		}
+	})
+	t.Run("node-deleted/switch-gone-with-its-last-pod", func(t *testing.T) {
 		if err := c.Kube.Client.CoreV1().Nodes().Delete(context.Background(), "n2", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
+		}
+		// Its pods' addresses stay reserved until pod GC removes them.
+		for _, p := range []*harness.Pod{b1, late} {
+			if p == nil {
+				continue
+			}
+			zero := int64(0)
+			if err := c.Kube.Client.CoreV1().Pods(ns).Delete(context.Background(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+				t.Fatal(err)
+			}
 		}
 		harness.Eventually(t, 20*time.Second, "switch n2 removed", func() error {
 			out, _ := c.OVN.NBCtl("--bare", "--columns=name", "find", "logical_switch", "name=n2")

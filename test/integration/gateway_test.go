@@ -97,7 +97,7 @@ func TestNICsToBridgeAndGatewayInit(t *testing.T) {
 		t.Errorf("rtoe-GR_n1 = %+v (breth1 MAC %s)", rtoe, brMAC)
 	}
 	c.waitPort("join", "jtor-GR_n1", nil)
-	c.waitPort("ext_n1", "breth1_n1", func(p *nbdb.LogicalSwitchPort) error {
+	c.waitPort("ext_n1", "breth1_n1_localnet", func(p *nbdb.LogicalSwitchPort) error {
 		if p.Type != "localnet" || p.Options["network_name"] != "physnet" {
 			return fmt.Errorf("localnet port %+v", p)
 		}
@@ -124,7 +124,7 @@ func TestNICsToBridgeAndGatewayInit(t *testing.T) {
 	}
 	node, _ := c.kube.Client.CoreV1().Nodes().Get(c.ctx(), "n1", metav1.GetOptions{})
 	gwCfg, err := annotations.ParseL3GatewayConfig(node.Annotations[annotations.NodeL3GatewayConfig])
-	if err != nil || gwCfg.Mode != "shared" || gwCfg.InterfaceID != "breth1_n1" || gwCfg.IPs[0].String() != "172.18.0.2/24" || gwCfg.NextHops[0].String() != "172.18.0.1" {
+	if err != nil || gwCfg.Mode != "shared" || gwCfg.InterfaceID != "breth1_n1_localnet" || gwCfg.IPs[0].String() != "172.18.0.2/24" || gwCfg.NextHops[0].String() != "172.18.0.1" {
 		t.Errorf("l3-gateway-config %+v %v", gwCfg, err)
 	}
 	// ovn-controller binds the gateway router to this chassis.

@@ -107,6 +107,7 @@ func GatewayInit(ctx context.Context, cfg GatewayConfig, nb libovsdbclient.Clien
 	localnet := t.Ensure(rows.Localnet, topology.LSPColumns(rows.Localnet), nil)
 	etor := t.Ensure(rows.ExtToRouter, topology.LSPColumns(rows.ExtToRouter), nil)
 	t.Ensure(rows.External, []any{&rows.External.ExternalIDs}, &rows.External.Ports, localnet, etor)
+	removeLegacyLocalnet(t, cfg.Bridge, cfg.NodeName)
 	ops, err := t.Ops()
 	if err == nil {
 		err = commit(ops)
@@ -151,6 +152,20 @@ func GatewayInit(ctx context.Context, cfg GatewayConfig, nb libovsdbclient.Clien
 	}
 	log.V(2).Info("gateway configured", "node", cfg.NodeName, "router", rows.Router.Name, "joinIP", joinIP, "physicalIP", cfg.PhysicalIP)
 	return nil
+}
+
+// removeLegacyLocalnet drops the localnet port of ours that an older
+// version named <bridge>_<node> (a name a pod could take): two localnet
+// ports on ext_<node> would both deliver the physical network's frames.
+func removeLegacyLocalnet(t *ovndb.Txn, bridge, node string) {
+	old := ovndb.Lookup(t, &nbdb.LogicalSwitchPort{Name: topology.LegacyLocalnetPort(bridge, node)})
+	ext := ovndb.Lookup(t, &nbdb.LogicalSwitch{Name: topology.ExternalSwitch(node)})
+	if old == nil || ext == nil || old.Type != "localnet" {
+		return
+	}
+	if owner, ok := topology.OwnerOf(old.ExternalIDs); ok && owner == (topology.Owner{Type: topology.OwnerNode, Name: node}) {
+		t.RemoveChildren(ext, &ext.Ports, old.UUID)
+	}
 }
 
 // gatewayJoinIP returns the node's join address: the one its gateway port
