@@ -144,6 +144,19 @@ func TestNICsToBridgeAndGatewayInit(t *testing.T) {
 	if n := c.changesDuring(gatewayInit); n != 0 {
 		t.Errorf("second gateway-init changed %d NB rows", n)
 	}
+	// An older version's localnet port (named like a pod port) is replaced.
+	if out, err := c.ovn.NBCtl("lsp-add", "ext_n1", "breth1_n1", "--", "lsp-set-type", "breth1_n1", "localnet", "--",
+		"set", "logical_switch_port", "breth1_n1", "external_ids:k8s.ovn.org/owner-controller=ovn-k8s",
+		"external_ids:k8s.ovn.org/owner-type=Node", "external_ids:k8s.ovn.org/name=n1"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	gatewayInit()
+	harness.Eventually(t, 10*time.Second, "the legacy localnet port removed", func() error {
+		if c.lsp("breth1_n1") != nil {
+			return fmt.Errorf("breth1_n1 still there")
+		}
+		return nil
+	})
 	out, err := harness.Run(ovnkube, "gateway-init", "--node-name", "n2", "--bridge-interface", "breth1",
 		"--physical-ip", "172.18.0.3/24", "--nb-address", c.ovn.NBAddress(), "--ovs-address", n1.OVSAddress(),
 		"--minion-switch-subnet", "10.244.77.0/24")
