@@ -3,6 +3,9 @@ package integration
 import (
 	"encoding/json"
 	"fmt"
+	corev1 "k8s.io/api/core/v1"
+	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
@@ -254,6 +257,15 @@ func TestCNIErrors(t *testing.T) {
 	}
 	if time.Since(start) > 15*time.Second {
 		t.Errorf("annotation wait not bounded by annotationTimeout: %s", time.Since(start))
+	}
+	// An annotation copied from an earlier incarnation (a re-applied manifest)
+	// is not the master's word for this pod: never used.
+	copied := annotations.FormatPodNetworks(annotations.PodNetwork{IPs: []netip.Prefix{netip.MustParsePrefix("10.244.0.9/24")},
+		MAC: net.HardwareAddr{0x0a, 0x58, 10, 244, 0, 9}, PodUID: "uid-of-an-earlier-incarnation"})
+	c.createPod("default", "copied", "", func(p *corev1.Pod) { p.Annotations = map[string]string{annotations.PodNetworks: copied} })
+	code, msg = cniError(t, conf, append(base, "CNI_ARGS=K8S_POD_NAMESPACE=default;K8S_POD_NAME=copied")...)
+	if code != 11 || !strings.Contains(msg, "uid-of-an-earlier-incarnation") {
+		t.Errorf("copied annotation: code %d (%s), want 11 naming the foreign UID", code, msg)
 	}
 }
 

@@ -340,10 +340,16 @@ func waitForAnnotation(ctx context.Context, kube kubernetes.Interface, pa *podAr
 				break
 			}
 			pn, err := annotations.ParsePodNetworks(v)
-			if err == nil {
+			switch {
+			case err != nil:
+				last = err
+			case !pn.WrittenFor(string(pod.UID)):
+				// Copied from an earlier incarnation (a re-applied manifest): not
+				// the master's word for this pod.
+				last = fmt.Errorf("the %s annotation was written for pod UID %q, not this pod's %s; waiting for the master's", annotations.PodNetworks, pn.PodUID, pod.UID)
+			default:
 				return pn, nil
 			}
-			last = err
 		}
 		if time.Now().After(deadline) {
 			return annotations.PodNetwork{}, last
