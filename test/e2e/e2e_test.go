@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	ovncni "github.com/ovn-k8s/ovn-k8s/go-controller/pkg/cni"
 	"github.com/ovn-k8s/ovn-k8s/test/harness"
 )
 
@@ -214,7 +215,7 @@ func TestE2E(t *testing.T) {
 	})
 	t.Run("pod-deleted/port-lsp-veth-gone/ip-reusable", func(t *testing.T) {
 		tmp := c.RunPod(ns, "tmp", "n1", nil)
-		hostVeth := strings.ReplaceAll(tmp.UID, "-", "")[:15]
+		hostVeth := ovncni.HostVethName(strings.ReplaceAll(tmp.UID, "-", ""))
 		c.DeletePod(tmp)
 		harness.Eventually(t, 20*time.Second, "tmp's LSP removed", func() error {
 			out, _ := c.OVN.NBCtl("--if-exists", "get", "logical_switch_port", ns+"_tmp", "name")

@@ -3,7 +3,6 @@ package integration
 import (
 	"encoding/json"
 	"fmt"
-	corev1 "k8s.io/api/core/v1"
 	"net"
 	"net/netip"
 	"os"
@@ -13,9 +12,11 @@ import (
 	"time"
 
 	current "github.com/containernetworking/cni/pkg/types/100"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	ovncni "github.com/ovn-k8s/ovn-k8s/go-controller/pkg/cni"
 	"github.com/ovn-k8s/ovn-k8s/test/harness"
 )
 
@@ -157,7 +158,8 @@ func TestMinionInitAndCNI(t *testing.T) {
 	if !strings.Contains(offload, "tx-checksumming: off") {
 		t.Errorf("TX checksum offload still on:\n%s", offload)
 	}
-	ids, _ := n1.VSCtl("get", "interface", "0123456789abcde", "external_ids")
+	hostEnd := ovncni.HostVethName("0123456789abcdef0123")
+	ids, _ := n1.VSCtl("get", "interface", hostEnd, "external_ids")
 	for _, want := range []string{`iface-id=default_web`, `iface-id-ver="` + string(pod.UID), `sandbox="0123456789abcdef0123"`, `attached_mac="` + pn.MAC.String(), `ip_addresses="` + pn.IPs[0].String(), `ovn-installed="true"`} {
 		if !strings.Contains(ids, want) {
 			t.Errorf("OVS interface external_ids lack %s: %s", want, ids)
@@ -186,11 +188,27 @@ func TestMinionInitAndCNI(t *testing.T) {
 	if out, err := podNS.Exec("ip", "link", "show", "eth0"); err == nil {
 		t.Errorf("eth0 left after DEL: %s", out)
 	}
-	if out, _ := n1.VSCtl("list-ports", "br-int"); strings.Contains(out, "0123456789abcde") {
+	if out, _ := n1.VSCtl("list-ports", "br-int"); strings.Contains(out, hostEnd) {
 		t.Errorf("OVS port left after DEL: %s", out)
 	}
-	if out, err := n1.NS.Exec("ip", "link", "show", "0123456789abcde"); err == nil {
+	if out, err := n1.NS.Exec("ip", "link", "show", hostEnd); err == nil {
 		t.Errorf("host veth left after DEL: %s", out)
+	}
+	// A container ID that names a host interface (the CNI library accepts
+	// "ovn-k8s-mp0") touches nothing of the host on ADD or DEL.
+	evilNS := harness.NewNetNS(t, "pod")
+	evil := harness.RuntimeConf("ovn-k8s-mp0", evilNS, "default", "web", string(pod.UID))
+	if _, err := cni.Add(evil); err != nil {
+		t.Fatalf("CNI ADD with container ID ovn-k8s-mp0: %v", err)
+	}
+	if err := cni.Del(evil); err != nil {
+		t.Fatalf("CNI DEL with container ID ovn-k8s-mp0: %v", err)
+	}
+	if link, _ := n1.NS.Exec("ip", "-o", "addr", "show", "dev", "ovn-k8s-mp0"); !strings.Contains(link, mgmt.String()+"/24") {
+		t.Errorf("ovn-k8s-mp0 damaged by a CNI call for container ID ovn-k8s-mp0: %q", link)
+	}
+	if out, _ := n1.VSCtl("list-ports", "br-int"); !strings.Contains(out, "ovn-k8s-mp0") {
+		t.Errorf("OVS port ovn-k8s-mp0 removed by a CNI call for container ID ovn-k8s-mp0: %s", out)
 	}
 	// DEL of a sandbox whose netns is gone is fine too.
 	gone := harness.RuntimeConf("fedcba9876543210", harness.NetNS{Name: "ovnk-never-existed"}, "default", "web", string(pod.UID))

@@ -4,6 +4,8 @@
 package cni
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -100,14 +102,18 @@ func parseArgs(args string, needPod bool) (*podArgs, error) {
 	return a, nil
 }
 
-// hostVethName is the host end's name: derived from the container ID so DEL
-// finds it without any state (upstream uses the same rule).
-func hostVethName(containerID string) string {
-	if len(containerID) > 15 {
-		return containerID[:15]
-	}
-	return containerID
+// HostVethName is the host end's name: "ovn" and 12 hex digits of the
+// SHA-256 of the container ID, so DEL finds it without any state, and no
+// container ID (the CNI library accepts "eth0" or "ovn-k8s-mp0") can name
+// an interface the plugin did not make.
+func HostVethName(containerID string) string {
+	sum := sha256.Sum256([]byte(containerID))
+	return "ovn" + hex.EncodeToString(sum[:])[:12]
 }
+
+// hostVethAlias marks a host end as made by ovn_cni for this container: ADD
+// and DEL remove only links that carry it.
+func hostVethAlias(containerID string) string { return "ovn_cni:" + containerID }
 
 // parseInput reads the network config from stdin and the runtime's CNI_ARGS;
 // needPod says whether the pod's namespace and name must be there.

@@ -2,6 +2,7 @@ package cni
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,10 +59,21 @@ func TestParseArgs(t *testing.T) {
 }
 
 func TestHostVethName(t *testing.T) {
-	if got := hostVethName("0123456789abcdef0123"); got != "0123456789abcde" {
-		t.Fatal(got)
+	seen := map[string]string{}
+	for _, id := range []string{"0123456789abcdef0123", "0123456789abcdef0124", "eth0", "breth0", "ovn-k8s-mp0", "br-int", "x"} {
+		got := HostVethName(id)
+		if len(got) > 15 || !strings.HasPrefix(got, "ovn") || strings.Contains(got, "-") {
+			t.Errorf("HostVethName(%q) = %q: not a 15-character ovn<hex> name", id, got)
+		}
+		if got == id {
+			t.Errorf("HostVethName(%q) names the container ID's own interface", id)
+		}
+		if other, dup := seen[got]; dup {
+			t.Errorf("%q and %q share host end %q", id, other, got)
+		}
+		seen[got] = id
 	}
-	if got := hostVethName("short"); got != "short" {
-		t.Fatal(got)
+	if HostVethName("abc") != HostVethName("abc") {
+		t.Error("not deterministic")
 	}
 }

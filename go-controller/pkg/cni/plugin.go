@@ -59,11 +59,10 @@ func Add(args *skel.CmdArgs) error {
 		return fail(types.ErrInternal, "cannot open the host network namespace", err)
 	}
 	defer hostNS.Close()
-	hostName := hostVethName(args.ContainerID)
-	// A host end left by an earlier attempt for this container is ours (the
-	// name comes from the container ID): start over.
-	if old, err := netlink.LinkByName(hostName); err == nil {
-		_ = netlink.LinkDel(old)
+	hostName := HostVethName(args.ContainerID)
+	// A host end left by an earlier attempt for this container: start over.
+	if err := deleteOurHostEnd(hostName, args.ContainerID); err != nil {
+		return fail(types.ErrInternal, "removing the host end of an earlier attempt", err)
 	}
 	var hostIface, contIface net.Interface
 	err = netns.Do(func(ns.NetNS) error {
@@ -79,7 +78,7 @@ func Add(args *skel.CmdArgs) error {
 	if err != nil {
 		return fail(types.ErrInternal, "setting up the pod interface", err)
 	}
-	if err := quietHostEnd(hostName); err != nil {
+	if err := markHostEnd(hostName, args.ContainerID); err != nil {
 		return fail(types.ErrInternal, "configuring "+hostName, err)
 	}
 	sw, err := connectOVS(conf.OVSAddress)
@@ -166,6 +165,31 @@ func quietHostEnd(name string) error {
 	return nil
 }
 
+// markHostEnd quiets the host end and marks it as ovn_cni's for this container.
+func markHostEnd(name, containerID string) error {
+	link, err := netlink.LinkByName(name)
+	if err != nil {
+		return err
+	}
+	if err := netlink.LinkSetAlias(link, hostVethAlias(containerID)); err != nil {
+		return err
+	}
+	return quietHostEnd(name)
+}
+
+// deleteOurHostEnd removes the host link name if ovn_cni made it for this
+// container (a veth carrying our alias); anything else is left alone.
+func deleteOurHostEnd(name, containerID string) error {
+	link, err := netlink.LinkByName(name)
+	if err != nil {
+		return nil // gone already
+	}
+	if link.Type() != "veth" || link.Attrs().Alias != hostVethAlias(containerID) {
+		return nil
+	}
+	return netlink.LinkDel(link)
+}
+
 // removeStalePorts drops ports of an earlier sandbox of the same pod (same
 // iface-id, other name), so ovn-controller binds only the new one.
 func removeStalePorts(ctx context.Context, sw *ovs.Client, ifaceID, keep string) error {
@@ -222,19 +246,26 @@ func Del(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	hostName := hostVethName(args.ContainerID)
+	hostName := HostVethName(args.ContainerID)
 	ctx := context.Background()
 	sw, err := connectOVS(conf.OVSAddress)
 	if err != nil {
 		return types.NewError(types.ErrIOFailure, "ovn_cni DEL: cannot reach OVS at "+conf.OVSAddress, err.Error())
 	}
 	defer sw.Close()
-	if err := sw.DeletePort(ctx, hostName); err != nil {
-		return types.NewError(types.ErrIOFailure, "ovn_cni DEL: removing OVS port "+hostName, err.Error())
+	// Only ports ADD made for this sandbox (external_ids:sandbox), whatever
+	// their name (an older version named them after the container ID).
+	ours, err := sw.InterfacesWithExternalID(ctx, "sandbox", args.ContainerID)
+	if err != nil {
+		return types.NewError(types.ErrIOFailure, "ovn_cni DEL: listing OVS ports of sandbox "+args.ContainerID, err.Error())
 	}
-	others, _ := sw.InterfacesWithExternalID(ctx, "sandbox", args.ContainerID)
-	for _, i := range others {
-		_ = sw.DeletePort(ctx, i.Name)
+	for _, i := range ours {
+		if err := sw.DeletePort(ctx, i.Name); err != nil {
+			return types.NewError(types.ErrIOFailure, "ovn_cni DEL: removing OVS port "+i.Name, err.Error())
+		}
+		if link, err := netlink.LinkByName(i.Name); err == nil && link.Type() == "veth" && i.Name != hostName {
+			_ = netlink.LinkDel(link) // an older version's host end, known by its port
+		}
 	}
 	if args.Netns != "" {
 		err := ns.WithNetNSPath(args.Netns, func(ns.NetNS) error {
@@ -251,8 +282,8 @@ func Del(args *skel.CmdArgs) error {
 		}
 	}
 	// With the netns gone the veth is gone too; make sure of the host end.
-	if link, err := netlink.LinkByName(hostName); err == nil {
-		_ = netlink.LinkDel(link)
+	if err := deleteOurHostEnd(hostName, args.ContainerID); err != nil {
+		return types.NewError(types.ErrIOFailure, "ovn_cni DEL: removing host end "+hostName, err.Error())
 	}
 	return nil
 }
@@ -310,10 +341,10 @@ func Check(args *skel.CmdArgs) error {
 		return types.NewError(types.ErrIOFailure, "ovn_cni CHECK: cannot reach OVS at "+conf.OVSAddress, err.Error())
 	}
 	defer sw.Close()
-	iface, err := sw.Interface(context.Background(), hostVethName(args.ContainerID))
+	iface, err := sw.Interface(context.Background(), HostVethName(args.ContainerID))
 	wantID := topology.PodPort(string(pa.K8S_POD_NAMESPACE), string(pa.K8S_POD_NAME))
 	if err != nil || iface.ExternalIDs["iface-id"] != wantID {
-		return types.NewError(types.ErrInternal, "ovn_cni CHECK: OVS port "+hostVethName(args.ContainerID)+" missing or not bound to "+wantID, errString(err))
+		return types.NewError(types.ErrInternal, "ovn_cni CHECK: OVS port "+HostVethName(args.ContainerID)+" missing or not bound to "+wantID, errString(err))
 	}
 	if iface.Error != nil && *iface.Error != "" {
 		return types.NewError(types.ErrInternal, "ovn_cni CHECK: OVS reports an error on "+iface.Name, *iface.Error)
