@@ -140,7 +140,7 @@ func TestNICsToBridgeAndGatewayInit(t *testing.T) {
 		return nil
 	})
 
-	// Idempotent; a second node gets the next join address, never a reused one.
+	// Idempotent; a second node gets the lowest join address no gateway uses.
 	if n := c.changesDuring(gatewayInit); n != 0 {
 		t.Errorf("second gateway-init changed %d NB rows", n)
 	}

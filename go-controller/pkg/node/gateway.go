@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -21,10 +22,6 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovs"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
-
-// joinCounterKey on the join switch holds the next gateway join address, so
-// an address is never handed out twice, even after its node is gone.
-const joinCounterKey = "k8s.ovn.org/next-gateway-join-ip"
 
 // GatewayConfig is what gateway-init needs.
 type GatewayConfig struct {
@@ -68,57 +65,27 @@ func GatewayInit(ctx context.Context, cfg GatewayConfig, nb libovsdbclient.Clien
 			return err
 		}
 	}
-	commit := func(ops []ovsdb.Operation) error {
-		if len(ops) == 0 {
-			return nil
+	commit := func(ops []ovsdb.Operation) error { return ovndb.Transact(ctx, nb, ops) }
+	var joinIP netip.Prefix
+	var rows topology.GatewayRows
+	for attempt := 1; ; attempt++ {
+		joinIP, rows, err = buildGatewayRouter(ctx, cfg, nb, commit, systemID, subnet, mac)
+		if err == nil || !errors.Is(err, errJoinIPTaken) || attempt == 5 {
+			break
 		}
-		res, err := nb.Transact(ctx, ops...)
-		if err == nil {
-			_, err = ovsdb.CheckOperationResults(res, ops)
+		select { // another node's gateway took the address: look again
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
 		}
-		return err
-	}
-	joinIP, err := gatewayJoinIP(ctx, nb, commit, cfg.NodeName, cfg.JoinSubnet)
-	if err != nil {
-		return err
-	}
-	t := ovndb.NewTxn(nb)
-	group, _ := t.Lookup(&nbdb.LoadBalancerGroup{Name: topology.ClusterLBGroup}).(*nbdb.LoadBalancerGroup)
-	cluster, _ := t.Lookup(&nbdb.LogicalRouter{Name: topology.ClusterRouter}).(*nbdb.LogicalRouter)
-	join, _ := t.Lookup(&nbdb.LogicalSwitch{Name: topology.JoinSwitch}).(*nbdb.LogicalSwitch)
-	if t.Err() != nil {
-		return t.Err()
-	}
-	if group == nil || cluster == nil || join == nil {
-		return fmt.Errorf("the cluster topology is not there yet (run ovnkube master or master-init)")
-	}
-	rows := topology.Gateway(topology.GatewayInput{
-		Node: cfg.NodeName, SystemID: systemID, JoinIP: joinIP, JoinSubnet: cfg.JoinSubnet,
-		ClusterSubnets: cfg.ClusterSubnets, HostSubnets: []netip.Prefix{subnet},
-		PhysicalIP: cfg.PhysicalIP, BridgeMAC: mac, Bridge: cfg.Bridge, PhysNet: cfg.PhysNet,
-		DefaultGW: cfg.DefaultGW, LBGroup: group.UUID,
-	})
-	// Pass 1: routers, switches and their ports.
-	rtoj := t.Ensure(rows.RouterToJoin, topology.LRPColumns(rows.RouterToJoin), nil)
-	rtoe := t.Ensure(rows.RouterToExt, topology.LRPColumns(rows.RouterToExt), nil)
-	t.Ensure(rows.Router, []any{&rows.Router.Options, &rows.Router.ExternalIDs, &rows.Router.LoadBalancerGroup}, &rows.Router.Ports, rtoj, rtoe)
-	jtor := t.Ensure(rows.JoinToRouter, topology.LSPColumns(rows.JoinToRouter), nil)
-	t.AddChildren(join, &join.Ports, jtor)
-	localnet := t.Ensure(rows.Localnet, topology.LSPColumns(rows.Localnet), nil)
-	etor := t.Ensure(rows.ExtToRouter, topology.LSPColumns(rows.ExtToRouter), nil)
-	t.Ensure(rows.External, []any{&rows.External.ExternalIDs}, &rows.External.Ports, localnet, etor)
-	removeLegacyLocalnet(t, cfg.Bridge, cfg.NodeName)
-	ops, err := t.Ops()
-	if err == nil {
-		err = commit(ops)
 	}
 	if err != nil {
 		return fmt.Errorf("gateway router of node %s: %w", cfg.NodeName, err)
 	}
 	// Pass 2: NAT and routes hang off the routers, which now exist.
-	t = ovndb.NewTxn(nb)
-	gr, _ := t.Lookup(&nbdb.LogicalRouter{Name: rows.Router.Name}).(*nbdb.LogicalRouter)
-	cluster, _ = t.Lookup(&nbdb.LogicalRouter{Name: topology.ClusterRouter}).(*nbdb.LogicalRouter)
+	t := ovndb.NewTxn(nb)
+	gr := ovndb.Lookup(t, &nbdb.LogicalRouter{Name: rows.Router.Name})
+	cluster := ovndb.Lookup(t, &nbdb.LogicalRouter{Name: topology.ClusterRouter})
 	if gr == nil || cluster == nil {
 		return fmt.Errorf("gateway router %s vanished while being built; run again", rows.Router.Name)
 	}
@@ -131,7 +98,7 @@ func GatewayInit(ctx context.Context, cfg GatewayConfig, nb libovsdbclient.Clien
 	for _, r := range rows.ClusterRoutes {
 		t.EnsureChild(cluster, &cluster.StaticRoutes, topology.RowIDKey, r, topology.RouteColumns(r))
 	}
-	ops, err = t.Ops()
+	ops, err := t.Ops()
 	if err == nil {
 		err = commit(ops)
 	}
@@ -154,6 +121,60 @@ func GatewayInit(ctx context.Context, cfg GatewayConfig, nb libovsdbclient.Clien
 	return nil
 }
 
+// errJoinIPTaken: the gateway's transaction failed while claiming a fresh
+// join address, most likely taken by another node's gateway at once.
+var errJoinIPTaken = errors.New("join address taken meanwhile")
+
+// buildGatewayRouter is gateway-init's first pass: the gateway router, the
+// external switch and their ports, with the node's join address.
+func buildGatewayRouter(ctx context.Context, cfg GatewayConfig, nb libovsdbclient.Client, commit func([]ovsdb.Operation) error,
+	systemID string, subnet netip.Prefix, mac net.HardwareAddr) (netip.Prefix, topology.GatewayRows, error) {
+	var none netip.Prefix
+	var rows topology.GatewayRows
+	t := ovndb.NewTxn(nb)
+	group := ovndb.Lookup(t, &nbdb.LoadBalancerGroup{Name: topology.ClusterLBGroup})
+	cluster := ovndb.Lookup(t, &nbdb.LogicalRouter{Name: topology.ClusterRouter})
+	join := ovndb.Lookup(t, &nbdb.LogicalSwitch{Name: topology.JoinSwitch})
+	if t.Err() != nil {
+		return none, rows, t.Err()
+	}
+	if group == nil || cluster == nil || join == nil {
+		return none, rows, fmt.Errorf("the cluster topology is not there yet (run ovnkube master or master-init)")
+	}
+	joinIP, fresh, err := gatewayJoinIP(nb, cfg.NodeName, cfg.JoinSubnet)
+	if err != nil {
+		return none, rows, err
+	}
+	if fresh {
+		guardJoinIP(t, joinIP)
+	}
+	rows = topology.Gateway(topology.GatewayInput{
+		Node: cfg.NodeName, SystemID: systemID, JoinIP: joinIP, JoinSubnet: cfg.JoinSubnet,
+		ClusterSubnets: cfg.ClusterSubnets, HostSubnets: []netip.Prefix{subnet},
+		PhysicalIP: cfg.PhysicalIP, BridgeMAC: mac, Bridge: cfg.Bridge, PhysNet: cfg.PhysNet,
+		DefaultGW: cfg.DefaultGW, LBGroup: group.UUID,
+	})
+	// Pass 1: routers, switches and their ports.
+	rtoj := t.Ensure(rows.RouterToJoin, topology.LRPColumns(rows.RouterToJoin), nil)
+	rtoe := t.Ensure(rows.RouterToExt, topology.LRPColumns(rows.RouterToExt), nil)
+	t.Ensure(rows.Router, []any{&rows.Router.Options, &rows.Router.ExternalIDs, &rows.Router.LoadBalancerGroup}, &rows.Router.Ports, rtoj, rtoe)
+	jtor := t.Ensure(rows.JoinToRouter, topology.LSPColumns(rows.JoinToRouter), nil)
+	t.AddChildren(join, &join.Ports, jtor)
+	localnet := t.Ensure(rows.Localnet, topology.LSPColumns(rows.Localnet), nil)
+	etor := t.Ensure(rows.ExtToRouter, topology.LSPColumns(rows.ExtToRouter), nil)
+	t.Ensure(rows.External, []any{&rows.External.ExternalIDs}, &rows.External.Ports, localnet, etor)
+	removeLegacyLocalnet(t, cfg.Bridge, cfg.NodeName)
+	ops, err := t.Ops()
+	if err == nil {
+		err = commit(ops)
+	}
+	if err != nil && fresh {
+		// The guard is the likeliest reason; the caller looks again.
+		return none, rows, fmt.Errorf("%w: %v", errJoinIPTaken, err)
+	}
+	return joinIP, rows, err
+}
+
 // removeLegacyLocalnet drops the localnet port of ours that an older
 // version named <bridge>_<node> (a name a pod could take): two localnet
 // ports on ext_<node> would both deliver the physical network's frames.
@@ -169,56 +190,41 @@ func removeLegacyLocalnet(t *ovndb.Txn, bridge, node string) {
 }
 
 // gatewayJoinIP returns the node's join address: the one its gateway port
-// already has, else the next from the counter on the join switch, taken in a
-// transaction that fails if another node took it first (then retried).
-func gatewayJoinIP(ctx context.Context, nb libovsdbclient.Client, commit func([]ovsdb.Operation) error, node string, joinSubnet netip.Prefix) (netip.Prefix, error) {
-	for attempt := 0; attempt < 10; attempt++ {
-		t := ovndb.NewTxn(nb)
-		if lrp, _ := t.Lookup(&nbdb.LogicalRouterPort{Name: topology.RouterToGatewayJoinPort(node)}).(*nbdb.LogicalRouterPort); lrp != nil && len(lrp.Networks) > 0 {
-			return netip.ParsePrefix(lrp.Networks[0])
-		}
-		join, _ := t.Lookup(&nbdb.LogicalSwitch{Name: topology.JoinSwitch}).(*nbdb.LogicalSwitch)
-		if t.Err() != nil {
-			return netip.Prefix{}, t.Err()
-		}
-		if join == nil {
-			return netip.Prefix{}, fmt.Errorf("switch %s does not exist yet (run ovnkube master or master-init)", topology.JoinSwitch)
-		}
-		next := joinSubnet.Addr().Next().Next() // .1 is the cluster router
-		if v, ok := join.ExternalIDs[joinCounterKey]; ok {
-			a, err := netip.ParseAddr(v)
-			if err != nil || !joinSubnet.Contains(a) {
-				return netip.Prefix{}, fmt.Errorf("join switch %s=%q is not an address of %s; fix or remove it", joinCounterKey, v, joinSubnet)
-			}
-			next = a
-		}
-		if !joinSubnet.Contains(next.Next()) {
-			return netip.Prefix{}, fmt.Errorf("join subnet %s has no address left for gateway routers", joinSubnet)
-		}
-		t.Wait(join, &join.ExternalIDs)
-		ids := map[string]string{}
-		for k, v := range join.ExternalIDs {
-			ids[k] = v
-		}
-		ids[joinCounterKey] = next.Next().String()
-		updated := *join
-		updated.ExternalIDs = ids
-		t.Update(&updated, &updated.ExternalIDs)
-		ops, err := t.Ops()
-		if err != nil {
-			return netip.Prefix{}, err
-		}
-		if err := commit(ops); err == nil {
-			return netip.PrefixFrom(next, joinSubnet.Bits()), nil
-		}
-		// Someone else moved the counter: read it again.
-		select {
-		case <-ctx.Done():
-			return netip.Prefix{}, ctx.Err()
-		default:
+// already has (fresh false), else the lowest address of the join subnet that
+// no router port uses (fresh true), so the addresses of removed gateways
+// return to the pool. A fresh address must be committed under guardJoinIP.
+func gatewayJoinIP(nb libovsdbclient.Client, node string, joinSubnet netip.Prefix) (ip netip.Prefix, fresh bool, err error) {
+	own := &nbdb.LogicalRouterPort{Name: topology.RouterToGatewayJoinPort(node)}
+	if nb.Get(context.Background(), own) == nil && len(own.Networks) > 0 {
+		p, err := netip.ParsePrefix(own.Networks[0])
+		if err == nil && joinSubnet.Contains(p.Addr()) {
+			return p, false, nil
 		}
 	}
-	return netip.Prefix{}, fmt.Errorf("could not reserve a join address for node %s (too much contention)", node)
+	used := map[netip.Addr]bool{}
+	var lrps []nbdb.LogicalRouterPort
+	_ = nb.List(context.Background(), &lrps)
+	for _, lrp := range lrps {
+		for _, n := range lrp.Networks {
+			if p, err := netip.ParsePrefix(n); err == nil {
+				used[p.Addr()] = true
+			}
+		}
+	}
+	// .0 is the network, .1 the cluster router's port.
+	for a := joinSubnet.Addr().Next().Next(); joinSubnet.Contains(a) && joinSubnet.Contains(a.Next()); a = a.Next() {
+		if !used[a] {
+			return netip.PrefixFrom(a, joinSubnet.Bits()), true, nil
+		}
+	}
+	return netip.Prefix{}, false, fmt.Errorf("join subnet %s has no address left for gateway router %s; remove stale gateways or widen --join-subnet", joinSubnet, topology.GatewayRouter(node))
+}
+
+// guardJoinIP fails the transaction if another gateway took ip meanwhile
+// (gateway-init of two nodes at once).
+func guardJoinIP(t *ovndb.Txn, ip netip.Prefix) {
+	probe := &nbdb.LogicalRouterPort{Networks: []string{ip.String()}}
+	t.FailIfExists(probe, &probe.Networks)
 }
 
 // mergeBridgeMappings sets physnet→bridge in an "net:bridge,net:bridge" list.

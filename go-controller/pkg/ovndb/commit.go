@@ -165,8 +165,31 @@ func (b *Committer) transact(ctx context.Context, ops []ovsdb.Operation) error {
 	if err != nil {
 		return err
 	}
+	return checkResults(results, ops)
+}
+
+// Transact sends ops in one transaction of their own, unbatched, and checks
+// every result: an operation error, or an update, mutate or delete that
+// matched no row (ErrRowGone). Nothing is sent while c is disconnected
+// (ErrNotConnected): libovsdb would wait and then send operations built
+// from a cache that may be gone. Empty ops send nothing.
+func Transact(ctx context.Context, c client.Client, ops []ovsdb.Operation) error {
+	if len(ops) == 0 {
+		return nil
+	}
+	if c.CurrentEndpoint() == "" {
+		return ErrNotConnected
+	}
+	results, err := c.Transact(ctx, ops...)
+	if err != nil {
+		return fmt.Errorf("transaction of %d operations: %w", len(ops), err)
+	}
+	return checkResults(results, ops)
+}
+
+func checkResults(results []ovsdb.OperationResult, ops []ovsdb.Operation) error {
 	if _, err := ovsdb.CheckOperationResults(results, ops); err != nil {
-		return fmt.Errorf("NB transaction failed: %w", err)
+		return fmt.Errorf("transaction failed: %w", err)
 	}
 	return checkCounts(results, ops)
 }

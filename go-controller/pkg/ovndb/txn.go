@@ -193,10 +193,20 @@ func (t *Txn) failOnDuplicate(want model.Model) {
 		}
 	}
 	probe := model.Clone(want)
-	name := reflect.ValueOf(probe).Elem().FieldByName("Name")
+	t.FailIfExists(probe, reflect.ValueOf(probe).Elem().FieldByName("Name").Addr().Interface())
+}
+
+// FailIfExists guards the transaction: it fails if, when it runs, a row
+// exists whose column (field, a pointer into probe) equals probe's value.
+// Built as OVSDB's `wait` until != [that row] with a zero timeout.
+func (t *Txn) FailIfExists(probe model.Model, field any) {
+	if t.err != nil {
+		return
+	}
+	value := reflect.ValueOf(field).Elem().Interface()
 	timeout := 0
-	ops, err := t.c.WhereAny(probe, model.Condition{Field: name.Addr().Interface(), Function: ovsdb.ConditionEqual, Value: name.String()}).
-		Wait(ovsdb.WaitConditionNotEqual, &timeout, probe, name.Addr().Interface())
+	ops, err := t.c.WhereAny(probe, model.Condition{Field: field, Function: ovsdb.ConditionEqual, Value: value}).
+		Wait(ovsdb.WaitConditionNotEqual, &timeout, probe, field)
 	t.fail(err)
 	t.ops = append(t.ops, ops...)
 }

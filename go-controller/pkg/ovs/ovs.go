@@ -45,11 +45,7 @@ func (c *Client) transact(ctx context.Context, ops []ovsdb.Operation) error {
 	if len(ops) == 0 {
 		return nil
 	}
-	results, err := c.Transact(ctx, ops...)
-	if err != nil {
-		return fmt.Errorf("OVS transaction: %w", err)
-	}
-	if _, err := ovsdb.CheckOperationResults(results, ops); err != nil {
+	if err := ovndb.Transact(ctx, c.Client, ops); err != nil {
 		return fmt.Errorf("OVS transaction: %w", err)
 	}
 	return nil
