@@ -2,77 +2,276 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovs"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/vswitchd"
 )
 
 // BridgeName is the OVS bridge nics-to-bridge makes for a NIC.
 func BridgeName(nic string) string { return "br" + nic }
 
+// NICMove is a nics-to-bridge request.
+type NICMove struct {
+	NIC          string
+	DatapathType string
+	// FailAfter, when set, is called after each step with the step's name;
+	// an error aborts the move, which is then rolled back. Tests inject
+	// failures through it.
+	FailAfter func(step string) error
+}
+
+// The steps of a move, in order.
+const (
+	StepBridge           = "bridge-created"
+	StepAddressesCopied  = "addresses-copied"
+	StepNICAttached      = "nic-attached"
+	StepRoutesMoved      = "routes-moved"
+	StepAddressesRemoved = "addresses-removed"
+)
+
 // NICToBridge moves a NIC under an OVS bridge br<NIC>: the bridge takes the
-// NIC's MAC, addresses and routes, so the host keeps its connectivity and
-// the gateway's localnet port shares the wire. Running it again changes nothing.
+// NIC's MAC, addresses (with their flags and lifetimes) and routes, so the
+// host keeps its connectivity and the gateway's localnet port shares the
+// wire. A NIC that is a port of another bridge, or enslaved to another
+// device, is refused. Any failure rolls every step back. Running it again
+// changes nothing.
 func NICToBridge(ctx context.Context, nic, datapathType string, sw *ovs.Client, log logr.Logger) (string, error) {
-	bridge := BridgeName(nic)
-	link, err := netlink.LinkByName(nic)
+	return MoveNICToBridge(ctx, NICMove{NIC: nic, DatapathType: datapathType}, sw, log)
+}
+
+// MoveNICToBridge is NICToBridge with the request spelled out.
+func MoveNICToBridge(ctx context.Context, m NICMove, sw *ovs.Client, log logr.Logger) (bridge string, err error) {
+	bridge = BridgeName(m.NIC)
+	link, err := netlink.LinkByName(m.NIC)
 	if err != nil {
-		return "", fmt.Errorf("interface %s: %w", nic, err)
+		return "", fmt.Errorf("interface %s: %w", m.NIC, err)
 	}
-	mac := link.Attrs().HardwareAddr.String()
-	if err := sw.EnsureBridge(ctx, ovs.Bridge{Name: bridge, DatapathType: datapathType,
-		OtherConfig: map[string]string{"hwaddr": mac, "disable-in-band": "true"}}); err != nil {
-		return "", fmt.Errorf("creating bridge %s: %w", bridge, err)
-	}
-	if err := sw.EnsurePort(ctx, bridge, ovs.Port{Name: nic}); err != nil {
-		return "", fmt.Errorf("adding %s to %s: %w", nic, bridge, err)
-	}
-	br, err := waitForLink(ctx, bridge, 10*time.Second)
+	owner, err := checkNICFree(ctx, link, bridge, sw)
 	if err != nil {
 		return "", err
 	}
-	if br.Attrs().HardwareAddr.String() != mac {
-		if err := netlink.LinkSetHardwareAddr(br, link.Attrs().HardwareAddr); err != nil {
-			return "", fmt.Errorf("giving %s the MAC of %s: %w", bridge, nic, err)
+	mv := &nicMover{ctx: ctx, m: m, sw: sw, log: log, nic: link, bridge: bridge, attached: owner == bridge}
+	defer func() {
+		if err != nil {
+			if rbErr := mv.rollback(); rbErr != nil {
+				err = fmt.Errorf("%w; rolling back also failed: %v (check %s and %s by hand)", err, rbErr, m.NIC, bridge)
+			} else {
+				err = fmt.Errorf("%w (rolled back: %s is as it was)", err, m.NIC)
+			}
+		}
+	}()
+	return bridge, mv.run()
+}
+
+// checkNICFree refuses a NIC that belongs to something else: a port of
+// another OVS bridge, or a device enslaved to a Linux bridge or bond. It
+// returns the OVS bridge holding it ("" or our own).
+func checkNICFree(ctx context.Context, link netlink.Link, bridge string, sw *ovs.Client) (string, error) {
+	nic := link.Attrs().Name
+	owner, err := sw.PortBridge(ctx, nic)
+	if err != nil {
+		return "", err
+	}
+	if owner != "" && owner != bridge {
+		return "", fmt.Errorf("%s is a port of OVS bridge %s; remove it there first (nics-to-bridge moves it only to %s)", nic, owner, bridge)
+	}
+	if idx := link.Attrs().MasterIndex; idx != 0 {
+		master, err := netlink.LinkByIndex(idx)
+		if err == nil && master.Attrs().Name != "ovs-system" {
+			return "", fmt.Errorf("%s is enslaved to %s; release it first", nic, master.Attrs().Name)
+		}
+	}
+	return owner, nil
+}
+
+// nicMover carries out one move and remembers how to undo each step.
+type nicMover struct {
+	ctx      context.Context
+	m        NICMove
+	sw       *ovs.Client
+	log      logr.Logger
+	nic      netlink.Link
+	bridge   string
+	attached bool // the NIC was on our bridge already (a re-run)
+	undo     []func() error
+}
+
+func (mv *nicMover) step(name string) error {
+	if mv.m.FailAfter != nil {
+		if err := mv.m.FailAfter(name); err != nil {
+			return fmt.Errorf("after step %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func (mv *nicMover) run() error {
+	br, err := mv.createBridge()
+	if err != nil {
+		return err
+	}
+	if err := mv.step(StepBridge); err != nil {
+		return err
+	}
+	addrs, err := movableAddrs(mv.nic)
+	if err != nil {
+		return err
+	}
+	routes, err := netlink.RouteList(mv.nic, netlink.FAMILY_ALL)
+	if err != nil {
+		return err
+	}
+	// The bridge gets the addresses before the NIC is attached, so the host
+	// has them on one side or the other at every moment.
+	for _, a := range addrs {
+		if err := mv.addAddr(br, a); err != nil {
+			return fmt.Errorf("adding %s to %s: %w", a.IPNet, mv.bridge, err)
+		}
+	}
+	if err := mv.step(StepAddressesCopied); err != nil {
+		return err
+	}
+	if err := mv.attachNIC(); err != nil {
+		return err
+	}
+	if err := mv.step(StepNICAttached); err != nil {
+		return err
+	}
+	if err := mv.moveRoutes(br, routes); err != nil {
+		return err
+	}
+	if err := mv.step(StepRoutesMoved); err != nil {
+		return err
+	}
+	// Newest first: removing a primary address takes its secondaries with it.
+	for i := len(addrs) - 1; i >= 0; i-- {
+		if err := mv.removeAddr(addrs[i]); err != nil {
+			return fmt.Errorf("removing %s from %s: %w", addrs[i].IPNet, mv.m.NIC, err)
+		}
+	}
+	return mv.step(StepAddressesRemoved)
+}
+
+func (mv *nicMover) createBridge() (netlink.Link, error) {
+	existed := mv.sw.Get(mv.ctx, &vswitchd.Bridge{Name: mv.bridge}) == nil
+	mac := mv.nic.Attrs().HardwareAddr
+	if err := mv.sw.EnsureBridge(mv.ctx, ovs.Bridge{Name: mv.bridge, DatapathType: mv.m.DatapathType,
+		OtherConfig: map[string]string{"hwaddr": mac.String(), "disable-in-band": "true"}}); err != nil {
+		return nil, fmt.Errorf("creating bridge %s: %w", mv.bridge, err)
+	}
+	if !existed {
+		mv.undo = append(mv.undo, func() error {
+			if err := mv.sw.DeleteBridge(context.Background(), mv.bridge); err != nil {
+				return err
+			}
+			return waitForNoLink(mv.bridge, 10*time.Second) // vswitchd removes it a moment later
+		})
+	}
+	br, err := waitForLink(mv.ctx, mv.bridge, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	if br.Attrs().HardwareAddr.String() != mac.String() {
+		if err := netlink.LinkSetHardwareAddr(br, mac); err != nil {
+			return nil, fmt.Errorf("giving %s the MAC of %s: %w", mv.bridge, mv.m.NIC, err)
 		}
 	}
 	if err := netlink.LinkSetUp(br); err != nil {
-		return "", err
+		return nil, err
 	}
-	// Routes first (they go when their addresses go), then the addresses.
-	routes, err := netlink.RouteList(link, netlink.FAMILY_ALL)
+	return br, nil
+}
+
+func (mv *nicMover) addAddr(br netlink.Link, a netlink.Addr) error {
+	copied := a
+	copied.LinkIndex = br.Attrs().Index
+	copied.Label = "" // labels are prefixed with the NIC's name
+	if err := netlink.AddrReplace(br, &copied); err != nil {
+		return err
+	}
+	mv.undo = append(mv.undo, func() error { return ignoreMissing(netlink.AddrDel(br, &copied)) })
+	mv.log.V(2).Info("address copied", "address", a.IPNet.String(), "to", mv.bridge)
+	return nil
+}
+
+func (mv *nicMover) attachNIC() error {
+	if mv.attached {
+		return nil
+	}
+	if err := mv.sw.EnsurePort(mv.ctx, mv.bridge, ovs.Port{Name: mv.m.NIC}); err != nil {
+		return fmt.Errorf("adding %s to %s: %w", mv.m.NIC, mv.bridge, err)
+	}
+	mv.undo = append(mv.undo, func() error { return mv.sw.DeletePort(context.Background(), mv.m.NIC) })
+	return nil
+}
+
+func (mv *nicMover) moveRoutes(br netlink.Link, routes []netlink.Route) error {
+	for _, r := range routes {
+		if r.Protocol == unix.RTPROT_KERNEL || r.Dst != nil && r.Dst.IP.IsLinkLocalUnicast() {
+			continue // connected routes come and go with their addresses
+		}
+		orig, moved := r, r
+		moved.LinkIndex = br.Attrs().Index
+		if err := netlink.RouteReplace(&moved); err != nil {
+			return fmt.Errorf("moving route %s to %s: %w", r.String(), mv.bridge, err)
+		}
+		mv.undo = append(mv.undo, func() error {
+			_ = netlink.RouteDel(&moved)
+			return netlink.RouteReplace(&orig)
+		})
+	}
+	return nil
+}
+
+func (mv *nicMover) removeAddr(a netlink.Addr) error {
+	if err := netlink.AddrDel(mv.nic, &a); err != nil {
+		return err
+	}
+	mv.undo = append(mv.undo, func() error { return netlink.AddrReplace(mv.nic, &a) })
+	mv.log.V(2).Info("address moved", "address", a.IPNet.String(), "from", mv.m.NIC, "to", mv.bridge)
+	return nil
+}
+
+// rollback undoes the steps taken, newest first, and reports the first failure.
+func (mv *nicMover) rollback() error {
+	var first error
+	for i := len(mv.undo) - 1; i >= 0; i-- {
+		if err := mv.undo[i](); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// movableAddrs are the NIC's addresses other than link-local ones, with the
+// flags a new address may carry (lifetimes are kept as they are).
+func movableAddrs(link netlink.Link) ([]netlink.Addr, error) {
+	all, err := netlink.AddrList(link, netlink.FAMILY_ALL)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	addrs, err := netlink.AddrList(link, netlink.FAMILY_ALL)
-	if err != nil {
-		return "", err
-	}
-	for _, a := range addrs {
+	var out []netlink.Addr
+	for _, a := range all {
 		if a.IP.IsLinkLocalUnicast() {
 			continue
 		}
-		moved := &netlink.Addr{IPNet: a.IPNet}
-		if err := netlink.AddrReplace(br, moved); err != nil {
-			return "", fmt.Errorf("adding %s to %s: %w", a.IPNet, bridge, err)
-		}
-		if err := netlink.AddrDel(link, &a); err != nil {
-			return "", fmt.Errorf("removing %s from %s: %w", a.IPNet, nic, err)
-		}
-		log.V(2).Info("moved address", "address", a.IPNet.String(), "from", nic, "to", bridge)
+		// State the kernel keeps for itself is not for a new address.
+		a.Flags &^= unix.IFA_F_PERMANENT | unix.IFA_F_TENTATIVE | unix.IFA_F_DADFAILED | unix.IFA_F_DEPRECATED | unix.IFA_F_OPTIMISTIC
+		out = append(out, a)
 	}
-	for _, r := range routes {
-		if r.Protocol == netlink.RouteProtocol(2) /* kernel */ || r.Dst != nil && r.Dst.IP.IsLinkLocalUnicast() {
-			continue // connected routes come back with the addresses
-		}
-		r.LinkIndex = br.Attrs().Index
-		if err := netlink.RouteReplace(&r); err != nil {
-			return "", fmt.Errorf("moving route %s to %s: %w", r.String(), bridge, err)
-		}
+	return out, nil
+}
+
+func ignoreMissing(err error) error {
+	if errors.Is(err, unix.EADDRNOTAVAIL) || errors.Is(err, unix.ESRCH) || errors.Is(err, unix.ENODEV) {
+		return nil
 	}
-	return bridge, nil
+	return err
 }

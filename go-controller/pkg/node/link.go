@@ -81,6 +81,20 @@ func removeOtherAddrs(link netlink.Link, keep *netlink.Addr) error {
 	return nil
 }
 
+// waitForNoLink waits until the interface name is gone.
+func waitForNoLink(name string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if _, err := netlink.LinkByName(name); err != nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("interface %s still there %s after its bridge was removed", name, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func waitForLink(ctx context.Context, name string, timeout time.Duration) (netlink.Link, error) {
 	deadline := time.Now().Add(timeout)
 	for {

@@ -130,7 +130,9 @@ func (c *Client) EnsureBridge(ctx context.Context, b Bridge) error {
 		if !reflect.DeepEqual(have.FailMode, want.FailMode) {
 			fields = append(fields, &want.FailMode)
 		}
-		if !mapsEqual(have.OtherConfig, want.OtherConfig) {
+		// Only our keys: other tools (and operators) set their own on br-int.
+		if merged, changed := mergeKeys(have.OtherConfig, want.OtherConfig); changed {
+			want.OtherConfig = merged
 			fields = append(fields, &want.OtherConfig)
 		}
 		want.UUID = have.UUID
@@ -156,6 +158,46 @@ func (c *Client) EnsureBridge(ctx context.Context, b Bridge) error {
 		return err
 	}
 	return c.transact(ctx, append(ops, mut...))
+}
+
+// DeleteBridge removes a bridge (its ports go with it); a missing bridge is
+// not an error.
+func (c *Client) DeleteBridge(ctx context.Context, name string) error {
+	br := &vswitchd.Bridge{Name: name}
+	if err := c.Get(ctx, br); err != nil {
+		if errors.Is(err, client.ErrNotFound) {
+			return nil
+		}
+		return err
+	}
+	root, err := c.Root(ctx)
+	if err != nil {
+		return err
+	}
+	ops, err := c.Where(root).Mutate(root, model.Mutation{Field: &root.Bridges, Mutator: ovsdb.MutateOperationDelete, Value: []string{br.UUID}})
+	if err != nil {
+		return err
+	}
+	return c.transact(ctx, ops)
+}
+
+// PortBridge names the bridge holding the port called name, or "" if none does.
+func (c *Client) PortBridge(ctx context.Context, name string) (string, error) {
+	port := &vswitchd.Port{Name: name}
+	if err := c.Get(ctx, port); err != nil {
+		if errors.Is(err, client.ErrNotFound) {
+			return "", nil
+		}
+		return "", err
+	}
+	var bridges []vswitchd.Bridge
+	if err := c.WhereCache(func(b *vswitchd.Bridge) bool { return slices.Contains(b.Ports, port.UUID) }).List(ctx, &bridges); err != nil {
+		return "", err
+	}
+	if len(bridges) == 0 {
+		return "", nil
+	}
+	return bridges[0].Name, nil
 }
 
 // Port describes a single-interface port to ensure on a bridge.
@@ -305,17 +347,6 @@ func (c *Client) WaitInterface(ctx context.Context, name string, cond func(*vswi
 	}
 }
 
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if bv, ok := b[k]; !ok || bv != v {
-			return false
-		}
-	}
-	return true
-}
 
 // mergeKeys returns have with the keys of want set, and whether that changed anything.
 func mergeKeys(have, want map[string]string) (map[string]string, bool) {
