@@ -347,7 +347,6 @@ func (c *Client) WaitInterface(ctx context.Context, name string, cond func(*vswi
 	}
 }
 
-
 // mergeKeys returns have with the keys of want set, and whether that changed anything.
 func mergeKeys(have, want map[string]string) (map[string]string, bool) {
 	changed := false
