@@ -9,7 +9,7 @@ KUBE_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION
 DEB_PACKAGES := ovn-central ovn-host openvswitch-switch iproute2 ethtool iputils-ping etcd-server openssl containernetworking-plugins
 GO_SOURCES := $(shell find go-controller -name '*.go') go.mod go.sum
 
-.PHONY: all build deps deps-packages generate verify-generate lint test unit integration e2e demo demo-down bench bench-quick clean
+.PHONY: all build deps deps-packages generate verify-generate lint test unit fuzz integration e2e demo demo-down bench bench-quick clean
 
 all: build
 
@@ -57,6 +57,16 @@ lint:
 unit:
 	$(GO) test -count=1 ./go-controller/...
 
+## fuzz: a short run of every fuzz target (seed corpora in testdata/fuzz; FUZZTIME=1m for longer)
+FUZZTIME ?= 5s
+FUZZ_TARGETS := annotations:FuzzParsePodNetworks annotations:FuzzParseNodeSubnets annotations:FuzzParseL3GatewayConfig \
+	annotations:FuzzParseMAC cni:FuzzParseConf cni:FuzzParseArgs
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t#*:}; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) ./go-controller/pkg/$$pkg || exit 1; \
+	done
+
 ## integration: tests against real ovsdb-server, ovn-northd, etcd, kube-apiserver, OVS and netns
 integration: build deps
 	$(GO) test -count=1 -p 1 -timeout 20m ./test/integration/...
@@ -89,7 +99,7 @@ bench-quick: deps build $(BIN)/ovnk-bench
 	$(BIN)/ovnk-bench -nodes 10 -pods 500 -latency-rate 50 -latency-duration 5s -services 100 -limit-ports 2000 -limit-patches 500 -limit-services 100 -out _output/bench-quick
 
 ## test: everything CI checks
-test: deps build lint verify-generate bench-quick unit integration e2e
+test: deps build lint verify-generate bench-quick unit fuzz integration e2e
 
 clean:
 	rm -rf $(OUT)
