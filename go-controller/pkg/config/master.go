@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/tls"
 	"net/netip"
 	"time"
 )
@@ -16,6 +17,7 @@ type Kube struct {
 type Master struct {
 	Kube           Kube
 	NBAddress      []string
+	NBTLS          *tls.Config // for ssl: addresses
 	ClusterSubnets []ClusterSubnet
 	ServiceCIDRs   []netip.Prefix
 	JoinSubnet     netip.Prefix

@@ -40,12 +40,17 @@ type Config struct {
 	HostSubnet   netip.Prefix
 	EncapType    string // geneve or vxlan
 	EncapIP      string
-	SBAddress    string // becomes ovn-remote
-	DatapathType string // "netdev" where the kernel has no OVS module
+	SBAddress    string   // becomes ovn-remote
+	SBSSL        SSLFiles // for an ssl: SBAddress: what ovn-controller presents
+	DatapathType string   // "netdev" where the kernel has no OVS module
 	MTU          int
 	// SubnetTimeout bounds the wait for the master to annotate the node.
 	SubnetTimeout time.Duration
 }
+
+// SSLFiles are the PEM files ovn-controller uses for an ssl: SB; they go to
+// OVS's SSL table. Empty: none (unix: or tcp:).
+type SSLFiles struct{ PrivateKey, Certificate, CACert string }
 
 // Result is what minion-init configured.
 type Result struct {
@@ -70,6 +75,11 @@ func MinionInit(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes
 		return res, fmt.Errorf("setting Open_vSwitch external_ids: %w", err)
 	}
 	res.SystemID = ids["system-id"]
+	if cfg.SBSSL.PrivateKey != "" {
+		if err := sw.EnsureSSL(ctx, cfg.SBSSL.PrivateKey, cfg.SBSSL.Certificate, cfg.SBSSL.CACert); err != nil {
+			return res, fmt.Errorf("setting OVS's SSL table for ovn-controller's ssl: SB connection: %w", err)
+		}
+	}
 	if err := sw.EnsureBridge(ctx, ovs.Bridge{
 		Name: IntegrationBridge, DatapathType: cfg.DatapathType, FailMode: "secure",
 		OtherConfig: map[string]string{"disable-in-band": "true"},

@@ -160,6 +160,39 @@ func (c *Client) EnsureBridge(ctx context.Context, b Bridge) error {
 	return c.transact(ctx, append(ops, mut...))
 }
 
+// EnsureSSL points OVS's SSL table (read by ovn-controller and
+// ovs-vswitchd for ssl: remotes) at these PEM files; nothing is written when
+// it already does.
+func (c *Client) EnsureSSL(ctx context.Context, privateKey, certificate, caCert string) error {
+	root, err := c.Root(ctx)
+	if err != nil {
+		return err
+	}
+	want := &vswitchd.SSL{PrivateKey: privateKey, Certificate: certificate, CaCert: caCert}
+	if root.SSL != nil {
+		have := &vswitchd.SSL{UUID: *root.SSL}
+		if err := c.Get(ctx, have); err == nil {
+			if have.PrivateKey == want.PrivateKey && have.Certificate == want.Certificate && have.CaCert == want.CaCert {
+				return nil
+			}
+			want.UUID = have.UUID
+			return c.update(ctx, want, []any{&want.PrivateKey, &want.Certificate, &want.CaCert})
+		}
+	}
+	want.UUID = "newssl"
+	ops, err := c.Create(want)
+	if err != nil {
+		return err
+	}
+	ref := want.UUID
+	root.SSL = &ref
+	upd, err := c.Where(root).Update(root, &root.SSL)
+	if err != nil {
+		return err
+	}
+	return c.transact(ctx, append(ops, upd...))
+}
+
 // DeleteBridge removes a bridge (its ports go with it); a missing bridge is
 // not an error.
 func (c *Client) DeleteBridge(ctx context.Context, name string) error {

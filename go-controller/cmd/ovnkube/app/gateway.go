@@ -36,6 +36,7 @@ func gatewayInitCommand() *cli.Command {
 			&cli.StringFlag{Name: "nb-address", Usage: "OVN NB database (required)"},
 			&cli.StringFlag{Name: "ovs-address", Value: ovs.DefaultAddress, Usage: "local OVS database"},
 			&cli.DurationFlag{Name: "timeout", Value: 60 * time.Second, Usage: "give up after this long (unreachable databases, no subnet yet)"},
+			tlsFlags("nb")[0], tlsFlags("nb")[1], tlsFlags("nb")[2],
 		),
 		Action: func(c *cli.Context) error {
 			for _, name := range []string{"node-name", "bridge-interface", "physical-ip", "nb-address"} {
@@ -64,9 +65,9 @@ func gatewayInitCommand() *cli.Command {
 			if cfg.JoinSubnet, err = config.ParseCIDR(c.String("join-subnet")); err != nil {
 				return flagError("join-subnet", err)
 			}
-			nbAddr, err := config.ParseOVSDBAddress(c.String("nb-address"))
+			nbAddr, nbTLS, err := dbConnection(c, "nb")
 			if err != nil {
-				return flagError("nb-address", err)
+				return err
 			}
 			kcfg, err := kubeConfig(c)
 			if err != nil {
@@ -82,7 +83,7 @@ func gatewayInitCommand() *cli.Command {
 			ctx, cancelT := context.WithTimeout(ctx, c.Duration("timeout"))
 			defer cancelT()
 			log := logger().WithName("gateway-init")
-			nb, err := ovndb.ConnectNB(ctx, nbAddr, log)
+			nb, err := ovndb.ConnectNB(ctx, nbAddr, log, nbTLS)
 			if err != nil {
 				return err
 			}

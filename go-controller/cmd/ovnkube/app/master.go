@@ -64,11 +64,8 @@ func masterCommand() *cli.Command {
 			"(k8s.ovn.org/pod-networks) and a logical switch port, and every Service load balancers\n" +
 			"(Service_<ns>/<name>_<PROTO>_cluster in the clusterLBGroup). Restart-safe: state is rebuilt\n" +
 			"from annotations and the NB, and only rows ovn-k8s owns are ever deleted.",
-		Flags: append(kubeFlags(),
+		Flags: append(append(kubeFlags(), tlsFlags("nb")...),
 			&cli.StringFlag{Name: "nb-address", Usage: "OVN NB database: unix:PATH, tcp:HOST:PORT or ssl:HOST:PORT; comma-separated for a clustered NB"},
-			&cli.StringFlag{Name: "nb-client-cert", Usage: "client certificate for ssl: NB addresses"},
-			&cli.StringFlag{Name: "nb-client-privkey", Usage: "client private key for ssl: NB addresses"},
-			&cli.StringFlag{Name: "nb-client-cacert", Usage: "CA certificate that signed the NB server's certificate"},
 			&cli.StringSliceFlag{Name: "cluster-subnet", Value: cli.NewStringSlice("10.244.0.0/16/24"), Usage: "pod network CIDR/HOSTLEN (repeatable; one per IP family for dual-stack)"},
 			&cli.StringSliceFlag{Name: "service-cidr", Value: cli.NewStringSlice("10.96.0.0/16"), Usage: "service ClusterIP range (repeatable)"},
 			&cli.StringFlag{Name: "join-subnet", Value: "100.64.0.0/16", Usage: "subnet of the join switch between the cluster router and gateway routers"},
@@ -95,15 +92,11 @@ func masterCommand() *cli.Command {
 			if addr := c.String("pprof-address"); addr != "" {
 				go func() { log.Error(http.ListenAndServe(addr, nil), "pprof server stopped") }()
 			}
-			tlsConfig, err := ovndb.TLSConfig(cfg.NBAddress, c.String("nb-client-cert"), c.String("nb-client-privkey"), c.String("nb-client-cacert"))
-			if err != nil {
-				return flagError("nb-client-cert", err)
-			}
 			kube, err := kubeClient(cfg.Kube)
 			if err != nil {
 				return err
 			}
-			nb, err := ovndb.ConnectNB(ctx, cfg.NBAddress, log.WithName("nb"), tlsConfig)
+			nb, err := ovndb.ConnectNB(ctx, cfg.NBAddress, log.WithName("nb"), cfg.NBTLS)
 			if err != nil {
 				return err
 			}
@@ -120,12 +113,11 @@ func masterConfig(c *cli.Context) (config.Master, error) {
 	if cfg.Kube, err = kubeConfig(c); err != nil {
 		return cfg, err
 	}
-	nbAddress, err := required(c, "nb-address")
-	if err != nil {
+	if _, err := required(c, "nb-address"); err != nil {
 		return cfg, err
 	}
-	if cfg.NBAddress, err = config.ParseOVSDBAddress(nbAddress); err != nil {
-		return cfg, flagError("nb-address", err)
+	if cfg.NBAddress, cfg.NBTLS, err = dbConnection(c, "nb"); err != nil {
+		return cfg, err
 	}
 	if cfg.ClusterSubnets, err = config.ParseClusterSubnets(c.StringSlice("cluster-subnet")); err != nil {
 		return cfg, flagError("cluster-subnet", err)

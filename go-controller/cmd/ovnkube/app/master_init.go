@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net/netip"
 	"time"
@@ -19,23 +20,23 @@ func masterInitCommand() *cli.Command {
 		Usage: "create the cluster router, the join switch and the master node's switch, then exit",
 		Description: "One-shot and idempotent (the seed's `ovn-k8s-overlay master-init`): running it\n" +
 			"again changes nothing. `ovnkube master` adopts the rows it creates.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "nb-address", Usage: "OVN NB database (unix:, tcp: or ssl: address; comma-separated for a cluster)"},
 			&cli.StringFlag{Name: "cluster-ip-subnet", Value: "10.244.0.0/16", Usage: "pod network; the master switch subnet must lie inside it"},
 			&cli.StringFlag{Name: "master-switch-subnet", Usage: "host subnet of the master node's switch, e.g. 10.244.0.0/24"},
 			&cli.StringFlag{Name: "node-name", Usage: "name of the master node (its switch is named after it)"},
 			&cli.StringFlag{Name: "join-subnet", Value: "100.64.0.0/16", Usage: "subnet of the join switch"},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "give up if the NB cannot be reached and written in this time"},
-		},
+		}, tlsFlags("nb")...),
 		Action: func(c *cli.Context) error {
 			for _, name := range []string{"nb-address", "master-switch-subnet", "node-name"} {
 				if _, err := required(c, name); err != nil {
 					return err
 				}
 			}
-			nbAddr, err := config.ParseOVSDBAddress(c.String("nb-address"))
+			nbAddr, nbTLS, err := dbConnection(c, "nb")
 			if err != nil {
-				return flagError("nb-address", err)
+				return err
 			}
 			cluster, err := config.ParseCIDR(c.String("cluster-ip-subnet"))
 			if err != nil {
@@ -57,14 +58,14 @@ func masterInitCommand() *cli.Command {
 			defer cancel()
 			ctx, cancelT := context.WithTimeout(ctx, c.Duration("timeout"))
 			defer cancelT()
-			return masterInit(ctx, nbAddr, join, node, sw)
+			return masterInit(ctx, nbAddr, nbTLS, join, node, sw)
 		},
 	}
 }
 
-func masterInit(ctx context.Context, nbAddr []string, join netip.Prefix, node string, subnet netip.Prefix) error {
+func masterInit(ctx context.Context, nbAddr []string, nbTLS *tls.Config, join netip.Prefix, node string, subnet netip.Prefix) error {
 	log := logger().WithName("master-init")
-	nb, err := ovndb.ConnectNB(ctx, nbAddr, log)
+	nb, err := ovndb.ConnectNB(ctx, nbAddr, log, nbTLS)
 	if err != nil {
 		return err
 	}

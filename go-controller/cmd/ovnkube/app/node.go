@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net/netip"
 	"time"
@@ -29,6 +30,9 @@ func nodeFlags() []cli.Flag {
 		&cli.StringFlag{Name: "datapath-type", Usage: `OVS datapath of br-int: "" (kernel) or "netdev" (userspace, for kernels without the OVS module)`},
 		&cli.IntFlag{Name: "mtu", Value: 1400, Usage: "MTU of the management port (pod MTU; leave room for Geneve)"},
 		&cli.DurationFlag{Name: "subnet-timeout", Value: 60 * time.Second, Usage: "how long to wait for the master to annotate the node's subnet"},
+		// ovn-controller dials the SB: with an ssl: --sb-address these files are
+		// written to OVS's SSL table, where ovn-controller reads them.
+		tlsFlags("sb")[0], tlsFlags("sb")[1], tlsFlags("sb")[2],
 	)
 }
 
@@ -61,10 +65,16 @@ func nodeConfig(c *cli.Context) (node.Config, config.Kube, error) {
 		return cfg, config.Kube{}, flagError("encap-ip", fmt.Errorf("%q is not an IP address", c.String("encap-ip")))
 	}
 	cfg.EncapIP = c.String("encap-ip")
-	if _, err := config.ParseOVSDBAddress(c.String("sb-address")); err != nil {
+	sb, err := config.ParseOVSDBAddress(c.String("sb-address"))
+	if err != nil {
 		return cfg, config.Kube{}, flagError("sb-address", err)
 	}
 	cfg.SBAddress = c.String("sb-address")
+	files, err := dbTLSFiles(c, "sb", sb)
+	if err != nil {
+		return cfg, config.Kube{}, err
+	}
+	cfg.SBSSL = node.SSLFiles{PrivateKey: files.Key, Certificate: files.Cert, CACert: files.CA}
 	if _, err := config.ParseOVSDBAddress(c.String("ovs-address")); err != nil {
 		return cfg, config.Kube{}, flagError("ovs-address", err)
 	}
@@ -136,6 +146,7 @@ func nodeCommand() *cli.Command {
 			&cli.StringFlag{Name: "gateway-ip", Usage: "the node's address/length on the gateway bridge's network"},
 			&cli.StringFlag{Name: "gateway-nexthop", Usage: "next hop of the gateway's default route"},
 			&cli.StringFlag{Name: "nb-address", Usage: "OVN NB database, for the gateway"},
+			tlsFlags("nb")[0], tlsFlags("nb")[1], tlsFlags("nb")[2],
 			&cli.StringFlag{Name: "join-subnet", Value: "100.64.0.0/16", Usage: "subnet of the join switch"},
 			&cli.StringFlag{Name: "physnet", Value: topology.DefaultPhysNet, Usage: "localnet network name mapped to the gateway bridge"},
 		),
@@ -147,6 +158,10 @@ func nodeCommand() *cli.Command {
 			if kcfg.Kubeconfig == "" {
 				return flagError("kubeconfig", fmt.Errorf("is required by the node daemon"))
 			}
+			gw, nbAddr, nbTLS, err := nodeGatewayConfig(c, cfg)
+			if err != nil {
+				return err
+			}
 			kube, err := kubeClient(kcfg)
 			if err != nil {
 				return err
@@ -154,17 +169,13 @@ func nodeCommand() *cli.Command {
 			ctx, cancel := signalContext(c.Context)
 			defer cancel()
 			log := logger().WithName("node")
-			gw, nbAddr, err := nodeGatewayConfig(c, cfg)
-			if err != nil {
-				return err
-			}
 			sw, err := ovs.Connect(ctx, c.String("ovs-address"), log)
 			if err != nil {
 				return err
 			}
 			defer sw.Close()
 			if gw != nil {
-				if gw.NB, err = ovndb.ConnectNB(ctx, nbAddr, log.WithName("nb")); err != nil {
+				if gw.NB, err = ovndb.ConnectNB(ctx, nbAddr, log.WithName("nb"), nbTLS); err != nil {
 					return err
 				}
 				defer gw.NB.Close()
@@ -176,32 +187,32 @@ func nodeCommand() *cli.Command {
 
 // nodeGatewayConfig reads the node daemon's gateway flags; nil when no
 // gateway was asked for.
-func nodeGatewayConfig(c *cli.Context, cfg node.Config) (*node.Gateway, []string, error) {
+func nodeGatewayConfig(c *cli.Context, cfg node.Config) (*node.Gateway, []string, *tls.Config, error) {
 	if c.String("gateway-bridge") == "" {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	for _, name := range []string{"gateway-ip", "nb-address"} {
 		if _, err := required(c, name); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	gcfg := node.GatewayConfig{NodeName: cfg.NodeName, ClusterSubnets: cfg.ClusterSubnets, Bridge: c.String("gateway-bridge"),
 		PhysNet: c.String("physnet"), SubnetTimeout: cfg.SubnetTimeout}
 	var err error
 	if gcfg.PhysicalIP, err = netip.ParsePrefix(c.String("gateway-ip")); err != nil {
-		return nil, nil, flagError("gateway-ip", fmt.Errorf("%q is not address/length", c.String("gateway-ip")))
+		return nil, nil, nil, flagError("gateway-ip", fmt.Errorf("%q is not address/length", c.String("gateway-ip")))
 	}
 	if s := c.String("gateway-nexthop"); s != "" {
 		if gcfg.DefaultGW, err = netip.ParseAddr(s); err != nil {
-			return nil, nil, flagError("gateway-nexthop", fmt.Errorf("%q is not an IP address", s))
+			return nil, nil, nil, flagError("gateway-nexthop", fmt.Errorf("%q is not an IP address", s))
 		}
 	}
 	if gcfg.JoinSubnet, err = config.ParseCIDR(c.String("join-subnet")); err != nil {
-		return nil, nil, flagError("join-subnet", err)
+		return nil, nil, nil, flagError("join-subnet", err)
 	}
-	nbAddr, err := config.ParseOVSDBAddress(c.String("nb-address"))
+	nbAddr, nbTLS, err := dbConnection(c, "nb")
 	if err != nil {
-		return nil, nil, flagError("nb-address", err)
+		return nil, nil, nil, err
 	}
-	return &node.Gateway{Config: gcfg}, nbAddr, nil
+	return &node.Gateway{Config: gcfg}, nbAddr, nbTLS, nil
 }
