@@ -394,3 +394,47 @@ func TestCNIStandaloneAndChained(t *testing.T) {
 		t.Errorf("ports left: %s", out)
 	}
 }
+
+// Item 1, node side: the node daemon's gateway comes back when the NB is
+// replaced by an empty database, and when its router is deleted by hand.
+func TestNodeDaemonRebuildsGatewayAfterNBLoss(t *testing.T) {
+	c := newNodeCluster(t)
+	c.startMaster()
+	n1 := c.addNode("n1")
+	c.nodeSubnet("n1")
+	ext := harness.NewNetNS(t, "ext")
+	for _, args := range [][]string{
+		{"ip", "link", "add", "eth1", "netns", n1.NS.Name, "type", "veth", "peer", "name", "up0", "netns", ext.Name},
+		{"ip", "-n", n1.NS.Name, "link", "set", "eth1", "up"},
+	} {
+		if _, err := harness.Run(args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := n1.VSCtl("add-br", "breth1", "--", "set", "bridge", "breth1", "datapath_type=netdev", "--", "add-port", "breth1", "eth1"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	d := harness.Start(t, c.logDir, "node-n1", "ip", "netns", "exec", n1.NS.Name, harness.Binary(t, "ovnkube"), "node",
+		"--node-name", "n1", "--encap-ip", n1.TunnelIP, "--sb-address", "unix:"+c.ovn.SBSock,
+		"--ovs-address", n1.OVSAddress(), "--kubeconfig", c.kube.Kubeconfig, "--datapath-type", "netdev", "--resync-interval", "500ms",
+		"--gateway-bridge", "breth1", "--gateway-ip", "172.18.0.2/24", "--gateway-nexthop", "172.18.0.1", "--nb-address", c.ovn.NBAddress())
+	waitGateway := func(what string) {
+		harness.Eventually(t, 15*time.Second, what, func() error {
+			if d.Exited() {
+				t.Fatalf("ovnkube node exited:\n%s", d.Tail(20))
+			}
+			if c.routerNamed("GR_n1") == nil || c.lrp("rtoj-GR_n1") == nil || c.switchNamed("ext_n1") == nil {
+				return fmt.Errorf("gateway rows missing")
+			}
+			return nil
+		})
+	}
+	waitGateway("GR_n1 built by the node daemon")
+	c.ovn.ResetNB()
+	c.nb = harness.WatchNB(t, c.ovn)
+	waitGateway("GR_n1 rebuilt after the NB was replaced")
+	if out, err := c.ovn.NBCtl("lr-del", "GR_n1"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	waitGateway("GR_n1 rebuilt after it was deleted by hand")
+}
