@@ -206,31 +206,24 @@ func checkConverged(c *cluster, nodes []string, pods, services map[string]bool) 
 }
 
 func switchNames(c *cluster) []string {
-	var rows []nbdb.LogicalSwitch
-	_ = c.nb.List(context.Background(), &rows)
-	out := []string{}
-	for _, r := range rows {
-		out = append(out, r.Name)
-	}
-	return out
+	return rowNames(c, func(r *nbdb.LogicalSwitch) string { return r.Name })
 }
 
 func routerNames(c *cluster) []string {
-	var rows []nbdb.LogicalRouter
-	_ = c.nb.List(context.Background(), &rows)
-	out := []string{}
-	for _, r := range rows {
-		out = append(out, r.Name)
-	}
-	return out
+	return rowNames(c, func(r *nbdb.LogicalRouter) string { return r.Name })
 }
 
 func lbNames(c *cluster) []string {
-	var rows []nbdb.LoadBalancer
+	return rowNames(c, func(r *nbdb.LoadBalancer) string { return r.Name })
+}
+
+// rowNames lists the names of every cached row of one table.
+func rowNames[T any](c *cluster, name func(*T) string) []string {
+	var rows []T
 	_ = c.nb.List(context.Background(), &rows)
-	out := []string{}
-	for _, r := range rows {
-		out = append(out, r.Name)
+	out := make([]string, 0, len(rows))
+	for i := range rows {
+		out = append(out, name(&rows[i]))
 	}
 	return out
 }

@@ -23,19 +23,7 @@ func TestNICsToBridgeAndGatewayInit(t *testing.T) {
 		t.Fatalf("minion-init: %v\n%s", err, out)
 	}
 	// The node's "physical" NIC eth1, wired to an external router namespace.
-	ext := harness.NewNetNS(t, "ext")
-	for _, args := range [][]string{
-		{"ip", "link", "add", "eth1", "netns", n1.NS.Name, "type", "veth", "peer", "name", "up0", "netns", ext.Name},
-		{"ip", "-n", ext.Name, "addr", "add", "172.18.0.1/24", "dev", "up0"},
-		{"ip", "-n", ext.Name, "link", "set", "up0", "up"},
-		{"ip", "-n", n1.NS.Name, "addr", "add", "172.18.0.2/24", "dev", "eth1"},
-		{"ip", "-n", n1.NS.Name, "link", "set", "eth1", "up"},
-		{"ip", "-n", n1.NS.Name, "route", "add", "default", "via", "172.18.0.1"},
-	} {
-		if _, err := harness.Run(args...); err != nil {
-			t.Fatal(err)
-		}
-	}
+	externalNIC(t, n1, []string{"addr", "add", "172.18.0.2/24", "dev", "eth1"}, []string{"route", "add", "default", "via", "172.18.0.1"})
 	ovnkube := harness.Binary(t, "ovnkube")
 	nicsToBridge := func() string {
 		out, err := n1.NS.Exec(ovnkube, "nics-to-bridge", "--ovs-address", n1.OVSAddress(), "--datapath-type", "netdev", "eth1")

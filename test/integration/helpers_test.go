@@ -204,3 +204,26 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// externalNIC gives node n a "physical" NIC eth1 wired to an external router
+// namespace answering on 172.18.0.1/24; each of ipArgs then runs as
+// `ip -n <node ns> ARGS...` (addresses, routes).
+func externalNIC(t *testing.T, n *harness.Node, ipArgs ...[]string) harness.NetNS {
+	t.Helper()
+	ext := harness.NewNetNS(t, "ext")
+	cmds := [][]string{
+		{"ip", "link", "add", "eth1", "netns", n.NS.Name, "type", "veth", "peer", "name", "up0", "netns", ext.Name},
+		{"ip", "-n", ext.Name, "addr", "add", "172.18.0.1/24", "dev", "up0"},
+		{"ip", "-n", ext.Name, "link", "set", "up0", "up"},
+		{"ip", "-n", n.NS.Name, "link", "set", "eth1", "up"},
+	}
+	for _, a := range ipArgs {
+		cmds = append(cmds, append([]string{"ip", "-n", n.NS.Name}, a...))
+	}
+	for _, args := range cmds {
+		if _, err := harness.Run(args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ext
+}

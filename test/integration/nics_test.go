@@ -23,20 +23,9 @@ func nicHost(t *testing.T) (*harness.Node, *ovs.Client) {
 	t.Helper()
 	c := newNodeCluster(t)
 	n1 := c.addNode("n1")
-	ext := harness.NewNetNS(t, "ext")
-	for _, args := range [][]string{
-		{"ip", "link", "add", "eth1", "netns", n1.NS.Name, "type", "veth", "peer", "name", "up0", "netns", ext.Name},
-		{"ip", "-n", ext.Name, "addr", "add", "172.18.0.1/24", "dev", "up0"},
-		{"ip", "-n", ext.Name, "link", "set", "up0", "up"},
-		{"ip", "-n", n1.NS.Name, "addr", "add", "172.18.0.2/24", "dev", "eth1"},
-		{"ip", "-n", n1.NS.Name, "addr", "add", "172.18.0.9/24", "dev", "eth1", "valid_lft", "3000", "preferred_lft", "2000"},
-		{"ip", "-n", n1.NS.Name, "link", "set", "eth1", "up"},
-		{"ip", "-n", n1.NS.Name, "route", "add", "default", "via", "172.18.0.1"},
-	} {
-		if _, err := harness.Run(args...); err != nil {
-			t.Fatal(err)
-		}
-	}
+	externalNIC(t, n1, []string{"addr", "add", "172.18.0.2/24", "dev", "eth1"},
+		[]string{"addr", "add", "172.18.0.9/24", "dev", "eth1", "valid_lft", "3000", "preferred_lft", "2000"},
+		[]string{"route", "add", "default", "via", "172.18.0.1"})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	sw, err := ovs.Connect(ctx, n1.OVSAddress(), logr.Discard())

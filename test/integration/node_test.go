@@ -402,15 +402,7 @@ func TestNodeDaemonRebuildsGatewayAfterNBLoss(t *testing.T) {
 	c.startMaster()
 	n1 := c.addNode("n1")
 	c.nodeSubnet("n1")
-	ext := harness.NewNetNS(t, "ext")
-	for _, args := range [][]string{
-		{"ip", "link", "add", "eth1", "netns", n1.NS.Name, "type", "veth", "peer", "name", "up0", "netns", ext.Name},
-		{"ip", "-n", n1.NS.Name, "link", "set", "eth1", "up"},
-	} {
-		if _, err := harness.Run(args...); err != nil {
-			t.Fatal(err)
-		}
-	}
+	externalNIC(t, n1)
 	if out, err := n1.VSCtl("add-br", "breth1", "--", "set", "bridge", "breth1", "datapath_type=netdev", "--", "add-port", "breth1", "eth1"); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}

@@ -29,6 +29,34 @@ import (
 
 func addrs(pn annotations.PodNetwork) string { return fmt.Sprint(pn.IPs, pn.MAC) }
 
+// newEnvWithPod starts a master with node n1 and its pod ns/p1 annotated.
+func newEnvWithPod(t *testing.T) (*env, []netip.Prefix, annotations.PodNetwork) {
+	e := newEnv(t)
+	e.createNode("n1")
+	e.start()
+	subnets := e.nodeSubnets("n1")
+	e.createPod("ns", "p1", "n1")
+	return e, subnets, e.podNetwork("ns", "p1")
+}
+
+// expectReregistered checks, after node n1 (holding subnets, its pod ns/p1
+// holding pn) was deleted while p1 runs: a new node n2 does not get n1's
+// subnet, n1 registered again gets it back, and p1 keeps its addresses.
+func (e *env) expectReregistered(subnets []netip.Prefix, pn annotations.PodNetwork) {
+	e.t.Helper()
+	e.createNode("n2")
+	if s := e.nodeSubnets("n2"); slices.Equal(s, subnets) {
+		e.t.Fatalf("n2 got subnet %v of deleted node n1, whose pod still runs", s)
+	}
+	e.createNode("n1")
+	if s := e.nodeSubnets("n1"); !slices.Equal(s, subnets) {
+		e.t.Fatalf("re-registered n1 got %v, had %v", s, subnets)
+	}
+	if got := e.podNetwork("ns", "p1"); addrs(got) != addrs(pn) {
+		e.t.Fatalf("pod re-addressed: %s, had %s", addrs(got), addrs(pn))
+	}
+}
+
 // Item 1: the NB replaced by an empty database under a running master.
 // Everything comes back (services included), with no duplicates.
 func TestNBReplacedByEmptyDatabase(t *testing.T) {
@@ -83,26 +111,11 @@ func TestFastReconnectToNewDatabaseIsNoticed(t *testing.T) {
 // Item 3: a node deleted and re-registered while its pods run keeps its
 // subnet, and its pods keep their addresses and ports.
 func TestNodeReregisteredWithRunningPods(t *testing.T) {
-	e := newEnv(t)
-	e.createNode("n1")
-	e.start()
-	subnets := e.nodeSubnets("n1")
-	e.createPod("ns", "p1", "n1")
-	pn := e.podNetwork("ns", "p1")
+	e, subnets, pn := newEnvWithPod(t)
 	lsp := e.lsp(topology.PodPort("ns", "p1"), nil)
 
 	e.deleteNode("n1")
-	e.createNode("n2") // must not get n1's subnet while n1's pods run
-	if s := e.nodeSubnets("n2"); slices.Equal(s, subnets) {
-		t.Fatalf("n2 got subnet %v of deleted node n1, whose pod still runs", s)
-	}
-	e.createNode("n1")
-	if s := e.nodeSubnets("n1"); !slices.Equal(s, subnets) {
-		t.Fatalf("re-registered n1 got %v, had %v", s, subnets)
-	}
-	if got := e.podNetwork("ns", "p1"); addrs(got) != addrs(pn) {
-		t.Fatalf("pod re-addressed: %s, had %s", addrs(got), addrs(pn))
-	}
+	e.expectReregistered(subnets, pn)
 	e.lsp(topology.PodPort("ns", "p1"), func(l *nbdb.LogicalSwitchPort) error {
 		if l.UUID != lsp.UUID || !slices.Equal(l.Addresses, lsp.Addresses) {
 			return fmt.Errorf("port %s %v, had %s %v", l.UUID, l.Addresses, lsp.UUID, lsp.Addresses)
@@ -130,26 +143,11 @@ func TestNodeReregisteredWithRunningPods(t *testing.T) {
 // Item 3 across a restart: the master restarts while a deleted node's pods
 // still run; the node's subnet is not handed to a new node.
 func TestRestartKeepsDeletedNodesSubnetWhilePodsRun(t *testing.T) {
-	e := newEnv(t)
-	e.createNode("n1")
-	e.start()
-	subnets := e.nodeSubnets("n1")
-	e.createPod("ns", "p1", "n1")
-	pn := e.podNetwork("ns", "p1")
+	e, subnets, pn := newEnvWithPod(t)
 	e.deleteNode("n1")
 	e.stop()
 	e.start()
-	e.createNode("n2")
-	if s := e.nodeSubnets("n2"); slices.Equal(s, subnets) {
-		t.Fatalf("n2 got subnet %v of deleted node n1, whose pod still runs", s)
-	}
-	e.createNode("n1")
-	if s := e.nodeSubnets("n1"); !slices.Equal(s, subnets) {
-		t.Fatalf("re-registered n1 got %v, had %v", s, subnets)
-	}
-	if got := e.podNetwork("ns", "p1"); addrs(got) != addrs(pn) {
-		t.Fatalf("pod re-addressed: %s, had %s", addrs(got), addrs(pn))
-	}
+	e.expectReregistered(subnets, pn)
 }
 
 // Item 4: the node's annotation PATCH fails after its subnet was allocated;

@@ -253,16 +253,10 @@ func (m *Master) resyncPeriodically(ctx context.Context) {
 	if m.cfg.ResyncInterval < 0 {
 		return
 	}
-	t := time.NewTicker(m.cfg.ResyncInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			m.resync(ctx, "periodic")
-		}
-	}
+	_ = wait.PollUntilContextCancel(ctx, m.cfg.ResyncInterval, false, func(ctx context.Context) (bool, error) {
+		m.resync(ctx, "periodic")
+		return false, nil
+	})
 }
 
 // signalSynced closes m.synced once the first full pass has drained.
@@ -282,22 +276,16 @@ func (m *Master) signalSynced(ctx context.Context) {
 // operations were sent: the batching at work.
 func (m *Master) logCommitStats(ctx context.Context, every time.Duration) {
 	var lastTxns, lastOps uint64
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	_ = wait.PollUntilContextCancel(ctx, every, false, func(context.Context) (bool, error) {
 		txns, ops := m.committer.Transactions(), m.committer.Operations()
 		if txns == lastTxns {
-			continue
+			return false, nil
 		}
 		m.log.V(2).Info("NB commits", "transactions", txns-lastTxns, "operations", ops-lastOps,
 			"opsPerTransaction", float64(ops-lastOps)/float64(txns-lastTxns), "interval", every)
 		lastTxns, lastOps = txns, ops
-	}
+		return false, nil
+	})
 }
 
 // watchCluster repairs the cluster-wide rows when one of them is deleted.

@@ -9,6 +9,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/ovn-org/libovsdb/cache"
 	"github.com/ovn-org/libovsdb/client"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Epoch identifies one generation of a client's cache. libovsdb refills its
@@ -52,25 +53,17 @@ var epochTable sync.Map
 func WatchReconnects(ctx context.Context, c client.Client, every time.Duration, log logr.Logger, onReconnect func()) {
 	last := CurrentEpoch(c)
 	wasUp := c.CurrentEndpoint() != ""
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	_ = wait.PollUntilContextCancel(ctx, every, false, func(context.Context) (bool, error) {
 		up := c.CurrentEndpoint() != ""
-		now := CurrentEpoch(c)
 		if !up {
 			if wasUp {
 				log.Info("OVSDB connection lost; the client is reconnecting")
 			}
 			wasUp = false
-			continue
+			return false, nil
 		}
-		if now == last && wasUp {
-			continue
+		if CurrentEpoch(c) == last && wasUp {
+			return false, nil
 		}
 		// Connected() waits for a reconnect in progress to finish, so the
 		// cache is filled before anyone resyncs from it.
@@ -78,5 +71,6 @@ func WatchReconnects(ctx context.Context, c client.Client, every time.Duration, 
 		last, wasUp = CurrentEpoch(c), true
 		log.Info("OVSDB connection restored or cache replaced; resyncing from the fresh cache", "endpoint", c.CurrentEndpoint())
 		onReconnect()
-	}
+		return false, nil
+	})
 }
