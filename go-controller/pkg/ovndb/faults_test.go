@@ -68,6 +68,9 @@ func TestLostBatchReplyIsNotResent(t *testing.T) {
 			t.Fatal("a commit whose reply was lost reported success")
 		}
 	}
+	if n := committer.Transactions(); n != 1 {
+		t.Fatalf("%d transactions sent: operations whose reply was lost were sent again", n)
+	}
 	harness.Eventually(t, 10*time.Second, "the committed rows in the refreshed cache", func() error {
 		if a, b := countLBs(c, "Service_ns/a_TCP_cluster"), countLBs(c, "Service_ns/b_TCP_cluster"); a != 1 || b != 1 {
 			return fmt.Errorf("a: %d rows, b: %d rows", a, b)
