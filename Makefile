@@ -6,7 +6,15 @@ GO ?= go
 KUBE_VERSION := v1.34.4
 KUBE_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
 	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=34
-DEB_PACKAGES := ovn-central ovn-host openvswitch-switch iproute2 ethtool iputils-ping etcd-server openssl containernetworking-plugins
+DEB_PACKAGES := ovn-central ovn-host openvswitch-switch iproute2 ethtool iputils-ping etcd-server openssl containernetworking-plugins \
+	debootstrap patchelf
+# OVN stacks (hack/stacks/ovn-*.pin), the current one first: it is the harness's
+# DefaultStack, used when OVN is unset. `OVN=23.03 make e2e` runs a suite on another.
+STACKS := 25.03 23.03
+STACK_DIRS := $(foreach s,$(STACKS),$(OUT)/stacks/ovn-$(s))
+comma := ,
+BENCH_STACKS := $(subst $(eval) ,$(comma),$(STACKS))
+export OVN
 GO_SOURCES := $(shell find go-controller -name '*.go') go.mod go.sum
 
 .PHONY: all build deps deps-packages generate verify-generate lint test unit fuzz integration e2e demo demo-down bench bench-quick clean
@@ -22,8 +30,8 @@ $(BIN)/ovnkube: $(GO_SOURCES)
 $(BIN)/ovn_cni: $(GO_SOURCES)
 	$(GO) build -o $@ ./go-controller/cmd/ovn_cni
 
-## deps: Debian packages (OVN, OVS, etcd) and a real kube-apiserver built from k8s.io/kubernetes
-deps: deps-packages $(BIN)/kube-apiserver
+## deps: Debian packages, a real kube-apiserver built from k8s.io/kubernetes, and every OVN stack
+deps: deps-packages $(BIN)/kube-apiserver $(addsuffix /pin,$(STACK_DIRS))
 
 deps-packages:
 	@missing=""; for p in $(DEB_PACKAGES); do \
@@ -39,6 +47,18 @@ deps-packages:
 $(BIN)/kube-apiserver: test/tools/kube-apiserver/go.mod test/tools/kube-apiserver/go.sum test/tools/kube-apiserver/main.go
 	@echo "building kube-apiserver $(KUBE_VERSION) (several minutes on a cold module cache)"
 	cd test/tools/kube-apiserver && $(GO) build -o $(CURDIR)/$@ -ldflags "$(KUBE_LDFLAGS)" .
+
+# etcd 3.6 for the current stack, built from its own pinned module (test/tools/etcd).
+$(BIN)/etcd: test/tools/etcd/go.mod test/tools/etcd/go.sum
+	@echo "building etcd $$(awk '$$1 == "go.etcd.io/etcd/server/v3" {print $$2}' test/tools/etcd/go.mod) (about 2 minutes on a cold module cache)"
+	cd test/tools/etcd && $(GO) build -o $(CURDIR)/$@ go.etcd.io/etcd/server/v3
+
+# Each stack is rebuilt only when its pin (or the script laying it out) changes.
+$(OUT)/stacks/ovn-25.03/pin: hack/stacks/ovn-25.03.pin hack/stacks/build.sh $(BIN)/etcd | deps-packages
+	hack/stacks/build.sh $< $(@D) $(BIN)/etcd
+
+$(OUT)/stacks/ovn-23.03/pin: hack/stacks/ovn-23.03.pin hack/stacks/build.sh | deps-packages
+	hack/stacks/build.sh $< $(@D)
 
 ## generate: libovsdb models from the committed OVN NB and OVS schemas
 generate:
@@ -89,17 +109,21 @@ $(BIN)/ovnk-demo: $(GO_SOURCES) $(shell find test/harness test/demo -name '*.go'
 $(BIN)/ovnk-bench: $(GO_SOURCES) $(shell find test/harness test/bench -name '*.go')
 	$(GO) build -o $@ ./test/bench
 
-## bench: every scenario at full size (results in _output/bench, method in docs/performance.md)
+## bench: every scenario at full size on every stack, side by side (results in _output/bench, method in docs/performance.md)
 bench: deps build $(BIN)/ovnk-bench
 	$(GO) test -run '^$$' -bench . -benchmem ./go-controller/...
-	$(BIN)/ovnk-bench
+	$(BIN)/ovnk-bench -stacks $(BENCH_STACKS)
 
-## bench-quick: the same scenarios at small sizes (about 30 s); a smoke test, no timing asserted
+## bench-quick: the same scenarios at small sizes on every stack (about 30 s each); a smoke test, no timing asserted
 bench-quick: deps build $(BIN)/ovnk-bench
-	$(BIN)/ovnk-bench -nodes 10 -pods 500 -latency-rate 50 -latency-duration 5s -services 100 -limit-ports 2000 -limit-patches 500 -limit-services 100 -out _output/bench-quick
+	$(BIN)/ovnk-bench -stacks $(BENCH_STACKS) -nodes 10 -pods 500 -latency-rate 50 -latency-duration 5s -services 100 -limit-ports 2000 -limit-patches 500 -limit-services 100 -out _output/bench-quick
 
-## test: everything CI checks
+## test: everything CI checks: the whole suite on the current stack, integration and e2e on every other
 test: deps build lint verify-generate bench-quick unit fuzz integration e2e
+	@for s in $(filter-out $(firstword $(STACKS)),$(STACKS)); do \
+		echo "=== integration and e2e on the OVN $$s stack"; \
+		$(MAKE) --no-print-directory OVN=$$s integration e2e || exit 1; \
+	done
 
 clean:
 	rm -rf $(OUT)

@@ -109,11 +109,23 @@ func (c cpuUse) describe(wall float64) string {
 	return fmt.Sprintf("%.0f%% of one core in all: %s", 100*total/wall, strings.Join(parts, ", "))
 }
 
-// metrics adds each process's CPU seconds as cpu_s_<name>.
-func (c cpuUse) metrics(m map[string]float64) {
+// cpuPrefix starts the metrics that hold a process's CPU seconds in a
+// scenario; wall_s is the time they were used over.
+const cpuPrefix = "cpu_s_"
+
+// metrics adds each process's CPU seconds as cpu_s_<name>, and the wall
+// time they were used over as wall_s, so that the summary can name the
+// processes that bound a scenario.
+func (c cpuUse) metrics(m map[string]float64, wall float64) {
 	for n, v := range c {
-		m["cpu_s_"+strings.NewReplacer("-", "_", " ", "_").Replace(n)] = v
+		m[cpuMetric(n)] = v
 	}
+	m["wall_s"] = wall
+}
+
+// cpuMetric is the metric holding a process's CPU seconds.
+func cpuMetric(process string) string {
+	return cpuPrefix + strings.NewReplacer("-", "_", " ", "_").Replace(process)
 }
 
 // procStatus reads a kB field of /proc/PID/status.

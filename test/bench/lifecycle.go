@@ -58,7 +58,9 @@ func (b *bench) restart() Result {
 	changes := float64(b.nbEvents.Load() - before)
 	say("  synced %.2fs after start; %.0f NB transactions sent; %.0f NB row changes seen", synced.Seconds(), txns, changes)
 	say("  CPU until synced: %s", used.describe(synced.Seconds()))
-	return Result{Scenario: "restart", Metrics: map[string]float64{"pods": float64(b.podCount), "synced_s": synced.Seconds(), "nb_transactions": txns, "nb_row_changes": changes},
+	m := map[string]float64{"pods": float64(b.podCount), "synced_s": synced.Seconds(), "nb_transactions": txns, "nb_row_changes": changes}
+	used.metrics(m, synced.Seconds())
+	return Result{Scenario: "restart", Metrics: m,
 		Notes: "time from process start (includes connecting and the informers' initial list)"}
 }
 
@@ -102,7 +104,10 @@ func (b *bench) cold() Result {
 	lspRate := float64(b.podCount) / lspsDone.Seconds()
 	say("  %d LSPs and %d services programmed %.2fs after start (all load balancers after %.2fs, all LSPs after %.2fs: %.0f LSPs/s = %.0f%% of the NB limit)",
 		b.podCount, b.serviceCount, done.Seconds(), lbsDone.Seconds(), lspsDone.Seconds(), lspRate, 100*lspRate/b.nbLimit)
-	say("  CPU until then: %s", cpuSnapshot().since(cpu).describe(done.Seconds()))
-	return Result{Scenario: "cold", Metrics: map[string]float64{"pods": float64(b.podCount), "services": float64(b.serviceCount), "programmed_s": done.Seconds(),
-		"services_programmed_s": lbsDone.Seconds(), "lsps_programmed_s": lspsDone.Seconds(), "lsps_per_s": lspRate, "ratio_to_nb_limit": lspRate / b.nbLimit}}
+	used := cpuSnapshot().since(cpu)
+	say("  CPU until then: %s", used.describe(done.Seconds()))
+	m := map[string]float64{"pods": float64(b.podCount), "services": float64(b.serviceCount), "programmed_s": done.Seconds(),
+		"services_programmed_s": lbsDone.Seconds(), "lsps_programmed_s": lspsDone.Seconds(), "lsps_per_s": lspRate, "ratio_to_nb_limit": lspRate / b.nbLimit}
+	used.metrics(m, done.Seconds())
+	return Result{Scenario: "cold", Metrics: m}
 }

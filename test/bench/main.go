@@ -33,6 +33,7 @@ type options struct {
 	scenarios                string
 	profileAPI               bool
 	cpuProfile               string
+	stacks                   string
 }
 
 // scenarioNames are the scenarios after limits, in the order they run.
@@ -58,7 +59,8 @@ func main() {
 	flag.IntVar(&o.limitServices, "limit-services", 500, "Services (with an EndpointSlice) created to measure the raw API rate")
 	flag.IntVar(&o.workers, "workers", 32, "concurrent API clients (the master's --pod-workers)")
 	flag.IntVar(&o.serviceWorkers, "service-workers", 8, "concurrent clients creating Services (the API's ClusterIP allocator takes them fastest from few clients)")
-	flag.StringVar(&o.out, "out", "_output/bench", "directory for the JSON results")
+	flag.StringVar(&o.out, "out", "_output/bench", "directory for the JSON results (one ovn-<stack> directory per stack)")
+	flag.StringVar(&o.stacks, "stacks", harness.CurrentStack.Name, "comma-separated OVN stacks to run on, one after the other (e.g. 25.03,23.03; default: $OVN, or the current stack)")
 	flag.StringVar(&o.masterArgs, "master-args", "", "extra ovnkube master flags, space-separated (e.g. --pprof-address 127.0.0.1:6060)")
 	flag.StringVar(&o.scenarios, "scenarios", "all", "comma-separated scenarios to run after limits (burst,latency,services,memory,restart,cold), or all")
 	flag.BoolVar(&o.profileAPI, "profile-apiserver", false, "also take a 15 s CPU profile of kube-apiserver in the burst, services and restart scenarios")
@@ -72,6 +74,14 @@ func main() {
 			}
 		}
 	}
+	if stacks := strings.Split(o.stacks, ","); len(stacks) > 1 || stacks[0] != harness.CurrentStack.Name {
+		if err := runStacks(stacks, os.Args[1:], o.out, o.fullSize()); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+	o.out = filepath.Join(o.out, "ovn-"+harness.CurrentStack.Name)
 	if o.cpuProfile != "" {
 		f, err := os.Create(o.cpuProfile)
 		if err == nil {
@@ -106,9 +116,16 @@ func main() {
 	os.Exit(code)
 }
 
+// fullSize reports whether the sizes are those the targets are stated for.
+func (o options) fullSize() bool {
+	return o.pods >= 10000 && o.services >= 1000 && o.latencyRate >= 100 && o.latencyDuration >= time.Minute
+}
+
 func run(s *harness.Session, o options) {
-	fmt.Printf("ovn-k8s benchmarks on %d CPUs (%s); sizes: %d nodes, %d pods, %d pods/s for %s, %d services x %d endpoints\n\n",
-		runtime.NumCPU(), runtime.Version(), o.nodes, o.pods, o.latencyRate, o.latencyDuration, o.services, o.endpoints)
+	stack := thisStack()
+	fmt.Printf("ovn-k8s benchmarks on %d CPUs (%s), OVN stack %s (%s); sizes: %d nodes, %d pods, %d pods/s for %s, %d services x %d endpoints\n\n",
+		runtime.NumCPU(), runtime.Version(), stack.Stack, strings.ReplaceAll(stack.Versions, "\n", ", "),
+		o.nodes, o.pods, o.latencyRate, o.latencyDuration, o.services, o.endpoints)
 	b := newBench(s, o)
 	var results []Result
 	record := func(r Result) {
@@ -130,8 +147,9 @@ func run(s *harness.Session, o options) {
 			record(sc.run())
 		}
 	}
-	fmt.Print(summary(results, o.pods >= 10000 && o.services >= 1000 && o.latencyRate >= 100 && o.latencyDuration >= time.Minute))
-	data, _ := json.MarshalIndent(results, "", "  ")
+	fmt.Print(summary(results, o.fullSize()))
+	stack.Results = results
+	data, _ := json.MarshalIndent(stack, "", "  ")
 	_ = os.WriteFile(filepath.Join(o.out, "summary.json"), append(data, '\n'), 0o644)
 	fmt.Printf("\nresults written to %s\n", o.out)
 }

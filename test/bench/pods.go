@@ -82,7 +82,7 @@ func (b *bench) burst(patchLimit, createLimit float64) Result {
 	say("  NB: %.0f transactions carried %.0f operations (%.1f per transaction) so far", txns, ops, ops/txns)
 	m := map[string]float64{"backlog_after_creates": float64(backlog), "backlog_drain_per_s": drainRate, "ratio_drain_to_patch_limit": drainRate / patchLimit,
 		"api_cpu_ms_per_pod": apiPerPod, "bare_api_cpu_ms_per_pod": b.apiCPUPerPod, "api_share_of_machine_at_target": apiShare}
-	used.metrics(m)
+	used.metrics(m, total.Seconds())
 	for k, v := range map[string]float64{
 		"nb_transactions": txns, "nb_operations": ops,
 		"nodes": float64(b.o.nodes), "pods": float64(len(keys)),
@@ -191,7 +191,8 @@ func (b *bench) latency() Result {
 	}
 	wg.Wait()
 	b.waitPods(keys, 120*time.Second)
-	say("  CPU: %s", cpuSnapshot().since(cpu).describe(time.Since(start).Seconds()))
+	used, wall := cpuSnapshot().since(cpu), time.Since(start).Seconds()
+	say("  CPU: %s", used.describe(wall))
 	var ann, lsp, watch, afterWatch []float64
 	ms := func(d time.Duration) float64 { return d.Seconds() * 1000 }
 	b.mu.Lock()
@@ -203,6 +204,7 @@ func (b *bench) latency() Result {
 	}
 	b.mu.Unlock()
 	m := map[string]float64{"pods": float64(len(keys)), "rate_per_s": float64(b.o.latencyRate)}
+	used.metrics(m, wall)
 	for name, v := range map[string][]float64{"annotation": ann, "lsp": lsp, "watch": watch, "watch_to_annotation": afterWatch} {
 		sort.Float64s(v)
 		m[name+"_p50_ms"], m[name+"_p99_ms"], m[name+"_max_ms"] = pct(v, 0.50), pct(v, 0.99), v[len(v)-1]

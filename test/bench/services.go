@@ -69,16 +69,19 @@ func (b *bench) services() Result {
 		done = time.Since(start)
 		return nil
 	})
+	used := cpuSnapshot().since(cpu)
 	rate := float64(b.o.services) / done.Seconds()
 	say("  created in %.2fs; all programmed after %.2fs (%.0f ms after the last object was created): %.0f services/s = %.0f%% of the API's bare creation rate; %.1f load balancer rows per service",
 		created.Seconds(), done.Seconds(), float64((done - created).Milliseconds()), rate, 100*rate/b.serviceLimit, float64(rows)/float64(b.o.services))
 	say("  CPU while the API created them: %s", createCPU.describe(created.Seconds()))
 	say("  the API server and etcd alone need %.2f s of CPU to create them (%.2f ms per Service + EndpointSlice, measured in the limits)",
 		b.apiCPUPerService*float64(b.o.services)/1000, b.apiCPUPerService)
-	return Result{Scenario: "services", Metrics: map[string]float64{"services": float64(b.o.services), "endpoints_each": float64(b.o.endpoints),
+	m := map[string]float64{"services": float64(b.o.services), "endpoints_each": float64(b.o.endpoints),
 		"create_s": created.Seconds(), "programmed_s": done.Seconds(), "lag_after_last_create_s": (done - created).Seconds(),
 		"services_per_s": rate, "ratio_to_api_create_limit": rate / b.serviceLimit,
-		"lb_rows_per_service": float64(rows) / float64(b.o.services)}}
+		"lb_rows_per_service": float64(rows) / float64(b.o.services)}
+	used.metrics(m, done.Seconds())
+	return Result{Scenario: "services", Metrics: m}
 }
 
 func strPtr(s string) *string                     { return &s }

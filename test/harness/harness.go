@@ -23,19 +23,27 @@ import (
 // RepoRoot finds the checkout (the directory holding go.mod).
 func RepoRoot(t T) string {
 	t.Helper()
-	dir, err := os.Getwd()
+	dir, err := findRepoRoot()
 	if err != nil {
 		t.Fatal(err)
+	}
+	return dir
+}
+
+func findRepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
 			if _, err := os.Stat(filepath.Join(dir, "go-controller")); err == nil {
-				return dir
+				return dir, nil
 			}
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			t.Fatal("cannot find the ovn-k8s checkout above the working directory")
+			return "", fmt.Errorf("cannot find the ovn-k8s checkout above the working directory")
 		}
 		dir = parent
 	}
@@ -52,9 +60,10 @@ func Binary(t T, name string) string {
 	return p
 }
 
-// LookPath fails the test when a system binary is missing.
+// LookPath fails the test when a binary is missing from the stack or the system.
 func LookPath(t T, name string) string {
 	t.Helper()
+	CurrentStack.Check(t)
 	p, err := exec.LookPath(name)
 	if err != nil {
 		t.Fatalf("%s not found in PATH: run `make deps` (installs the Debian packages)", name)

@@ -107,7 +107,7 @@ func StartNode(t T, central *OVNCentral, u *Underlay, name string) *Node {
 			t.Fatal(err)
 		}
 	}
-	if _, err := Run("ovsdb-tool", "create", filepath.Join(n.Dir, "conf.db"), "/usr/share/openvswitch/vswitch.ovsschema"); err != nil {
+	if _, err := Run("ovsdb-tool", "create", filepath.Join(n.Dir, "conf.db"), CurrentStack.Schema(t, OVSSchema)); err != nil {
 		t.Fatal(err)
 	}
 	// OVS_RUNDIR keeps each node's control sockets (br-int.mgmt, ...) in its own directory.

@@ -15,11 +15,6 @@ type OVNCentral struct {
 	t              T
 }
 
-const (
-	nbSchema = "/usr/share/ovn/ovn-nb.ovsschema"
-	sbSchema = "/usr/share/ovn/ovn-sb.ovsschema"
-)
-
 // StartOVNCentral creates empty NB and SB databases in a temporary directory
 // and starts the servers and northd on unix sockets there.
 func StartOVNCentral(t T) *OVNCentral {
@@ -28,8 +23,8 @@ func StartOVNCentral(t T) *OVNCentral {
 	LookPath(t, "ovn-northd")
 	dir := t.TempDir()
 	o := &OVNCentral{Dir: dir, NBSock: filepath.Join(dir, "nb.sock"), SBSock: filepath.Join(dir, "sb.sock"), t: t}
-	for _, db := range []struct{ file, schema string }{{"nb.db", nbSchema}, {"sb.db", sbSchema}} {
-		if _, err := Run("ovsdb-tool", "create", filepath.Join(dir, db.file), db.schema); err != nil {
+	for _, db := range []struct{ file, schema string }{{"nb.db", NBSchema}, {"sb.db", SBSchema}} {
+		if _, err := Run("ovsdb-tool", "create", filepath.Join(dir, db.file), CurrentStack.Schema(t, db.schema)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -77,7 +72,7 @@ func (o *OVNCentral) SBCtl(args ...string) (string, error) {
 func (o *OVNCentral) ResetNB() {
 	o.StopNB()
 	_ = os.Remove(filepath.Join(o.Dir, "nb.db"))
-	if _, err := Run("ovsdb-tool", "create", filepath.Join(o.Dir, "nb.db"), nbSchema); err != nil {
+	if _, err := Run("ovsdb-tool", "create", filepath.Join(o.Dir, "nb.db"), CurrentStack.Schema(o.t, NBSchema)); err != nil {
 		o.t.Fatal(err)
 	}
 	o.StartNB()

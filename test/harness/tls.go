@@ -83,7 +83,7 @@ func StartTLSNB(t T, pki *PKI) (sslAddress, sock string) {
 	t.Helper()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "nb.db")
-	if _, err := Run("ovsdb-tool", "create", db, nbSchema); err != nil {
+	if _, err := Run("ovsdb-tool", "create", db, CurrentStack.Schema(t, NBSchema)); err != nil {
 		t.Fatal(err)
 	}
 	cert, key := pki.Issue(t, "ovnnb")

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovs"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/vswitchd"
@@ -144,6 +147,9 @@ func (mv *nicMover) run() error {
 	if err := mv.step(StepNICAttached); err != nil {
 		return err
 	}
+	if err := mv.waitConnected(br, addrs); err != nil {
+		return err
+	}
 	if err := mv.moveRoutes(br, routes); err != nil {
 		return err
 	}
@@ -209,6 +215,42 @@ func (mv *nicMover) attachNIC() error {
 		return fmt.Errorf("adding %s to %s: %w", mv.m.NIC, mv.bridge, err)
 	}
 	mv.undo = append(mv.undo, func() error { return mv.sw.DeletePort(context.Background(), mv.m.NIC) })
+	return nil
+}
+
+// waitConnected waits until the bridge is up with a connected route for
+// every copied address, which routes through a gateway on it need. The
+// userspace datapath may still be cycling the bridge's tap device when the
+// NIC is attached (seen with OVS 3.5), which takes its routes away: the
+// bridge is set up again while it waits.
+func (mv *nicMover) waitConnected(br netlink.Link, addrs []netlink.Addr) error {
+	var missing string
+	err := wait.PollUntilContextTimeout(mv.ctx, 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		link, err := netlink.LinkByIndex(br.Attrs().Index)
+		if err != nil {
+			return false, err
+		}
+		if link.Attrs().Flags&net.FlagUp == 0 {
+			missing = mv.bridge + " is down"
+			return false, netlink.LinkSetUp(link)
+		}
+		connected, err := netlink.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{LinkIndex: link.Attrs().Index}, netlink.RT_FILTER_OIF)
+		if err != nil {
+			return false, err
+		}
+		for _, a := range addrs {
+			if !slices.ContainsFunc(connected, func(r netlink.Route) bool {
+				return r.Protocol == unix.RTPROT_KERNEL && r.Dst != nil && r.Dst.Contains(a.IP)
+			}) {
+				missing = "no connected route for " + a.IPNet.String()
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s not ready for routes (%s): %w", mv.bridge, missing, err)
+	}
 	return nil
 }
 

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# build.sh PIN OUT [ETCD]: lays out one OVN stack in OUT the same way for
+# every stack, so that the tests only ever put OUT/bin first in PATH:
+#   OUT/bin/            ovsdb-server, ovn-northd, ovs-vswitchd, ovn-nbctl, ... and etcd
+#   OUT/share/ovn, OUT/share/openvswitch   the schemas those servers use
+#   OUT/versions        what is installed (one "package version" a line)
+# A pin with SUITE= builds a Debian root filesystem of that suite in OUT/root
+# with debootstrap (nothing on the system is replaced) and copies its OVN and
+# OVS commands with interpreter and library path pointed into OUT/root. A pin
+# without SUITE= links the system's own packages. ETCD is the etcd binary to
+# use (default: the system's). Everything is built in OUT.tmp and moved into
+# place only when complete, so an interrupted build leaves no half stack.
+set -euo pipefail
+
+pin=$1 out=$2 etcd=${3:-}
+SUITE="" PACKAGES="" EXPECT=""
+# shellcheck disable=SC1090
+source "$pin"
+tmp=$out.tmp
+rm -rf "$tmp"
+mkdir -p "$tmp/bin" "$tmp/share"
+
+# check_versions LISTER: every EXPECT pattern matches the installed version.
+check_versions() {
+	: >"$tmp/versions"
+	for want in $EXPECT; do
+		pkg=${want%%=*} pattern=${want#*=}
+		have=$("$@" dpkg-query -W -f='${Version}' "$pkg" 2>/dev/null || true)
+		# shellcheck disable=SC2053
+		if [[ -z $have || ${have#*:} != $pattern ]]; then
+			echo "stack $pin: $pkg is '${have:-not installed}', the pin wants $pattern" >&2
+			exit 1
+		fi
+		echo "$pkg $have" >>"$tmp/versions"
+	done
+}
+
+# The mirror apt already uses for this system's release (no host is named here).
+mirror() {
+	local codename
+	codename=$(. /etc/os-release && echo "$VERSION_CODENAME")
+	apt-get indextargets --format '$(REPO_URI) $(RELEASE)' | awk -v c="$codename" '$2 == c { print $1; exit }'
+}
+
+if [[ -n $SUITE ]]; then
+	root=$tmp/root
+	url=$(mirror)
+	[[ -n $url ]] || { echo "no Debian mirror in apt's sources: run apt-get update" >&2; exit 1; }
+	command -v debootstrap >/dev/null && command -v patchelf >/dev/null || {
+		echo "debootstrap and patchelf are needed: make deps-packages installs them" >&2; exit 1; }
+	echo "stack $(basename "$out"): debootstrap $SUITE from $url (about 2 minutes)"
+	debootstrap --variant=minbase "$SUITE" "$root" "$url" >"$tmp/debootstrap.log" 2>&1 ||
+		{ tail -20 "$tmp/debootstrap.log" >&2; exit 1; }
+	# No service starts inside the root; proc is mounted only for the install.
+	printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
+	chmod +x "$root/usr/sbin/policy-rc.d"
+	mount -t proc proc "$root/proc"
+	trap 'umount "$root/proc" 2>/dev/null || true' EXIT
+	chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive \
+		sh -c "apt-get update -qq && apt-get install -y -qq --no-install-recommends $PACKAGES && apt-get clean" \
+		>"$tmp/install.log" 2>&1 || { tail -20 "$tmp/install.log" >&2; exit 1; }
+	umount "$root/proc"
+	trap - EXIT
+	check_versions chroot "$root"
+	# The final root path is baked into the copies (their interpreter must be
+	# absolute), so they are patched for $out, where the root will live.
+	final=$(realpath -m "$out")/root
+	for f in "$root"/usr/bin/ov* "$root"/usr/sbin/ov*; do
+		head -c4 "$f" | grep -q ELF || continue
+		cp "$f" "$tmp/bin/"
+		patchelf --set-interpreter "$final/lib64/ld-linux-x86-64.so.2" --force-rpath \
+			--set-rpath "$final/lib/x86_64-linux-gnu:$final/usr/lib/x86_64-linux-gnu" "$tmp/bin/$(basename "$f")"
+	done
+	ln -s ../root/usr/share/ovn "$tmp/share/ovn"
+	ln -s ../root/usr/share/openvswitch "$tmp/share/openvswitch"
+else
+	check_versions
+	for f in /usr/bin/ov* /usr/sbin/ov*; do
+		head -c4 "$f" | grep -q ELF && ln -s "$f" "$tmp/bin/"
+	done
+	ln -s /usr/share/ovn "$tmp/share/ovn"
+	ln -s /usr/share/openvswitch "$tmp/share/openvswitch"
+fi
+ln -s "$(realpath "${etcd:-$(command -v etcd)}")" "$tmp/bin/etcd"
+
+rm -rf "$out"
+mv "$tmp" "$out"
+# The copies were patched for $out; check one runs from there.
+"$out/bin/ovsdb-server" --version | head -1
+"$out/bin/etcd" --version | head -1
+cp "$pin" "$out/pin"
