@@ -82,6 +82,8 @@ else
 	ln -s /usr/share/openvswitch "$tmp/share/openvswitch"
 fi
 ln -s "$(realpath "${etcd:-$(command -v etcd)}")" "$tmp/bin/etcd"
+# A built etcd is no package: its version goes beside the packages'.
+[[ -z $etcd ]] || echo "etcd $("$etcd" --version | awk 'NR == 1 { print $3 }')" >>"$tmp/versions"
 
 rm -rf "$out"
 mv "$tmp" "$out"
