@@ -85,6 +85,8 @@ func (b *bench) cold() Result {
 	b.mu.Unlock()
 	start, cpu := time.Now(), cpuSnapshot()
 	b.master = harness.StartMaster(b.s, b.logDir, fmt.Sprintf("master-%d", time.Now().UnixNano()), b.ovn, b.kube, b.masterArgs()...)
+	stopProfile := b.profile("cold")
+	defer stopProfile()
 	var done, lspsDone, lbsDone time.Duration
 	harness.Eventually(b.s, 300*time.Second, "everything programmed into the empty NB", func() error {
 		lsps := int(b.podLSPs.Load())

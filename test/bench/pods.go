@@ -172,6 +172,8 @@ func (b *bench) latency() Result {
 	pods := b.kube.Client.CoreV1().Pods("lat")
 	interval := time.Second / time.Duration(b.o.latencyRate)
 	var wg sync.WaitGroup
+	stopProfile := b.profile("latency")
+	defer stopProfile()
 	start, cpu := time.Now(), cpuSnapshot()
 	for i := 0; i < n; i++ {
 		time.Sleep(time.Until(start.Add(time.Duration(i) * interval)))

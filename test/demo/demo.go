@@ -22,7 +22,8 @@ func ptr[T any](v T) *T { return &v }
 
 // runDemo builds the cluster and returns the report shown to the user.
 func runDemo(t *harness.Session, dir string) string {
-	step("starting OVN central (NB, SB, ovn-northd), etcd, kube-apiserver and ovnkube master")
+	step("starting OVN central (NB, SB, ovn-northd), etcd, kube-apiserver and ovnkube master on the OVN %s stack (%s; OVN= chooses another)",
+		harness.CurrentStack.Name, strings.ReplaceAll(harness.CurrentStack.Versions(), "\n", ", "))
 	c := harness.NewCluster(t)
 	step("starting nodes n1 and n2: a network namespace each with ovsdb-server, ovs-vswitchd (userspace datapath), ovn-controller and ovnkube node")
 	c.AddNode("n1")

@@ -190,7 +190,16 @@ func (m *Master) Run(ctx context.Context) error {
 		go func() { defer wg.Done(); f() }()
 	}
 	spawn(func() { m.nodeQueue.Run(ctx, m.cfg.NodeWorkers) })
-	spawn(func() { m.podQueue.Run(ctx, m.cfg.PodWorkers) })
+	spawn(func() {
+		// A pod's port hangs off its node's switch: at start the nodes go
+		// first, so that pods are not synced, failed and retried with
+		// backoff before their switch exists (an empty NB). Idle counts a
+		// failed node waiting for its retry as done: its pods wait as before.
+		_ = wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
+			return m.nodeQueue.Idle(), nil
+		})
+		m.podQueue.Run(ctx, m.cfg.PodWorkers)
+	})
 	spawn(func() { m.services.Run(ctx, m.cfg.ServiceWorkers) })
 	spawn(func() {
 		ovndb.WatchReconnects(ctx, m.nb, 100*time.Millisecond, m.log.WithName("nb"), func() { m.resync(ctx, "NB reconnect") })

@@ -266,8 +266,11 @@ func (t *Txn) mutateSet(parent model.Model, field any, mutator ovsdb.Mutator, uu
 	if t.err != nil || len(uuids) == 0 {
 		return
 	}
-	// Mutate needs the field of the model it is given to hold the mutation's value.
-	target := model.Clone(parent)
+	// Mutate needs the field of the model it is given to hold the mutation's
+	// value; the rest of a row holding hundreds of ports need not be copied,
+	// only its UUID (the mutation's condition).
+	target := reflect.New(reflect.TypeOf(parent).Elem()).Interface().(model.Model)
+	setUUID(target, getUUID(parent))
 	i, err := fieldIndex(parent, field)
 	if err != nil {
 		t.fail(err)
