@@ -56,7 +56,13 @@ type bench struct {
 }
 
 func newBench(s *harness.Session, o options) *bench {
-	b := &bench{s: s, o: o, ovn: harness.StartOVNCentral(s), kube: harness.StartKubeAPI(s), logDir: s.TempDir(),
+	// The master's logs stay beside the results, for reading after the run.
+	logDir := filepath.Join(o.out, "logs")
+	_ = os.RemoveAll(logDir)
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		s.Fatal(err)
+	}
+	b := &bench{s: s, o: o, ovn: harness.StartOVNCentral(s), kube: harness.StartKubeAPI(s), logDir: logDir,
 		created: map[string]time.Time{}, watched: map[string]time.Time{}, annotated: map[string]time.Time{}, lspSeen: map[string]time.Time{}, lbFull: map[string]bool{}}
 	b.nb = b.watchNB()
 	f := informers.NewSharedInformerFactory(b.kube.Client, 0)

@@ -1,6 +1,7 @@
 package annotations
 
 import (
+	"encoding/json"
 	"net/netip"
 	"reflect"
 	"strings"
@@ -123,6 +124,49 @@ func BenchmarkPodNetworksRoundTrip(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		if _, err := ParsePodNetworks(FormatPodNetworks(pn)); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// referenceFormatPodNetworks is the encoding/json encoder FormatPodNetworks
+// replaced; the annotation must stay byte for byte the same, since masters
+// compare annotations as strings (a difference would re-PATCH every pod).
+func referenceFormatPodNetworks(pn PodNetwork) string {
+	j := podNetworkJSON{MACAddress: pn.MAC.String(), PodUID: pn.PodUID}
+	for _, ip := range pn.IPs {
+		j.IPAddresses = append(j.IPAddresses, ip.String())
+	}
+	for _, gw := range pn.Gateways {
+		j.GatewayIPs = append(j.GatewayIPs, gw.String())
+	}
+	for _, r := range pn.Routes {
+		j.Routes = append(j.Routes, podRouteJSON{Dest: r.Dest.String(), NextHop: r.NextHop.String()})
+	}
+	if len(j.IPAddresses) == 1 {
+		j.IPAddress = j.IPAddresses[0]
+	}
+	if len(j.GatewayIPs) == 1 {
+		j.GatewayIP = j.GatewayIPs[0]
+	}
+	b, _ := json.Marshal(map[string]podNetworkJSON{DefaultNetwork: j})
+	return string(b)
+}
+
+func TestFormatPodNetworksMatchesEncodingJSON(t *testing.T) {
+	mac, _ := ParseMAC("0a:58:0a:f4:01:05")
+	v4, v6 := netip.MustParsePrefix("10.244.1.5/24"), netip.MustParsePrefix("fd00:10:244:1::5/64")
+	gw4, gw6 := netip.MustParseAddr("10.244.1.1"), netip.MustParseAddr("fd00:10:244:1::1")
+	routes := []PodRoute{{Dest: netip.MustParsePrefix("100.64.0.0/16"), NextHop: gw4}, {Dest: netip.MustParsePrefix("10.96.0.0/16"), NextHop: gw4}}
+	for name, pn := range map[string]PodNetwork{
+		"empty":                {},
+		"single stack":         {IPs: []netip.Prefix{v4}, MAC: mac, Gateways: []netip.Addr{gw4}, Routes: routes, PodUID: "8c9f0e8a-1b2c-4d5e-9f00-0123456789ab"},
+		"dual stack":           {IPs: []netip.Prefix{v4, v6}, MAC: mac, Gateways: []netip.Addr{gw4, gw6}},
+		"no gateway, no uid":   {IPs: []netip.Prefix{v6}, MAC: mac},
+		"uid needing escapes":  {IPs: []netip.Prefix{v4}, MAC: mac, PodUID: "a\"b\\c<d>&e\n\u2028é"},
+		"routes, no addresses": {Routes: routes},
+	} {
+		if got, want := FormatPodNetworks(pn), referenceFormatPodNetworks(pn); got != want {
+			t.Errorf("%s:\n got %s\nwant %s", name, got, want)
 		}
 	}
 }

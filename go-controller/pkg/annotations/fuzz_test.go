@@ -25,6 +25,9 @@ func FuzzParsePodNetworks(f *testing.F) {
 			}
 			return
 		}
+		if got, want := FormatPodNetworks(pn), referenceFormatPodNetworks(pn); got != want {
+			t.Fatalf("encoding of %+v differs from encoding/json's:\n got %s\nwant %s", pn, got, want)
+		}
 		back, err := ParsePodNetworks(FormatPodNetworks(pn))
 		if err != nil {
 			t.Fatalf("re-encoded %+v does not parse: %v", pn, err)

@@ -47,26 +47,81 @@ type podRouteJSON struct {
 	NextHop string `json:"nextHop"`
 }
 
-// FormatPodNetworks encodes the pod's default network in the upstream format.
+// FormatPodNetworks encodes the pod's default network in the upstream
+// format. It runs for every pod sync, so it appends the bytes itself instead
+// of going through encoding/json's reflection; the output is byte for byte
+// what json.Marshal of podNetworkJSON gives (the tests hold it to that),
+// since the master compares annotations as strings.
 func FormatPodNetworks(pn PodNetwork) string {
-	j := podNetworkJSON{MACAddress: pn.MAC.String(), PodUID: pn.PodUID}
-	for _, ip := range pn.IPs {
-		j.IPAddresses = append(j.IPAddresses, ip.String())
+	b := make([]byte, 0, 256)
+	b = append(b, `{"default":{"ip_addresses":`...)
+	if len(pn.IPs) == 0 {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i, ip := range pn.IPs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, ip.String())
+		}
+		b = append(b, ']')
 	}
-	for _, gw := range pn.Gateways {
-		j.GatewayIPs = append(j.GatewayIPs, gw.String())
+	b = append(b, `,"mac_address":`...)
+	b = appendJSONString(b, pn.MAC.String())
+	if len(pn.Gateways) > 0 {
+		b = append(b, `,"gateway_ips":[`...)
+		for i, gw := range pn.Gateways {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, gw.String())
+		}
+		b = append(b, ']')
 	}
-	for _, r := range pn.Routes {
-		j.Routes = append(j.Routes, podRouteJSON{Dest: r.Dest.String(), NextHop: r.NextHop.String()})
+	if len(pn.Routes) > 0 {
+		b = append(b, `,"routes":[`...)
+		for i, r := range pn.Routes {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"dest":`...)
+			b = appendJSONString(b, r.Dest.String())
+			b = append(b, `,"nextHop":`...)
+			b = appendJSONString(b, r.NextHop.String())
+			b = append(b, '}')
+		}
+		b = append(b, ']')
 	}
-	if len(j.IPAddresses) == 1 {
-		j.IPAddress = j.IPAddresses[0]
+	if len(pn.IPs) == 1 {
+		b = append(b, `,"ip_address":`...)
+		b = appendJSONString(b, pn.IPs[0].String())
 	}
-	if len(j.GatewayIPs) == 1 {
-		j.GatewayIP = j.GatewayIPs[0]
+	if len(pn.Gateways) == 1 {
+		b = append(b, `,"gateway_ip":`...)
+		b = appendJSONString(b, pn.Gateways[0].String())
 	}
-	b, _ := json.Marshal(map[string]podNetworkJSON{DefaultNetwork: j})
+	if pn.PodUID != "" {
+		b = append(b, `,"pod_uid":`...)
+		b = appendJSONString(b, pn.PodUID)
+	}
+	b = append(b, "}}"...)
 	return string(b)
+}
+
+// appendJSONString appends s as a JSON string. Addresses and UIDs need no
+// escaping; anything else goes through encoding/json, which escapes it.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // ParsePodNetworks decodes the default network of k8s.ovn.org/pod-networks.

@@ -115,8 +115,13 @@ func (m *Master) podNetwork(pod *corev1.Pod, subnets []netip.Prefix) (annotation
 			return annotations.PodNetwork{}, err
 		}
 	}
-	// The MAC follows from the address the master holds, never from the
-	// annotation: anyone who may patch a pod could otherwise choose it.
+	return m.buildPodNetwork(uid, ips, subnets), nil
+}
+
+// buildPodNetwork is the annotation for addresses the master holds. The MAC
+// follows from the address, never from the annotation: anyone who may patch
+// a pod could otherwise choose it.
+func (m *Master) buildPodNetwork(uid string, ips []netip.Addr, subnets []netip.Prefix) annotations.PodNetwork {
 	pn := annotations.PodNetwork{MAC: topology.MACFromIP(ips[0]), PodUID: uid}
 	for i, ip := range ips {
 		gw := topology.GatewayIP(subnets[i])
@@ -128,7 +133,7 @@ func (m *Master) podNetwork(pod *corev1.Pod, subnets []netip.Prefix) (annotation
 			}
 		}
 	}
-	return pn, nil
+	return pn
 }
 
 // podRoutes are the destinations a pod reaches through its gateway beyond its
@@ -247,10 +252,26 @@ func (m *Master) podUpdated(old, cur any) {
 	n, ok2 := cur.(*corev1.Pod)
 	if ok1 && ok2 && o.UID == n.UID && o.Spec.NodeName == n.Spec.NodeName &&
 		wantsPort(o) == wantsPort(n) &&
-		o.Annotations[annotations.PodNetworks] == n.Annotations[annotations.PodNetworks] {
+		(o.Annotations[annotations.PodNetworks] == n.Annotations[annotations.PodNetworks] || m.annotationIsHeld(n)) {
 		return
 	}
 	m.enqueue(m.podQueue, cur)
+}
+
+// annotationIsHeld says whether the pod's pod-networks annotation is exactly
+// what the master holds for it: the echo of its own PATCH, which needs no
+// sync (the sync that wrote it also committed the port, or failed and is
+// retrying). It reads state and changes nothing.
+func (m *Master) annotationIsHeld(pod *corev1.Pod) bool {
+	held, ok := m.ipam.pod(pod.Namespace + "/" + pod.Name)
+	if !ok || held.uid != string(pod.UID) || held.node != pod.Spec.NodeName {
+		return false
+	}
+	subnets := m.ipam.nodeSubnets(held.node)
+	if len(subnets) != len(held.ips) {
+		return false
+	}
+	return annotationMatches(pod, m.buildPodNetwork(held.uid, held.ips, subnets))
 }
 
 // trimPod drops what the controller never reads from informer copies of pods.

@@ -1,0 +1,53 @@
+package master
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+)
+
+// The echo of the master's own annotation PATCH needs no sync; any other
+// value (a user's edit, another incarnation's copy, another node) does.
+func TestOwnAnnotationEchoIsRecognised(t *testing.T) {
+	e, _, pn := newEnvWithPod(t)
+	pod, err := e.kube.CoreV1().Pods("ns").Get(context.Background(), "p1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !e.m.annotationIsHeld(pod) {
+		t.Fatalf("the annotation the master wrote (%s) is not recognised as its own", pod.Annotations[annotations.PodNetworks])
+	}
+	edited := pn
+	edited.Routes = nil
+	for name, change := range map[string]func(*corev1.Pod){
+		"user-edited routes":  func(p *corev1.Pod) { p.Annotations[annotations.PodNetworks] = annotations.FormatPodNetworks(edited) },
+		"malformed":           func(p *corev1.Pod) { p.Annotations[annotations.PodNetworks] = "{" },
+		"another incarnation": func(p *corev1.Pod) { p.UID = "someone-else" },
+		"another node":        func(p *corev1.Pod) { p.Spec.NodeName = "n2" },
+		"removed":             func(p *corev1.Pod) { delete(p.Annotations, annotations.PodNetworks) },
+	} {
+		p := pod.DeepCopy()
+		change(p)
+		if e.m.annotationIsHeld(p) {
+			t.Errorf("%s: taken for the master's own annotation", name)
+		}
+	}
+}
+
+func TestAnnotationPatchIsTheMergePatch(t *testing.T) {
+	value := `{"default":{"ip_addresses":["10.244.1.5/24"],"pod_uid":"a<b"}}`
+	var got map[string]any
+	if err := json.Unmarshal(annotationPatch("uid-1", annotations.PodNetworks, value), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"metadata": map[string]any{"uid": "uid-1", "annotations": map[string]any{annotations.PodNetworks: value}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("patch %v, want %v", got, want)
+	}
+}
