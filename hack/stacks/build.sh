@@ -17,7 +17,9 @@ SUITE="" PACKAGES="" EXPECT=""
 # shellcheck disable=SC1090
 source "$pin"
 tmp=$out.tmp
-rm -rf "$tmp"
+# An interrupted earlier build may have left proc mounted in its root.
+umount "$tmp/root/proc" 2>/dev/null || true
+rm -rf --one-file-system "$tmp"
 mkdir -p "$tmp/bin" "$tmp/share"
 
 # check_versions LISTER: every EXPECT pattern matches the installed version.
@@ -45,7 +47,11 @@ mirror() {
 if [[ -n $SUITE ]]; then
 	root=$tmp/root
 	url=$(mirror)
-	[[ -n $url ]] || { echo "no Debian mirror in apt's sources: run apt-get update" >&2; exit 1; }
+	if [[ -z $url ]]; then
+		apt-get update -qq # no package lists yet: the mirror is known from them
+		url=$(mirror)
+	fi
+	[[ -n $url ]] || { echo "no Debian mirror for this release in apt's sources" >&2; exit 1; }
 	command -v debootstrap >/dev/null && command -v patchelf >/dev/null || {
 		echo "debootstrap and patchelf are needed: make deps-packages installs them" >&2; exit 1; }
 	echo "stack $(basename "$out"): debootstrap $SUITE from $url (about 2 minutes)"
@@ -85,7 +91,7 @@ ln -s "$(realpath "${etcd:-$(command -v etcd)}")" "$tmp/bin/etcd"
 # A built etcd is no package: its version goes beside the packages'.
 [[ -z $etcd ]] || echo "etcd $("$etcd" --version | awk 'NR == 1 { print $3 }')" >>"$tmp/versions"
 
-rm -rf "$out"
+rm -rf --one-file-system "$out"
 mv "$tmp" "$out"
 # The copies were patched for $out; check one runs from there.
 "$out/bin/ovsdb-server" --version | head -1

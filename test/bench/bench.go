@@ -64,6 +64,18 @@ func newBench(s *harness.Session, o options) *bench {
 	}
 	b := &bench{s: s, o: o, ovn: harness.StartOVNCentral(s), kube: harness.StartKubeAPI(s), logDir: logDir,
 		created: map[string]time.Time{}, watched: map[string]time.Time{}, annotated: map[string]time.Time{}, lspSeen: map[string]time.Time{}, lbFull: map[string]bool{}}
+	// The logs of etcd, the API server and OVN central are kept too (a stall
+	// seen in a figure can then be looked for in them).
+	s.Cleanup(func() {
+		for _, dir := range []string{b.kube.Dir, b.ovn.Dir} {
+			logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+			for _, l := range logs {
+				if data, err := os.ReadFile(l); err == nil {
+					_ = os.WriteFile(filepath.Join(logDir, filepath.Base(l)), data, 0o644)
+				}
+			}
+		}
+	})
 	b.nb = b.watchNB()
 	f := informers.NewSharedInformerFactory(b.kube.Client, 0)
 	_, _ = f.Core().V1().Pods().Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{

@@ -73,7 +73,11 @@ func summary(results []Result, fullSize bool) string {
 		}
 		fmt.Fprintf(&b, "  %-62s %10s%s\n", t.what, t.format(v), verdict)
 		if verdict == "  not met" {
-			fmt.Fprintf(&b, "      bound: %s\n", bound(r))
+			if t.scenario == "memory" {
+				fmt.Fprintf(&b, "      where the master's CPU went: %s\n", masterCPU(results))
+			} else {
+				fmt.Fprintf(&b, "      bound: %s\n", bound(r))
+			}
 		}
 	}
 	return b.String()
@@ -104,6 +108,27 @@ func bound(r Result) string {
 	parts := []string{fmt.Sprintf("%.0f%% of one core in all over %.1f s", 100*total/wall, wall)}
 	for i := 0; i < len(uses) && i < 4; i++ {
 		parts = append(parts, fmt.Sprintf("%s %.0f%%", uses[i].name, 100*uses[i].v/wall))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// masterCPU is the master's CPU in each scenario that created objects, per
+// object: where the CPU per pod of the memory figure came from.
+func masterCPU(results []Result) string {
+	var parts []string
+	for _, r := range results {
+		cpu, ok := r.Metrics[cpuMetric("ovnkube")]
+		if !ok {
+			continue
+		}
+		n, what := r.Metrics["pods"], "pod"
+		if r.Scenario == "services" {
+			n, what = r.Metrics["services"], "service"
+		}
+		if n == 0 || r.Scenario == "restart" || r.Scenario == "cold" {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %.2f ms per %s (%.0f CPU s)", r.Scenario, 1000*cpu/n, what, cpu))
 	}
 	return strings.Join(parts, ", ")
 }
