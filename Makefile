@@ -50,7 +50,7 @@ $(BIN)/kube-apiserver: test/tools/kube-apiserver/go.mod test/tools/kube-apiserve
 
 # etcd 3.6 for the current stack, built from its own pinned module (test/tools/etcd).
 $(BIN)/etcd: test/tools/etcd/go.mod test/tools/etcd/go.sum
-	@echo "building etcd $$(awk '$$1 == "go.etcd.io/etcd/server/v3" {print $$2}' test/tools/etcd/go.mod) (about 2 minutes on a cold module cache)"
+	@echo "building etcd $$(grep -o 'go.etcd.io/etcd/server/v3 v[0-9.]*' test/tools/etcd/go.mod | cut -d' ' -f2) (about 2 minutes on a cold module cache)"
 	cd test/tools/etcd && $(GO) build -o $(CURDIR)/$@ go.etcd.io/etcd/server/v3
 
 # Each stack is rebuilt only when its pin (or the script laying it out) changes.
