@@ -77,6 +77,8 @@ if [[ -n $SUITE ]]; then
 		patchelf --set-interpreter "$final/lib64/ld-linux-x86-64.so.2" --force-rpath \
 			--set-rpath "$final/lib/x86_64-linux-gnu:$final/usr/lib/x86_64-linux-gnu" "$tmp/bin/$(basename "$f")"
 	done
+	# Recorded so that a checkout moved elsewhere is told to rebuild the stack.
+	echo "$final/lib64/ld-linux-x86-64.so.2" >"$tmp/interpreter"
 	ln -s ../root/usr/share/ovn "$tmp/share/ovn"
 	ln -s ../root/usr/share/openvswitch "$tmp/share/openvswitch"
 else

@@ -48,6 +48,15 @@ func selectStack() Stack {
 			s.Name, s.Dir, strings.Join(names, ", "))
 		return s
 	}
+	// A stack built from a root of its own runs through that root's
+	// interpreter, whose absolute path is baked into its commands.
+	if interp, err := os.ReadFile(filepath.Join(s.Dir, "interpreter")); err == nil {
+		if _, err := os.Stat(strings.TrimSpace(string(interp))); err != nil {
+			s.err = fmt.Errorf("the OVN %s stack in %s was built for another checkout path (%v): "+
+				"remove it and run `make deps`", s.Name, s.Dir, err)
+			return s
+		}
+	}
 	os.Setenv("PATH", filepath.Join(s.Dir, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
 	return s
 }
