@@ -124,7 +124,7 @@ func (o options) fullSize() bool {
 func run(s *harness.Session, o options) {
 	stack := thisStack()
 	fmt.Printf("ovn-k8s benchmarks on %d CPUs (%s), OVN stack %s (%s); sizes: %d nodes, %d pods, %d pods/s for %s, %d services x %d endpoints\n\n",
-		runtime.NumCPU(), runtime.Version(), stack.Stack, strings.ReplaceAll(stack.Versions, "\n", ", "),
+		runtime.NumCPU(), runtime.Version(), stack.Stack, stack.Versions,
 		o.nodes, o.pods, o.latencyRate, o.latencyDuration, o.services, o.endpoints)
 	b := newBench(s, o)
 	var results []Result

@@ -107,7 +107,7 @@ func sideBySide(all []stackResults, fullSize bool) string {
 		b.WriteString("\n")
 	}
 	for _, s := range all {
-		fmt.Fprintf(&b, "  OVN %s: %s\n", s.Stack, strings.ReplaceAll(s.Versions, "\n", ", "))
+		fmt.Fprintf(&b, "  OVN %s: %s\n", s.Stack, s.Versions)
 	}
 	return b.String()
 }

@@ -23,7 +23,7 @@ func ptr[T any](v T) *T { return &v }
 // runDemo builds the cluster and returns the report shown to the user.
 func runDemo(t *harness.Session, dir string) string {
 	step("starting OVN central (NB, SB, ovn-northd), etcd, kube-apiserver and ovnkube master on the OVN %s stack (%s; OVN= chooses another)",
-		harness.CurrentStack.Name, strings.ReplaceAll(harness.CurrentStack.Versions(), "\n", ", "))
+		harness.CurrentStack.Name, harness.CurrentStack.Versions())
 	c := harness.NewCluster(t)
 	step("starting nodes n1 and n2: a network namespace each with ovsdb-server, ovs-vswitchd (userspace datapath), ovn-controller and ovnkube node")
 	c.AddNode("n1")

@@ -83,8 +83,8 @@ func (s Stack) Schema(t T, name string) string {
 	return filepath.Join(s.Dir, "share", name)
 }
 
-// Versions is what the stack has installed, one "package version" a line.
+// Versions is what the stack has installed: "package version, ...".
 func (s Stack) Versions() string {
 	data, _ := os.ReadFile(filepath.Join(s.Dir, "versions"))
-	return strings.TrimSpace(string(data))
+	return strings.Join(strings.Split(strings.TrimSpace(string(data)), "\n"), ", ")
 }
