@@ -170,3 +170,15 @@ func TestFormatPodNetworksMatchesEncodingJSON(t *testing.T) {
 		}
 	}
 }
+
+func TestMergePatch(t *testing.T) {
+	value := `{"default":{"ip_addresses":["10.244.1.5/24"],"pod_uid":"a<b"}}`
+	var got map[string]any
+	if err := json.Unmarshal(MergePatch("uid-1", PodNetworks, value), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"metadata": map[string]any{"uid": "uid-1", "annotations": map[string]any{PodNetworks: value}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("patch %v, want %v", got, want)
+	}
+}

@@ -109,6 +109,20 @@ func FormatPodNetworks(pn PodNetwork) string {
 	return string(b)
 }
 
+// MergePatch is the merge patch {"metadata":{"uid":U,"annotations":{K:V}}}
+// that sets one annotation of the object with that UID (the API server
+// refuses it for a replaced object), built without encoding/json's map
+// reflection: it is sent for every new pod.
+func MergePatch(uid, key, value string) []byte {
+	b := append(make([]byte, 0, 64+len(value)*5/4), `{"metadata":{"uid":`...)
+	b = appendJSONString(b, uid)
+	b = append(b, `,"annotations":{`...)
+	b = appendJSONString(b, key)
+	b = append(b, ':')
+	b = appendJSONString(b, value)
+	return append(b, "}}}"...)
+}
+
 // appendJSONString appends s as a JSON string. Addresses and UIDs need no
 // escaping; anything else goes through encoding/json, which escapes it.
 func appendJSONString(b []byte, s string) []byte {

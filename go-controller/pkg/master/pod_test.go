@@ -2,8 +2,6 @@ package master
 
 import (
 	"context"
-	"encoding/json"
-	"reflect"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,17 +35,5 @@ func TestOwnAnnotationEchoIsRecognised(t *testing.T) {
 		if e.m.annotationIsHeld(p) {
 			t.Errorf("%s: taken for the master's own annotation", name)
 		}
-	}
-}
-
-func TestAnnotationPatchIsTheMergePatch(t *testing.T) {
-	value := `{"default":{"ip_addresses":["10.244.1.5/24"],"pod_uid":"a<b"}}`
-	var got map[string]any
-	if err := json.Unmarshal(annotationPatch("uid-1", annotations.PodNetworks, value), &got); err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]any{"metadata": map[string]any{"uid": "uid-1", "annotations": map[string]any{annotations.PodNetworks: value}}}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("patch %v, want %v", got, want)
 	}
 }

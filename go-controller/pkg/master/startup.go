@@ -2,7 +2,6 @@ package master
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"sort"
@@ -165,7 +164,7 @@ func (m *Master) patchAnnotation(ctx context.Context, obj runtime.Object, key, v
 	if err != nil {
 		return err
 	}
-	patch := annotationPatch(string(acc.GetUID()), key, value)
+	patch := annotations.MergePatch(string(acc.GetUID()), key, value)
 	switch obj.(type) {
 	case *corev1.Pod:
 		_, err = m.kube.CoreV1().Pods(acc.GetNamespace()).Patch(ctx, acc.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
@@ -175,21 +174,4 @@ func (m *Master) patchAnnotation(ctx context.Context, obj runtime.Object, key, v
 		err = fmt.Errorf("cannot annotate %T", obj)
 	}
 	return err
-}
-
-// annotationPatch is the merge patch {"metadata":{"uid":U,"annotations":{K:V}}},
-// built without encoding/json's map reflection (it runs for every new pod).
-func annotationPatch(uid, key, value string) []byte {
-	b := append(make([]byte, 0, 64+len(value)*5/4), `{"metadata":{"uid":`...)
-	b = appendJSON(b, uid)
-	b = append(b, `,"annotations":{`...)
-	b = appendJSON(b, key)
-	b = append(b, ':')
-	b = appendJSON(b, value)
-	return append(b, "}}}"...)
-}
-
-func appendJSON(b []byte, s string) []byte {
-	q, _ := json.Marshal(s)
-	return append(b, q...)
 }
