@@ -2,7 +2,9 @@ package integration
 
 import (
 	"fmt"
+	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +63,22 @@ func (c *cluster) applySlice(ns, svc, name string, ports []discovery.EndpointPor
 
 func endpoint(ip string, ready bool) discovery.Endpoint {
 	return discovery.Endpoint{Addresses: []string{ip}, Conditions: discovery.EndpointConditions{Ready: ptr(ready)}}
+}
+
+// backends is a VIP's backend list as ovn-k8s writes it: sorted by address
+// (which node got the lower subnet, and so which pod the lower address, is
+// up to the order the nodes were synced in).
+func backends(addrPorts ...string) string {
+	sorted := make([]netip.AddrPort, len(addrPorts))
+	for i, a := range addrPorts {
+		sorted[i] = netip.MustParseAddrPort(a)
+	}
+	slices.SortFunc(sorted, func(a, b netip.AddrPort) int { return a.Compare(b) })
+	out := make([]string, len(sorted))
+	for i, a := range sorted {
+		out[i] = a.String()
+	}
+	return strings.Join(out, ",")
 }
 
 func port(name string, proto corev1.Protocol, n int32) discovery.EndpointPort {
@@ -129,7 +147,7 @@ func TestServicesBecomeLoadBalancers(t *testing.T) {
 	vip := svc.Spec.ClusterIP
 	c.applySlice("ns", "web", "web-a", []discovery.EndpointPort{port("http", "TCP", 8080), port("dns", "UDP", 5353)}, endpoint(ip1, true))
 	c.applySlice("ns", "web", "web-b", []discovery.EndpointPort{port("http", "TCP", 9090), port("dns", "UDP", 5353)}, endpoint(ip2, true))
-	tcp := c.waitLB("Service_ns/web_TCP_cluster", map[string]string{vip + ":80": ip1 + ":8080," + ip2 + ":9090"}, func(lb *nbdb.LoadBalancer) error {
+	tcp := c.waitLB("Service_ns/web_TCP_cluster", map[string]string{vip + ":80": backends(ip1+":8080", ip2+":9090")}, func(lb *nbdb.LoadBalancer) error {
 		if lb.Protocol == nil || *lb.Protocol != "tcp" || lb.Options["reject"] != "true" {
 			return fmt.Errorf("protocol %v options %v", lb.Protocol, lb.Options)
 		}
@@ -138,7 +156,7 @@ func TestServicesBecomeLoadBalancers(t *testing.T) {
 		}
 		return nil
 	})
-	c.waitLB("Service_ns/web_UDP_cluster", map[string]string{vip + ":53": ip1 + ":5353," + ip2 + ":5353"}, nil)
+	c.waitLB("Service_ns/web_UDP_cluster", map[string]string{vip + ":53": backends(ip1+":5353", ip2+":5353")}, nil)
 
 	// Attached through the cluster group, which every node switch carries.
 	g := c.group()
