@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
+	"strings"
 
 	libovsdbclient "github.com/ovn-org/libovsdb/client"
 	corev1 "k8s.io/api/core/v1"
@@ -36,7 +38,7 @@ func (m *Master) syncNode(ctx context.Context, name string) error {
 		}
 		return err
 	}
-	if err := EnsureNode(ctx, m.nb, m.committer.Commit, name, subnets, mgmtMAC(node, m)); err != nil {
+	if err := EnsureNode(ctx, m.nb, m.committer.Commit, name, subnets, internalIPs(node), mgmtMAC(node, m)); err != nil {
 		return fmt.Errorf("node %s: %w", name, err)
 	}
 	want := annotations.FormatNodeSubnets(subnets)
@@ -86,21 +88,52 @@ func mgmtMAC(node *corev1.Node, m *Master) net.HardwareAddr {
 	return mac
 }
 
-// EnsureNode creates or repairs a node's switch, its router port and its
-// management port LSP in one transaction.
-func EnsureNode(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc, name string, subnets []netip.Prefix, mac net.HardwareAddr) error {
+// internalIPs are the node's InternalIP addresses (what the kubelet reports).
+func internalIPs(node *corev1.Node) []netip.Addr {
+	var out []netip.Addr
+	for _, a := range node.Status.Addresses {
+		if a.Type != corev1.NodeInternalIP {
+			continue
+		}
+		if ip, err := netip.ParseAddr(a.Address); err == nil {
+			out = append(out, ip.Unmap())
+		}
+	}
+	return out
+}
+
+// EnsureNode creates or repairs a node's switch, its router port, its
+// management port LSP and the routes to its addresses in one transaction.
+func EnsureNode(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc, name string, subnets []netip.Prefix, hostIPs []netip.Addr, mac net.HardwareAddr) error {
 	t := ovndb.NewTxn(nb)
 	group := ovndb.Require(t, &nbdb.LoadBalancerGroup{Name: topology.ClusterLBGroup})
 	router := ovndb.Require(t, &nbdb.LogicalRouter{Name: topology.ClusterRouter})
 	if t.Err() != nil {
 		return t.Err()
 	}
-	rows := topology.Node(name, subnets, mac, group.UUID)
+	rows := topology.Node(name, subnets, hostIPs, mac, group.UUID)
 	stor := t.Ensure(rows.SwitchToRouter, topology.LSPColumns(rows.SwitchToRouter), nil)
 	mgmt := t.Ensure(rows.Management, topology.LSPColumns(rows.Management), nil)
 	t.Ensure(rows.Switch, []any{&rows.Switch.OtherConfig, &rows.Switch.ExternalIDs, &rows.Switch.LoadBalancerGroup}, &rows.Switch.Ports, stor, mgmt)
 	rtos := t.Ensure(rows.RouterToSwitch, topology.LRPColumns(rows.RouterToSwitch), nil)
 	t.AddChildren(router, &router.Ports, rtos)
+	wanted := map[string]bool{}
+	for _, r := range rows.HostRoutes {
+		wanted[r.ExternalIDs[topology.RowIDKey]] = true
+		t.EnsureChild(router, &router.StaticRoutes, topology.RowIDKey, r, topology.RouteColumns(r))
+	}
+	owner := topology.Owner{Type: topology.OwnerNode, Name: name}
+	var stale []string
+	for _, uuid := range router.StaticRoutes {
+		r := &nbdb.LogicalRouterStaticRoute{UUID: uuid}
+		if nb.Get(ctx, r) != nil || !ownedBy(r.ExternalIDs, owner) {
+			continue
+		}
+		if id := r.ExternalIDs[topology.RowIDKey]; strings.HasPrefix(id, topology.HostRouteIDPrefix) && !wanted[id] {
+			stale = append(stale, uuid)
+		}
+	}
+	t.RemoveChildren(router, &router.StaticRoutes, stale...)
 	ops, err := t.Ops()
 	if err != nil {
 		return err
@@ -175,7 +208,8 @@ func (m *Master) nodeUpdated(old, cur any) {
 	n, ok2 := cur.(*corev1.Node)
 	if ok1 && ok2 &&
 		o.Annotations[annotations.NodeSubnets] == n.Annotations[annotations.NodeSubnets] &&
-		o.Annotations[annotations.NodeMgmtPortMAC] == n.Annotations[annotations.NodeMgmtPortMAC] {
+		o.Annotations[annotations.NodeMgmtPortMAC] == n.Annotations[annotations.NodeMgmtPortMAC] &&
+		slices.Equal(internalIPs(o), internalIPs(n)) {
 		return
 	}
 	m.enqueue(m.nodeQueue, cur)

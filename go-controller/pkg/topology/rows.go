@@ -49,12 +49,21 @@ type NodeRows struct {
 	RouterToSwitch *nbdb.LogicalRouterPort
 	SwitchToRouter *nbdb.LogicalSwitchPort
 	Management     *nbdb.LogicalSwitchPort
+	// HostRoutes, on ovn_cluster_router, send pod traffic for the node's own
+	// addresses into its management port, so pods reach host-network
+	// endpoints (the API server, hostNetwork pods) on every node without a
+	// gateway and the host sees the pod's address.
+	HostRoutes []*nbdb.LogicalRouterStaticRoute
 }
 
-// Node computes a node's rows from its host subnets and, when the node has
-// published one, its management port MAC (else the MAC derived from .2).
-// lbGroup is the UUID of the cluster load balancer group the switch carries.
-func Node(name string, subnets []netip.Prefix, mgmtMAC net.HardwareAddr, lbGroup string) NodeRows {
+// HostRouteIDPrefix starts the RowIDKey of a node's host routes.
+const HostRouteIDPrefix = "node-ip:"
+
+// Node computes a node's rows from its host subnets, its addresses and, when
+// the node has published one, its management port MAC (else the MAC derived
+// from .2). lbGroup is the UUID of the cluster load balancer group the switch
+// carries.
+func Node(name string, subnets []netip.Prefix, hostIPs []netip.Addr, mgmtMAC net.HardwareAddr, lbGroup string) NodeRows {
 	owner := Owner{Type: OwnerNode, Name: name}.ExternalIDs()
 	var cidrs, gws, mgmtIPs, exclude []string
 	var gwIPs, mgmtAddrs []netip.Addr
@@ -83,8 +92,24 @@ func Node(name string, subnets []netip.Prefix, mgmtMAC net.HardwareAddr, lbGroup
 	if len(gwIPs) > 0 {
 		routerMAC = MACFromIP(gwIPs[0])
 	}
+	var hostRoutes []*nbdb.LogicalRouterStaticRoute
+	for _, ip := range hostIPs {
+		for i, s := range subnets {
+			if s.Addr().Is4() != ip.Is4() {
+				continue
+			}
+			out := NodeRouterToSwitchPort(name)
+			ids := Owner{Type: OwnerNode, Name: name}.ExternalIDs()
+			ids[RowIDKey] = HostRouteIDPrefix + ip.String()
+			hostRoutes = append(hostRoutes, &nbdb.LogicalRouterStaticRoute{
+				IPPrefix: netip.PrefixFrom(ip, ip.BitLen()).String(), Nexthop: mgmtIPs[i], OutputPort: &out, ExternalIDs: ids,
+			})
+			break
+		}
+	}
 	return NodeRows{
-		Switch: &nbdb.LogicalSwitch{Name: name, OtherConfig: otherConfig, ExternalIDs: owner, LoadBalancerGroup: []string{lbGroup}},
+		HostRoutes: hostRoutes,
+		Switch:     &nbdb.LogicalSwitch{Name: name, OtherConfig: otherConfig, ExternalIDs: owner, LoadBalancerGroup: []string{lbGroup}},
 		RouterToSwitch: &nbdb.LogicalRouterPort{
 			Name:        NodeRouterToSwitchPort(name),
 			MAC:         routerMAC.String(),

@@ -49,7 +49,7 @@ func TestNode(t *testing.T) {
 		{"annotated MAC", mac, "aa:bb:cc:dd:ee:ff 10.244.1.2"},
 	}
 	for _, tt := range tests {
-		rows := Node("node1", []netip.Prefix{subnet}, tt.mac, "lbg-uuid")
+		rows := Node("node1", []netip.Prefix{subnet}, nil, tt.mac, "lbg-uuid")
 		if len(rows.Switch.LoadBalancerGroup) != 1 || rows.Switch.LoadBalancerGroup[0] != "lbg-uuid" {
 			t.Errorf("%s: switch load_balancer_group = %v", tt.name, rows.Switch.LoadBalancerGroup)
 		}
@@ -72,7 +72,7 @@ func TestNode(t *testing.T) {
 }
 
 func TestNodeDualStack(t *testing.T) {
-	rows := Node("n", []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24"), netip.MustParsePrefix("fd00:10:244:1::/64")}, nil, "g")
+	rows := Node("n", []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24"), netip.MustParsePrefix("fd00:10:244:1::/64")}, nil, nil, "g")
 	if rows.Switch.OtherConfig["ipv6_prefix"] != "fd00:10:244:1::" {
 		t.Errorf("other_config = %v", rows.Switch.OtherConfig)
 	}
@@ -208,5 +208,21 @@ func TestOurPortNamesCannotBePodPorts(t *testing.T) {
 	}
 	if got := LocalnetPort("breth0", "node1"); got == PodPort("breth0", "node1") {
 		t.Errorf("localnet port %q equals the port of pod breth0/node1", got)
+	}
+}
+
+func TestNodeHostRoutes(t *testing.T) {
+	rows := Node("n", []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24")},
+		[]netip.Addr{netip.MustParseAddr("172.30.0.11"), netip.MustParseAddr("fd00::11")}, nil, "g")
+	if len(rows.HostRoutes) != 1 {
+		t.Fatalf("host routes = %v, want one (no IPv6 subnet for the IPv6 address)", rows.HostRoutes)
+	}
+	r := rows.HostRoutes[0]
+	if r.IPPrefix != "172.30.0.11/32" || r.Nexthop != "10.244.1.2" || r.OutputPort == nil || *r.OutputPort != "rtos-n" ||
+		r.ExternalIDs[RowIDKey] != "node-ip:172.30.0.11" {
+		t.Errorf("host route = %+v (output port %v)", r, r.OutputPort)
+	}
+	if o, _ := OwnerOf(r.ExternalIDs); o != (Owner{Type: OwnerNode, Name: "n"}) {
+		t.Errorf("owner = %v", o)
 	}
 }

@@ -1,0 +1,22 @@
+// Command coredns is CoreDNS with only the plugins the conformance cluster's
+// Corefile uses (the full set pulls every cloud SDK and triples the build).
+// There is deliberately no forward plugin: names outside the cluster get no
+// answer from another server, so no query ever leaves the machine.
+package main
+
+import (
+	_ "github.com/coredns/coredns/plugin/cache"
+	_ "github.com/coredns/coredns/plugin/errors"
+	_ "github.com/coredns/coredns/plugin/health"
+	_ "github.com/coredns/coredns/plugin/kubernetes"
+	_ "github.com/coredns/coredns/plugin/loadbalance"
+	_ "github.com/coredns/coredns/plugin/log"
+	_ "github.com/coredns/coredns/plugin/loop"
+	_ "github.com/coredns/coredns/plugin/ready"
+	_ "github.com/coredns/coredns/plugin/reload"
+	"github.com/coredns/coredns/coremain"
+)
+
+func main() {
+	coremain.Run()
+}
