@@ -79,8 +79,19 @@ const (
 // Schema is the path of one of the stack's schemas, e.g. "ovn/ovn-nb.ovsschema".
 func (s Stack) Schema(t T, name string) string {
 	t.Helper()
-	s.Check(t)
-	return filepath.Join(s.Dir, "share", name)
+	p, err := s.SchemaPath(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// SchemaPath is Schema for programs without a T.
+func (s Stack) SchemaPath(name string) (string, error) {
+	if s.err != nil {
+		return "", s.err
+	}
+	return filepath.Join(s.Dir, "share", name), nil
 }
 
 // Versions is what the stack has installed: "package version, ...".

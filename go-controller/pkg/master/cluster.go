@@ -25,6 +25,7 @@ func EnsureCluster(ctx context.Context, nb libovsdbclient.Client, commit CommitF
 	// (see node.GatewayInit), so only its ports are managed here.
 	t.Ensure(rows.Join, nil, &rows.Join.Ports, jtor)
 	t.Ensure(rows.LBGroup, nil, nil)
+	t.Ensure(rows.SwitchLBGroup, nil, nil)
 	ops, err := t.Ops()
 	if err != nil {
 		return err

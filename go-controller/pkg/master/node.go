@@ -107,11 +107,12 @@ func internalIPs(node *corev1.Node) []netip.Addr {
 func EnsureNode(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc, name string, subnets []netip.Prefix, hostIPs []netip.Addr, mac net.HardwareAddr) error {
 	t := ovndb.NewTxn(nb)
 	group := ovndb.Require(t, &nbdb.LoadBalancerGroup{Name: topology.ClusterLBGroup})
+	switchGroup := ovndb.Require(t, &nbdb.LoadBalancerGroup{Name: topology.ClusterSwitchLBGroup})
 	router := ovndb.Require(t, &nbdb.LogicalRouter{Name: topology.ClusterRouter})
 	if t.Err() != nil {
 		return t.Err()
 	}
-	rows := topology.Node(name, subnets, hostIPs, mac, group.UUID)
+	rows := topology.Node(name, subnets, hostIPs, mac, group.UUID, switchGroup.UUID)
 	stor := t.Ensure(rows.SwitchToRouter, topology.LSPColumns(rows.SwitchToRouter), nil)
 	mgmt := t.Ensure(rows.Management, topology.LSPColumns(rows.Management), nil)
 	t.Ensure(rows.Switch, []any{&rows.Switch.OtherConfig, &rows.Switch.ExternalIDs, &rows.Switch.LoadBalancerGroup}, &rows.Switch.Ports, stor, mgmt)

@@ -87,6 +87,9 @@ func New(factory informers.SharedInformerFactory, nb libovsdbclient.Client, comm
 		DeleteFunc: sliceHandler,
 	})
 	_, _ = factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		// NodePorts answer on every node's addresses.
+		AddFunc:    func(any) { c.gatewaysChanged() },
+		DeleteFunc: func(any) { c.gatewaysChanged() },
 		UpdateFunc: func(old, cur any) {
 			o, n := old.(*corev1.Node), cur.(*corev1.Node)
 			if !slices.Equal(nodeIPs(o), nodeIPs(n)) {
@@ -227,7 +230,7 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 		for _, o := range objs {
 			slices = append(slices, o.(*discovery.EndpointSlice))
 		}
-		d = LoadBalancers(svc, slices, c.gatewayNodes(svc))
+		d = LoadBalancers(svc, slices, c.gatewayNodes(svc), c.nodeAddrs(svc))
 		for _, p := range d.Problems {
 			c.log.Info("ignoring bad service input", "service", key, "problem", p)
 		}
@@ -237,6 +240,16 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 	if len(d.Cluster) > 0 {
 		group := ovndb.Require(t, &nbdb.LoadBalancerGroup{Name: topology.ClusterLBGroup})
 		for _, lb := range d.Cluster {
+			wanted[lb.Name] = true
+			uuid := t.Ensure(lb, lbFields(lb), nil)
+			if t.Err() == nil {
+				t.AddChildren(group, &group.LoadBalancer, uuid)
+			}
+		}
+	}
+	if len(d.Switch) > 0 {
+		group := ovndb.Require(t, &nbdb.LoadBalancerGroup{Name: topology.ClusterSwitchLBGroup})
+		for _, lb := range d.Switch {
 			wanted[lb.Name] = true
 			uuid := t.Ensure(lb, lbFields(lb), nil)
 			if t.Err() == nil {
@@ -299,6 +312,21 @@ func (c *Controller) gatewayNodes(svc *corev1.Service) []NodeGateway {
 		}
 	}
 	return out
+}
+
+// nodeAddrs are every node's NodePort addresses, sorted; only computed for
+// services that have NodePorts.
+func (c *Controller) nodeAddrs(svc *corev1.Service) []netip.Addr {
+	if svc.Spec.Type != corev1.ServiceTypeNodePort && svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+		return nil
+	}
+	nodes, _ := c.nodeLister.List(everything)
+	var out []netip.Addr
+	for _, n := range nodes {
+		out = append(out, nodeIPs(n)...)
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Compact(out)
 }
 
 // syncGateways attaches the cluster group to every gateway router and

@@ -30,6 +30,7 @@ type NodeGateway struct {
 // its input (each names the object; the rest of the service is still programmed).
 type Desired struct {
 	Cluster  []*nbdb.LoadBalancer          // attached through the cluster LB group
+	Switch   []*nbdb.LoadBalancer          // NodePorts on every node address, through the switch LB group
 	PerNode  map[string]*nbdb.LoadBalancer // node → NodePort LB on GR_<node>, one per protocol
 	Problems []string
 }
@@ -42,14 +43,21 @@ func ClusterLBName(namespace, name string, proto corev1.Protocol) string {
 	return fmt.Sprintf("Service_%s/%s_%s_cluster", namespace, name, proto)
 }
 
+// SwitchLBName is the name of a service's NodePort load balancer on the node switches.
+func SwitchLBName(namespace, name string, proto corev1.Protocol) string {
+	return fmt.Sprintf("Service_%s/%s_%s_node_switch", namespace, name, proto)
+}
+
 // NodeLBName is the name of a service's NodePort load balancer on a node's gateway router.
 func NodeLBName(namespace, name string, proto corev1.Protocol, node string) string {
 	return fmt.Sprintf("Service_%s/%s_%s_node_router_%s", namespace, name, proto, node)
 }
 
-// LoadBalancers computes the load balancers of svc from its EndpointSlices.
-// Headless and ExternalName services want none.
-func LoadBalancers(svc *corev1.Service, slices []*discovery.EndpointSlice, gateways []NodeGateway) Desired {
+// LoadBalancers computes the load balancers of svc from its EndpointSlices,
+// the gateways, and every node's addresses (nodeAddrs: a NodePort answers on
+// all of them for pods, balanced at the pod's own switch). Headless and
+// ExternalName services want none.
+func LoadBalancers(svc *corev1.Service, slices []*discovery.EndpointSlice, gateways []NodeGateway, nodeAddrs []netip.Addr) Desired {
 	d := Desired{PerNode: map[string]*nbdb.LoadBalancer{}}
 	key := svc.Namespace + "/" + svc.Name
 	if svc.Spec.Type == corev1.ServiceTypeExternalName || svc.Spec.ClusterIP == corev1.ClusterIPNone {
@@ -59,6 +67,7 @@ func LoadBalancers(svc *corev1.Service, slices []*discovery.EndpointSlice, gatew
 	d.Problems = append(d.Problems, problems...)
 	eps := collectEndpoints(key, slices, &d.Problems)
 	cluster := map[corev1.Protocol]*nbdb.LoadBalancer{}
+	switchLBs := map[corev1.Protocol]*nbdb.LoadBalancer{}
 	for _, sp := range svc.Spec.Ports {
 		proto, ok := lbProtocol(sp.Protocol)
 		if !ok {
@@ -79,6 +88,16 @@ func LoadBalancers(svc *corev1.Service, slices []*discovery.EndpointSlice, gatew
 			lb.Vips[vip(ip, sp.Port)] = backends.forFamily(ip)
 		}
 		if sp.NodePort > 0 && sp.NodePort <= 65535 && (svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer) {
+			if len(nodeAddrs) > 0 {
+				slb := switchLBs[sp.Protocol]
+				if slb == nil {
+					slb = newLB(svc, SwitchLBName(svc.Namespace, svc.Name, sp.Protocol), proto)
+					switchLBs[sp.Protocol] = slb
+				}
+				for _, ip := range nodeAddrs {
+					slb.Vips[vip(ip, sp.NodePort)] = backends.forFamily(ip)
+				}
+			}
 			for _, gw := range gateways {
 				k := perNodeKey(gw.Node, string(sp.Protocol))
 				nlb := d.PerNode[k]
@@ -95,6 +114,9 @@ func LoadBalancers(svc *corev1.Service, slices []*discovery.EndpointSlice, gatew
 	for _, proto := range []corev1.Protocol{corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP} {
 		if lb := cluster[proto]; lb != nil && len(lb.Vips) > 0 {
 			d.Cluster = append(d.Cluster, lb)
+		}
+		if lb := switchLBs[proto]; lb != nil {
+			d.Switch = append(d.Switch, lb)
 		}
 	}
 	return d

@@ -60,6 +60,7 @@ func TestLoadBalancers(t *testing.T) {
 		svc       *corev1.Service
 		slices    []*discovery.EndpointSlice
 		gateways  []NodeGateway
+		nodeAddrs []netip.Addr
 		wantVIPs  map[string]map[string]string // LB name → vips
 		wantOpts  map[string]string            // options of the first cluster LB
 		wantProbs []string
@@ -145,6 +146,26 @@ func TestLoadBalancers(t *testing.T) {
 			},
 		},
 		{
+			name: "NodePort on every node address for pods, through the switches",
+			svc: service(func(s *corev1.Service) {
+				s.Spec.Type = corev1.ServiceTypeNodePort
+				s.Spec.Ports[0].NodePort = 30080
+			}),
+			slices:    []*discovery.EndpointSlice{slice("a", discovery.AddressTypeIPv4, 8080, "http", "TCP", ep{ip: "10.244.1.5"})},
+			nodeAddrs: []netip.Addr{netip.MustParseAddr("172.18.0.2"), netip.MustParseAddr("172.18.0.3")},
+			wantVIPs: map[string]map[string]string{
+				"Service_ns/web_TCP_cluster":     {"10.96.0.10:80": "10.244.1.5:8080"},
+				"Service_ns/web_TCP_node_switch": {"172.18.0.2:30080": "10.244.1.5:8080", "172.18.0.3:30080": "10.244.1.5:8080"},
+			},
+		},
+		{
+			name:      "ClusterIP service: no NodePort balancer",
+			svc:       service(),
+			slices:    []*discovery.EndpointSlice{slice("a", discovery.AddressTypeIPv4, 8080, "http", "TCP", ep{ip: "10.244.1.5"})},
+			nodeAddrs: []netip.Addr{netip.MustParseAddr("172.18.0.2")},
+			wantVIPs:  map[string]map[string]string{"Service_ns/web_TCP_cluster": {"10.96.0.10:80": "10.244.1.5:8080"}},
+		},
+		{
 			name:     "headless: nothing",
 			svc:      service(func(s *corev1.Service) { s.Spec.ClusterIP = "None"; s.Spec.ClusterIPs = []string{"None"} }),
 			slices:   []*discovery.EndpointSlice{slice("a", discovery.AddressTypeIPv4, 8080, "http", "TCP", ep{ip: "10.244.1.5"})},
@@ -172,7 +193,7 @@ func TestLoadBalancers(t *testing.T) {
 		},
 	}
 	for _, tt := range tests {
-		d := LoadBalancers(tt.svc, tt.slices, tt.gateways)
+		d := LoadBalancers(tt.svc, tt.slices, tt.gateways, tt.nodeAddrs)
 		got := map[string]map[string]string{}
 		for _, lb := range d.Cluster {
 			got[lb.Name] = lb.Vips
@@ -181,6 +202,9 @@ func TestLoadBalancers(t *testing.T) {
 			}
 		}
 		for _, lb := range d.PerNode {
+			got[lb.Name] = lb.Vips
+		}
+		for _, lb := range d.Switch {
 			got[lb.Name] = lb.Vips
 		}
 		if !reflect.DeepEqual(got, tt.wantVIPs) {
@@ -202,7 +226,7 @@ func TestLoadBalancers(t *testing.T) {
 }
 
 func TestLoadBalancerProtocolField(t *testing.T) {
-	d := LoadBalancers(service(func(s *corev1.Service) { s.Spec.Ports[0].Protocol = corev1.ProtocolSCTP }), nil, nil)
+	d := LoadBalancers(service(func(s *corev1.Service) { s.Spec.Ports[0].Protocol = corev1.ProtocolSCTP }), nil, nil, nil)
 	if len(d.Cluster) != 1 || d.Cluster[0].Name != "Service_ns/web_SCTP_cluster" || *d.Cluster[0].Protocol != "sctp" {
 		t.Fatalf("%+v", d.Cluster)
 	}
@@ -217,6 +241,6 @@ func BenchmarkLoadBalancers(b *testing.B) {
 	slices := []*discovery.EndpointSlice{slice("a", discovery.AddressTypeIPv4, 8080, "http", "TCP", eps...)}
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		_ = LoadBalancers(svc, slices, nil)
+		_ = LoadBalancers(svc, slices, nil, nil)
 	}
 }

@@ -21,7 +21,11 @@ const (
 	mgmtPortPrefix = "k8s-"
 	// ClusterLBGroup holds every cluster-wide service load balancer; attaching
 	// it to a switch or router attaches them all in one reference.
-	ClusterLBGroup      = "clusterLBGroup"
+	ClusterLBGroup = "clusterLBGroup"
+	// ClusterSwitchLBGroup holds the load balancers only node switches carry:
+	// NodePorts on every node's address, so a pod reaching any node's
+	// NodePort is balanced where it starts, as upstream's switch balancers do.
+	ClusterSwitchLBGroup = "clusterSwitchLBGroup"
 	gatewayRouterPrefix = "GR_"
 )
 

@@ -15,7 +15,8 @@ type ClusterRows struct {
 	RouterToJoin *nbdb.LogicalRouterPort
 	Join         *nbdb.LogicalSwitch
 	JoinToRouter *nbdb.LogicalSwitchPort
-	LBGroup      *nbdb.LoadBalancerGroup
+	LBGroup       *nbdb.LoadBalancerGroup
+	SwitchLBGroup *nbdb.LoadBalancerGroup
 }
 
 // Cluster computes the cluster-wide rows for the join subnet (router at .1).
@@ -38,7 +39,8 @@ func Cluster(joinSubnet netip.Prefix) ClusterRows {
 			Options:     map[string]string{"router-port": RouterToJoin},
 			ExternalIDs: owner,
 		},
-		LBGroup: &nbdb.LoadBalancerGroup{Name: ClusterLBGroup},
+		LBGroup:       &nbdb.LoadBalancerGroup{Name: ClusterLBGroup},
+		SwitchLBGroup: &nbdb.LoadBalancerGroup{Name: ClusterSwitchLBGroup},
 	}
 }
 
@@ -61,9 +63,9 @@ const HostRouteIDPrefix = "node-ip:"
 
 // Node computes a node's rows from its host subnets, its addresses and, when
 // the node has published one, its management port MAC (else the MAC derived
-// from .2). lbGroup is the UUID of the cluster load balancer group the switch
+// from .2). lbGroups are the UUIDs of the load balancer groups the switch
 // carries.
-func Node(name string, subnets []netip.Prefix, hostIPs []netip.Addr, mgmtMAC net.HardwareAddr, lbGroup string) NodeRows {
+func Node(name string, subnets []netip.Prefix, hostIPs []netip.Addr, mgmtMAC net.HardwareAddr, lbGroups ...string) NodeRows {
 	owner := Owner{Type: OwnerNode, Name: name}.ExternalIDs()
 	var cidrs, gws, mgmtIPs, exclude []string
 	var gwIPs, mgmtAddrs []netip.Addr
@@ -109,7 +111,7 @@ func Node(name string, subnets []netip.Prefix, hostIPs []netip.Addr, mgmtMAC net
 	}
 	return NodeRows{
 		HostRoutes: hostRoutes,
-		Switch:     &nbdb.LogicalSwitch{Name: name, OtherConfig: otherConfig, ExternalIDs: owner, LoadBalancerGroup: []string{lbGroup}},
+		Switch:     &nbdb.LogicalSwitch{Name: name, OtherConfig: otherConfig, ExternalIDs: owner, LoadBalancerGroup: lbGroups},
 		RouterToSwitch: &nbdb.LogicalRouterPort{
 			Name:        NodeRouterToSwitchPort(name),
 			MAC:         routerMAC.String(),

@@ -1,0 +1,241 @@
+// Package cluster runs a real Kubernetes cluster in a box on ovn-k8s: a
+// control-plane node and workers, each a network namespace and a mount
+// namespace of its own (as a kind node is a container), with kubelet and
+// containerd, OVS on the userspace datapath, ovn-controller and `ovnkube
+// node`; the control plane adds etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler, OVN central and `ovnkube master`. Pods are started by the
+// kubelets through containerd, which calls ovn_cni installed from dist/.
+//
+// Every address lives in namespaces made here; every process runs in a
+// cgroup below the cluster's own root, so Down finds and stops all of them
+// (containers included), then removes the namespaces, the mounts, the
+// cgroups and restores the host sysctls the kubelets changed, even when the
+// process that ran Up is gone: what Up changes is recorded first in
+// state.json.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+)
+
+// Addresses and names (kind's, where kind has one).
+const (
+	underlayPrefix = "172.18.0."
+	underlayLen    = 16
+	apiPort        = 6443
+	sbPort         = 6642
+	clusterSubnet  = "10.244.0.0/16"
+	serviceCIDR    = "10.96.0.0/16"
+	dnsServiceIP   = "10.96.0.10"
+	clusterDomain  = "cluster.local"
+	adminToken     = "ovn-k8s-cluster-admin-token"
+	// The name prefix of everything the cluster creates on the host.
+	prefix = "ovnkc"
+)
+
+// Config describes the cluster to build.
+type Config struct {
+	Repo    string // the checkout: binaries in _output/bin, dist/, images in _output/images
+	Dir     string // state and logs, e.g. _output/cluster
+	Workers int
+	Log     func(format string, args ...any)
+}
+
+// Node is one Kubernetes node.
+type Node struct {
+	Name         string
+	IP           string
+	ControlPlane bool
+	NetNS        string // network namespace name
+	MountNS      string // persistent mount namespace file
+	Root         string // host directory holding the node's private /var/lib/kubelet, /etc/..., ...
+	Cgroup       string // relative cgroup path, the kubelet's cgroupRoot
+}
+
+// Cluster is a running (or starting) cluster.
+type Cluster struct {
+	Config
+	Nodes  []*Node
+	Client kubernetes.Interface
+	st     *state
+	mu     sync.Mutex
+}
+
+// New describes the cluster; nothing is changed on the host.
+func New(cfg Config) *Cluster {
+	if cfg.Log == nil {
+		cfg.Log = func(format string, args ...any) { fmt.Printf(format+"\n", args...) }
+	}
+	c := &Cluster{Config: cfg, st: &state{CgroupRoot: prefix}}
+	names := []string{prefix + "-control-plane"}
+	for i := 1; i <= cfg.Workers; i++ {
+		if i == 1 {
+			names = append(names, prefix+"-worker")
+		} else {
+			names = append(names, fmt.Sprintf("%s-worker%d", prefix, i))
+		}
+	}
+	for i, name := range names {
+		c.Nodes = append(c.Nodes, &Node{
+			Name: name, IP: underlayPrefix + strconv.Itoa(i+2), ControlPlane: i == 0,
+			NetNS: name, MountNS: filepath.Join(cfg.Dir, "ns", name),
+			Root: filepath.Join(cfg.Dir, "nodes", name), Cgroup: prefix + "/" + name,
+		})
+	}
+	return c
+}
+
+// ControlPlane is the control-plane node.
+func (c *Cluster) ControlPlane() *Node { return c.Nodes[0] }
+
+// APIServer is the API server's URL (reachable inside the node namespaces).
+func (c *Cluster) APIServer() string {
+	return fmt.Sprintf("https://%s:%d", c.ControlPlane().IP, apiPort)
+}
+
+func (c *Cluster) bin(name string) string { return filepath.Join(c.Repo, "_output", "bin", name) }
+
+func (c *Cluster) logPath(n *Node, name string) string {
+	return filepath.Join(c.Dir, "logs", n.Name, name+".log")
+}
+
+// Exec runs a command inside a node (its network and mount namespaces).
+func (c *Cluster) Exec(n *Node, args ...string) (string, error) {
+	return run(append(n.enter(), args...)...)
+}
+
+// Command is Exec as an *exec.Cmd, for callers that stream its output.
+func (c *Cluster) Command(n *Node, args ...string) *exec.Cmd {
+	all := append(n.enter(), args...)
+	return exec.Command(all[0], all[1:]...)
+}
+
+func (n *Node) enter() []string {
+	return []string{"nsenter", "--mount=" + n.MountNS, "--net=/var/run/netns/" + n.NetNS, "--"}
+}
+
+// start runs a long-lived process inside a node, in the node's daemons
+// cgroup, detached (it outlives the command that ran Up; Down stops it).
+func (c *Cluster) start(n *Node, name string, args ...string) error {
+	logFile := c.logPath(n, name)
+	if err := os.MkdirAll(filepath.Dir(logFile), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	procs := filepath.Join("/sys/fs/cgroup/pids", n.Cgroup, "daemons", "cgroup.procs")
+	// The shell joins every hierarchy's daemons cgroup, then becomes the process.
+	var join []string
+	for _, h := range cgroupHierarchies() {
+		join = append(join, filepath.Join("/sys/fs/cgroup", h, n.Cgroup, "daemons", "cgroup.procs"))
+	}
+	script := `for f in ` + strings.Join(join, " ") + `; do echo $$ > $f || exit 1; done; exec "$@"`
+	_ = procs
+	all := append(n.enter(), append([]string{"sh", "-c", script, "sh"}, args...)...)
+	cmd := exec.Command(all[0], all[1:]...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s on %s: %w", name, n.Name, err)
+	}
+	go func() { _ = cmd.Wait() }()
+	return nil
+}
+
+// poll calls cond until it returns nil or the timeout passes; the error
+// names what was awaited and the last thing cond said.
+func poll(ctx context.Context, timeout time.Duration, what string, cond func() error) error {
+	deadline := time.Now().Add(timeout)
+	var err error
+	for {
+		if err = cond(); err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %s waiting for %s: %v", timeout, what, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w (last: %v)", what, ctx.Err(), err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// Running reports whether a cluster's state exists in dir.
+func Running(dir string) bool {
+	st, err := loadState(dir)
+	return err == nil && st != nil
+}
+
+// Down stops every process of the cluster recorded in dir and undoes every
+// host change; it is safe to run at any time, and again.
+func Down(dir string, log func(string, ...any)) error {
+	st, err := loadState(dir)
+	if err != nil || st == nil {
+		return err
+	}
+	var errs []error
+	if st.CgroupRoot != "" {
+		if err := killCgroup(st.CgroupRoot, 30*time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// Mounts inside the node mount namespaces (container root filesystems,
+	// pod network namespaces, volumes) go with the namespaces.
+	for _, f := range st.MountNS {
+		if len(mountedAt(f)) > 0 {
+			if err := syscall.Unmount(f, syscall.MNT_DETACH); err != nil {
+				errs = append(errs, fmt.Errorf("unmounting %s: %w", f, err))
+			}
+		}
+	}
+	if st.PrivateDir != "" {
+		for len(mountedAt(st.PrivateDir)) > 0 {
+			if err := syscall.Unmount(st.PrivateDir, syscall.MNT_DETACH); err != nil {
+				errs = append(errs, fmt.Errorf("unmounting %s: %w", st.PrivateDir, err))
+				break
+			}
+		}
+	}
+	for _, ns := range st.NetNS {
+		if _, err := os.Stat("/var/run/netns/" + ns); err == nil {
+			if _, err := run("ip", "netns", "del", ns); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if st.CgroupRoot != "" {
+		if err := removeCgroup(st.CgroupRoot); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := restoreSysctls(st.Sysctls); err != nil {
+		errs = append(errs, err)
+	}
+	for i := len(st.MountPoints) - 1; i >= 0; i-- {
+		_ = os.Remove(st.MountPoints[i]) // only if still empty
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("tearing down the cluster in %s: %w", dir, err)
+	}
+	if log != nil {
+		log("cluster removed: processes, namespaces, mounts, cgroups; host sysctls restored")
+	}
+	return os.Remove(filepath.Join(dir, "state.json"))
+}

@@ -1,0 +1,107 @@
+// Command ovnk-cluster runs a real Kubernetes cluster in a box on ovn-k8s
+// (package test/cluster) and Kubernetes' own network e2e tests against it.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/ovn-k8s/ovn-k8s/test/cluster"
+)
+
+const usage = `usage: ovnk-cluster [flags] up|down|kubectl ARGS...|e2e|conformance
+
+  up           build the cluster (control plane + workers) and wait until it is Ready
+  down         stop everything the cluster started and undo every host change
+  kubectl ...  run kubectl inside the control-plane node
+  e2e          run the e2e tests (-focus, -skip) against the running cluster
+  conformance  up, e2e, down (down also on failure or interrupt)
+
+flags:
+`
+
+func main() {
+	fs := flag.NewFlagSet("ovnk-cluster", flag.ContinueOnError)
+	fs.Usage = func() { fmt.Fprint(os.Stderr, usage); fs.PrintDefaults() }
+	workers := fs.Int("workers", 2, "worker nodes")
+	e2eCfg := cluster.E2EConfig{}
+	fs.StringVar(&e2eCfg.Focus, "focus", cluster.ConformanceFocus, "ginkgo focus regexp")
+	fs.StringVar(&e2eCfg.Skip, "skip", "", "ginkgo skip regexp (added to the documented skips)")
+	fs.IntVar(&e2eCfg.Parallel, "parallel", 4, "ginkgo processes")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		os.Exit(2)
+	}
+	if fs.NArg() < 1 {
+		fs.Usage()
+		os.Exit(2)
+	}
+	repo, err := repoRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ovnk-cluster:", err)
+		os.Exit(1)
+	}
+	c := cluster.New(cluster.Config{Repo: repo, Dir: filepath.Join(repo, "_output", "cluster"), Workers: *workers})
+	e2eCfg.Out = filepath.Join(repo, "_output", "conformance")
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	code := 0
+	switch fs.Arg(0) {
+	case "up":
+		if err := c.Up(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "ovnk-cluster up:", err)
+			fmt.Fprintln(os.Stderr, "logs are in", filepath.Join(c.Dir, "logs"), "; run `ovnk-cluster down` to clean up")
+			code = 1
+		}
+	case "down":
+		if err := cluster.Down(c.Dir, c.Log); err != nil {
+			fmt.Fprintln(os.Stderr, "ovnk-cluster down:", err)
+			code = 1
+		}
+	case "kubectl":
+		code = c.Kubectl(fs.Args()[1:]...)
+	case "e2e":
+		if err := c.Attach(); err != nil {
+			fmt.Fprintln(os.Stderr, "ovnk-cluster e2e:", err)
+			os.Exit(1)
+		}
+		if err := c.E2E(ctx, e2eCfg); err != nil {
+			fmt.Fprintln(os.Stderr, "ovnk-cluster e2e:", err)
+			code = 1
+		}
+	case "conformance":
+		err := c.Up(ctx)
+		if err == nil {
+			err = c.E2E(ctx, e2eCfg)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "ovnk-cluster conformance:", err)
+			code = 1
+		}
+		if derr := cluster.Down(c.Dir, c.Log); derr != nil {
+			fmt.Fprintln(os.Stderr, "ovnk-cluster down:", derr)
+			code = 1
+		}
+	default:
+		fs.Usage()
+		code = 2
+	}
+	os.Exit(code)
+}
+
+func repoRoot() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := wd; d != filepath.Dir(d); d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go-controller")); err == nil {
+			return d, nil
+		}
+	}
+	return "", fmt.Errorf("run me from the ovn-k8s checkout")
+}

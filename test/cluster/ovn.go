@@ -1,0 +1,54 @@
+package cluster
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// startOVNCentral starts the NB and SB databases and ovn-northd on the
+// control-plane node; the SB also listens on the node address for the
+// other nodes' ovn-controllers.
+func (c *Cluster) startOVNCentral(n *Node, nbSchema, sbSchema string) error {
+	for _, db := range []struct{ name, schema, remote string }{
+		{"ovnnb_db", nbSchema, ""},
+		{"ovnsb_db", sbSchema, "--remote=ptcp:" + strconv.Itoa(sbPort) + ":" + n.IP},
+	} {
+		file := "/var/lib/ovn/" + db.name + ".db"
+		if _, err := c.Exec(n, "ovsdb-tool", "create", file, db.schema); err != nil {
+			return err
+		}
+		args := []string{"ovsdb-server", file, "--remote=punix:/run/ovn/" + db.name + ".sock",
+			"--unixctl=/run/ovn/" + db.name + ".ctl", "--no-chdir"}
+		if db.remote != "" {
+			args = append(args, db.remote)
+		}
+		if err := c.start(n, db.name, args...); err != nil {
+			return err
+		}
+		if err := waitFile(n.hostPath("/run/ovn/" + db.name + ".sock")); err != nil {
+			return err
+		}
+	}
+	return c.start(n, "ovn-northd", "ovn-northd", "--ovnnb-db=unix:/run/ovn/ovnnb_db.sock",
+		"--ovnsb-db=unix:/run/ovn/ovnsb_db.sock", "--unixctl=/run/ovn/ovn-northd.ctl", "--no-chdir")
+}
+
+// startMaster starts `ovnkube master` next to OVN central.
+func (c *Cluster) startMaster(n *Node) error {
+	return c.start(n, "ovnkube-master", c.bin("ovnkube"), "--loglevel", "4", "master",
+		"--kubeconfig", Kubeconfig, "--nb-address", "unix:/run/ovn/ovnnb_db.sock",
+		"--cluster-subnet", clusterSubnet+"/24", "--service-cidr", serviceCIDR)
+}
+
+// startOVNNode starts ovn-controller and `ovnkube node` (which writes OVS's
+// external_ids for ovn-controller and builds the management port).
+func (c *Cluster) startOVNNode(n *Node) error {
+	if err := c.start(n, "ovn-controller", "ovn-controller", "unix:/run/openvswitch/db.sock", "--no-chdir"); err != nil {
+		return err
+	}
+	return c.start(n, "ovnkube-node", c.bin("ovnkube"), "--loglevel", "4", "node",
+		"--node-name", n.Name, "--encap-ip", n.IP,
+		"--sb-address", fmt.Sprintf("tcp:%s:%d", c.ControlPlane().IP, sbPort),
+		"--kubeconfig", Kubeconfig, "--datapath-type", "netdev",
+		"--cluster-ip-subnet", clusterSubnet, "--service-cidr", serviceCIDR)
+}

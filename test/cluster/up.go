@@ -1,0 +1,185 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/ovn-k8s/ovn-k8s/test/harness"
+)
+
+// Images are the archives every node's containerd imports (`make images`).
+var Images = []string{"pause.tar", "agnhost.tar", "coredns.tar"}
+
+// Up builds the cluster and waits until every node is Ready and CoreDNS
+// serves. On failure the host is left for Down, which the caller runs
+// (logs stay in Dir/logs).
+func (c *Cluster) Up(ctx context.Context) error {
+	if Running(c.Dir) {
+		return fmt.Errorf("a cluster is already recorded in %s: run `down` first", c.Dir)
+	}
+	start := time.Now()
+	stack := harness.CurrentStack
+	schemas := map[string]string{}
+	for _, s := range []string{harness.NBSchema, harness.SBSchema, harness.OVSSchema} {
+		p, err := stack.SchemaPath(s)
+		if err != nil {
+			return err
+		}
+		schemas[s] = p
+	}
+	var images []string
+	for _, img := range Images {
+		p := filepath.Join(c.Repo, "_output", "images", img)
+		if _, err := os.Stat(p); err != nil {
+			return fmt.Errorf("image %s is missing: run `make images`", p)
+		}
+		images = append(images, p)
+	}
+	for _, b := range []string{"kube-apiserver", "kubelet", "kube-controller-manager", "kube-scheduler", "kubectl", "ovnkube", "ovn_cni"} {
+		if _, err := os.Stat(c.bin(b)); err != nil {
+			return fmt.Errorf("%s is missing: run `make build deps`", c.bin(b))
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(c.Dir, "ns"), 0o755); err != nil {
+		return err
+	}
+	_ = os.RemoveAll(filepath.Join(c.Dir, "logs"))
+	_ = os.RemoveAll(filepath.Join(c.Dir, "nodes"))
+	sysctls, err := readSysctls()
+	if err != nil {
+		return err
+	}
+	// The directory holding the mount namespace files must be a private
+	// mount, or binding a namespace onto a file there is refused.
+	nsDir := filepath.Join(c.Dir, "ns")
+	if err := c.record(func(st *state) { st.Sysctls, st.PrivateDir = sysctls, nsDir }); err != nil {
+		return err
+	}
+	if _, err := run("mount", "--bind", nsDir, nsDir); err != nil {
+		return err
+	}
+	if _, err := run("mount", "--make-private", nsDir); err != nil {
+		return err
+	}
+	c.Log("cluster: OVN %s (%s), %d nodes", stack.Name, stack.Versions(), len(c.Nodes))
+	if err := c.makeUnderlay(); err != nil {
+		return err
+	}
+	for _, n := range c.Nodes {
+		if err := c.makeNamespaces(n); err != nil {
+			return err
+		}
+	}
+	if err := c.each(func(n *Node) error { return c.startOVS(n, schemas[harness.OVSSchema]) }); err != nil {
+		return err
+	}
+	cp := c.ControlPlane()
+	if err := c.startOVNCentral(cp, schemas[harness.NBSchema], schemas[harness.SBSchema]); err != nil {
+		return err
+	}
+	if err := c.startControlPlane(cp); err != nil {
+		return err
+	}
+	if c.Client, err = c.client(); err != nil {
+		return err
+	}
+	c.Log("cluster: control plane up after %s", time.Since(start).Round(time.Second))
+	if err := c.startMaster(cp); err != nil {
+		return err
+	}
+	if err := c.each(func(n *Node) error {
+		if err := c.installCNI(n); err != nil {
+			return err
+		}
+		if err := c.startContainerd(n, images); err != nil {
+			return err
+		}
+		if err := c.startKubelet(n); err != nil {
+			return err
+		}
+		if err := poll(ctx, 60*time.Second, "node "+n.Name+" registered", func() error {
+			_, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metaGet)
+			return err
+		}); err != nil {
+			return fmt.Errorf("%w\n%s", err, tail(c.logPath(n, "kubelet"), 20))
+		}
+		return c.startOVNNode(n)
+	}); err != nil {
+		return err
+	}
+	if err := c.labelControlPlane(cp); err != nil {
+		return err
+	}
+	for _, n := range c.Nodes {
+		if err := poll(ctx, 120*time.Second, "node "+n.Name+" Ready", func() error { return c.nodeReady(n.Name) }); err != nil {
+			return fmt.Errorf("%w\n%s\n%s", err, tail(c.logPath(n, "kubelet"), 15), tail(c.logPath(n, "ovnkube-node"), 15))
+		}
+	}
+	c.Log("cluster: %d nodes Ready after %s", len(c.Nodes), time.Since(start).Round(time.Second))
+	if err := c.deployDNS(); err != nil {
+		return err
+	}
+	if err := poll(ctx, 180*time.Second, "CoreDNS ready", c.dnsReady); err != nil {
+		return err
+	}
+	c.Log("cluster: CoreDNS serving; up after %s", time.Since(start).Round(time.Second))
+	return nil
+}
+
+// each runs f for every node concurrently and joins the errors.
+func (c *Cluster) each(f func(*Node) error) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(c.Nodes))
+	for i, n := range c.Nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f(n)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// client is a client-go client for the API server, whose connections are
+// opened inside the control-plane node's network namespace: the host has
+// no route to the cluster's addresses, and needs none.
+func (c *Cluster) client() (kubernetes.Interface, error) {
+	nsPath := "/var/run/netns/" + c.ControlPlane().NetNS
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var conn net.Conn
+		err := ns.WithNetNSPath(nsPath, func(ns.NetNS) error {
+			var err error
+			conn, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+			return err
+		})
+		return conn, err
+	}
+	cfg := &rest.Config{Host: c.APIServer(), BearerToken: adminToken, TLSClientConfig: rest.TLSClientConfig{Insecure: true},
+		Dial: dial, QPS: 100, Burst: 200}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// Attach connects to a running cluster recorded in Dir.
+func (c *Cluster) Attach() error {
+	if !Running(c.Dir) {
+		return fmt.Errorf("no cluster in %s: run `up` first", c.Dir)
+	}
+	st, err := loadState(c.Dir)
+	if err != nil {
+		return err
+	}
+	c.st = st
+	c.Client, err = c.client()
+	return err
+}
