@@ -7,7 +7,7 @@ KUBE_VERSION := v1.34.4
 KUBE_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
 	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=34
 DEB_PACKAGES := ovn-central ovn-host openvswitch-switch iproute2 ethtool iputils-ping etcd-server openssl containernetworking-plugins \
-	debootstrap patchelf
+	debootstrap patchelf containerd runc iptables
 # OVN stacks (hack/stacks/ovn-*.pin), the current one first: it is the harness's
 # DefaultStack, used when OVN is unset. `OVN=23.03 make e2e` runs a suite on another.
 STACKS := 25.03 23.03
@@ -17,7 +17,8 @@ BENCH_STACKS := $(subst $(eval) ,$(comma),$(STACKS))
 export OVN
 GO_SOURCES := $(shell find go-controller -name '*.go') go.mod go.sum
 
-.PHONY: all build deps deps-packages generate verify-generate lint test unit fuzz integration e2e demo demo-down bench bench-quick clean
+.PHONY: all build deps deps-packages generate verify-generate lint test unit fuzz integration e2e demo demo-down bench bench-quick clean \
+	images conformance conformance-subset cluster-up cluster-down
 
 all: build
 
@@ -30,8 +31,8 @@ $(BIN)/ovnkube: $(GO_SOURCES)
 $(BIN)/ovn_cni: $(GO_SOURCES)
 	$(GO) build -o $@ ./go-controller/cmd/ovn_cni
 
-## deps: Debian packages, a real kube-apiserver built from k8s.io/kubernetes, and every OVN stack
-deps: deps-packages $(BIN)/kube-apiserver $(addsuffix /pin,$(STACK_DIRS))
+## deps: Debian packages, Kubernetes (API server, node and control-plane components, kubectl, e2e suite), CoreDNS, every OVN stack
+deps: deps-packages $(BIN)/kube-apiserver $(BIN)/.kube-tools $(BIN)/e2e.test $(BIN)/coredns $(addsuffix /pin,$(STACK_DIRS))
 
 deps-packages:
 	@missing=""; for p in $(DEB_PACKAGES); do \
@@ -47,6 +48,26 @@ deps-packages:
 $(BIN)/kube-apiserver: test/tools/kube-apiserver/go.mod test/tools/kube-apiserver/go.sum test/tools/kube-apiserver/main.go
 	@echo "building kube-apiserver $(KUBE_VERSION) (several minutes on a cold module cache)"
 	cd test/tools/kube-apiserver && $(GO) build -o $(CURDIR)/$@ -ldflags "$(KUBE_LDFLAGS)" .
+
+# kubelet, kube-scheduler, kube-controller-manager, kubectl, agnhost and ginkgo
+# in one `go build tool` from their own module (test/tools/kube, pinned to
+# the same Kubernetes version); the stamp stands for all six.
+KUBE_TOOLS := kubelet kube-scheduler kube-controller-manager kubectl agnhost ginkgo
+$(BIN)/.kube-tools: test/tools/kube/go.mod test/tools/kube/go.sum
+	@echo "building $(KUBE_TOOLS) $(KUBE_VERSION) (several minutes on a cold build cache)"
+	@mkdir -p $(BIN)
+	cd test/tools/kube && $(GO) build -o $(CURDIR)/$(BIN)/ -ldflags "$(KUBE_LDFLAGS)" tool
+	@touch $@
+
+# Kubernetes' network e2e tests, compiled (test/tools/kube/e2e).
+$(BIN)/e2e.test: test/tools/kube/go.mod test/tools/kube/go.sum test/tools/kube/e2e/e2e_test.go
+	@echo "building the network e2e suite $(KUBE_VERSION)"
+	cd test/tools/kube && $(GO) test -c -o $(CURDIR)/$@ -ldflags "$(KUBE_LDFLAGS)" ./e2e
+
+# CoreDNS with the plugins the cluster's Corefile uses (test/tools/coredns).
+$(BIN)/coredns: test/tools/coredns/go.mod test/tools/coredns/go.sum test/tools/coredns/main.go
+	@echo "building CoreDNS"
+	cd test/tools/coredns && CGO_ENABLED=0 $(GO) build -o $(CURDIR)/$@ .
 
 # etcd 3.6 for the current stack, built from its own pinned module (test/tools/etcd).
 $(BIN)/etcd: test/tools/etcd/go.mod test/tools/etcd/go.sum
@@ -96,6 +117,27 @@ integration: build deps
 ## e2e: a whole cluster in a box (two nodes, pods via ovn_cni), traffic on every path
 e2e: build deps
 	$(GO) test -count=1 -p 1 -timeout 20m -v ./test/e2e/... 2>&1 | grep -E '^\s*(=== RUN|--- |PASS|FAIL|ok)|e2e_test.go'; exit $${PIPESTATUS[0]}
+
+## images: pause, agnhost (tagged for every e2e image the network tests use) and CoreDNS, from Debian packages (cached by content)
+images: deps
+	$(GO) run ./test/cluster/cmd/images -out $(OUT)/images -bin $(BIN)
+
+$(BIN)/ovnk-cluster: $(GO_SOURCES) $(shell find test/harness test/cluster -name '*.go')
+	$(GO) build -o $@ ./test/cluster/cmd/ovnk-cluster
+
+## conformance: a real cluster (kubelet, containerd, CoreDNS) on ovn-k8s, Kubernetes' [sig-network] [Conformance] tests, teardown (FOCUS=, SKIP=, PARALLEL=)
+FOCUS ?= \[sig-network\].*\[Conformance\]
+SKIP ?=
+PARALLEL ?= 4
+conformance: deps build images $(BIN)/ovnk-cluster
+	$(BIN)/ovnk-cluster -focus '$(FOCUS)' -skip '$(SKIP)' -parallel $(PARALLEL) conformance
+
+## cluster-up / cluster-down: the conformance cluster alone (`_output/bin/ovnk-cluster kubectl get nodes`)
+cluster-up: deps build images $(BIN)/ovnk-cluster
+	$(BIN)/ovnk-cluster up
+
+cluster-down:
+	@if [ -x $(BIN)/ovnk-cluster ]; then $(BIN)/ovnk-cluster down; else echo "no cluster binary; nothing to stop"; fi
 
 ## demo: a two-node cluster in network namespaces, pods, a service, the topology and a connectivity report
 demo: deps build $(BIN)/ovnk-demo
