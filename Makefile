@@ -67,7 +67,7 @@ $(BIN)/e2e.test: test/tools/kube/go.mod test/tools/kube/go.sum test/tools/kube/e
 # CoreDNS with the plugins the cluster's Corefile uses (test/tools/coredns).
 $(BIN)/coredns: test/tools/coredns/go.mod test/tools/coredns/go.sum test/tools/coredns/main.go
 	@echo "building CoreDNS"
-	cd test/tools/coredns && CGO_ENABLED=0 $(GO) build -o $(CURDIR)/$@ .
+	cd test/tools/coredns && CGO_ENABLED=0 $(GO) build -o $(CURDIR)/$@ -ldflags "-s -w" .
 
 # etcd 3.6 for the current stack, built from its own pinned module (test/tools/etcd).
 $(BIN)/etcd: test/tools/etcd/go.mod test/tools/etcd/go.sum
@@ -75,7 +75,7 @@ $(BIN)/etcd: test/tools/etcd/go.mod test/tools/etcd/go.sum
 	cd test/tools/etcd && $(GO) build -o $(CURDIR)/$@ go.etcd.io/etcd/server/v3
 
 # Each stack is rebuilt only when its pin (or the script laying it out) changes.
-$(OUT)/stacks/ovn-25.03/pin: hack/stacks/ovn-25.03.pin hack/stacks/build.sh $(BIN)/etcd | deps-packages
+$(OUT)/stacks/ovn-25.03/pin: hack/stacks/ovn-25.03.pin hack/stacks/build.sh hack/stacks/mirror.sh $(BIN)/etcd | deps-packages
 	hack/stacks/build.sh $< $(@D) $(BIN)/etcd
 
 $(OUT)/stacks/ovn-23.03/pin: hack/stacks/ovn-23.03.pin hack/stacks/build.sh | deps-packages

@@ -37,21 +37,13 @@ check_versions() {
 	done
 }
 
-# The mirror apt already uses for this system's release (no host is named here).
-mirror() {
-	local codename
-	codename=$(. /etc/os-release && echo "$VERSION_CODENAME")
-	apt-get indextargets --format '$(REPO_URI) $(RELEASE)' | awk -v c="$codename" '$2 == c { print $1; exit }'
-}
+# debian_mirror: the mirror apt already uses for this system's release.
+# shellcheck source=hack/stacks/mirror.sh
+source "$(dirname "${BASH_SOURCE[0]}")/mirror.sh"
 
 if [[ -n $SUITE ]]; then
 	root=$tmp/root
-	url=$(mirror)
-	if [[ -z $url ]]; then
-		apt-get update -qq # no package lists yet: the mirror is known from them
-		url=$(mirror)
-	fi
-	[[ -n $url ]] || { echo "no Debian mirror for this release in apt's sources" >&2; exit 1; }
+	url=$(debian_mirror)
 	command -v debootstrap >/dev/null && command -v patchelf >/dev/null || {
 		echo "debootstrap and patchelf are needed: make deps-packages installs them" >&2; exit 1; }
 	echo "stack $(basename "$out"): debootstrap $SUITE from $url (about 2 minutes)"
