@@ -26,7 +26,7 @@ const (
 	// NodePorts on every node's address, so a pod reaching any node's
 	// NodePort is balanced where it starts, as upstream's switch balancers do.
 	ClusterSwitchLBGroup = "clusterSwitchLBGroup"
-	gatewayRouterPrefix = "GR_"
+	gatewayRouterPrefix  = "GR_"
 )
 
 // Owner external_ids: every row ovn-k8s writes names its controller, the kind

@@ -11,10 +11,10 @@ import (
 // ClusterRows are the cluster-wide rows: the distributed router and the join
 // switch, linked by rtoj-/jtor-ovn_cluster_router.
 type ClusterRows struct {
-	Router       *nbdb.LogicalRouter
-	RouterToJoin *nbdb.LogicalRouterPort
-	Join         *nbdb.LogicalSwitch
-	JoinToRouter *nbdb.LogicalSwitchPort
+	Router        *nbdb.LogicalRouter
+	RouterToJoin  *nbdb.LogicalRouterPort
+	Join          *nbdb.LogicalSwitch
+	JoinToRouter  *nbdb.LogicalSwitchPort
 	LBGroup       *nbdb.LoadBalancerGroup
 	SwitchLBGroup *nbdb.LoadBalancerGroup
 }

@@ -5,6 +5,7 @@
 package main
 
 import (
+	"github.com/coredns/coredns/coremain"
 	_ "github.com/coredns/coredns/plugin/cache"
 	_ "github.com/coredns/coredns/plugin/errors"
 	_ "github.com/coredns/coredns/plugin/health"
@@ -14,7 +15,6 @@ import (
 	_ "github.com/coredns/coredns/plugin/loop"
 	_ "github.com/coredns/coredns/plugin/ready"
 	_ "github.com/coredns/coredns/plugin/reload"
-	"github.com/coredns/coredns/coremain"
 )
 
 func main() {
