@@ -139,16 +139,12 @@ cluster-up: deps build images $(BIN)/ovnk-cluster
 cluster-down:
 	@if [ -x $(BIN)/ovnk-cluster ]; then $(BIN)/ovnk-cluster down; else echo "no cluster binary; nothing to stop"; fi
 
-## demo: a two-node cluster in network namespaces, pods, a service, the topology and a connectivity report
-demo: deps build $(BIN)/ovnk-demo
-	@$(BIN)/ovnk-demo up
+## demo: the real cluster (kubelets, containerd, CoreDNS) with a Deployment, a NodePort Service and a client pod: pods, DNS, every path, the topology
+demo: deps build images $(BIN)/ovnk-cluster
+	@$(BIN)/ovnk-cluster demo
 
-## demo-down: stop the demo and remove everything it created
-demo-down:
-	@if [ -x $(BIN)/ovnk-demo ]; then $(BIN)/ovnk-demo down; else echo "no demo binary; nothing to stop"; fi
-
-$(BIN)/ovnk-demo: $(GO_SOURCES) $(shell find test/harness test/demo -name '*.go')
-	$(GO) build -o $@ ./test/demo
+## demo-down: stop the demo cluster and remove everything it created (same as cluster-down)
+demo-down: cluster-down
 
 $(BIN)/ovnk-bench: $(GO_SOURCES) $(shell find test/harness test/bench -name '*.go')
 	$(GO) build -o $@ ./test/bench

@@ -64,8 +64,12 @@ if [[ -n $SUITE ]]; then
 	# absolute), so they are patched for $out, where the root will live.
 	final=$(realpath -m "$out")/root
 	for f in "$root"/usr/bin/ov* "$root"/usr/sbin/ov*; do
-		head -c4 "$f" | grep -q ELF || continue
-		cp "$f" "$tmp/bin/"
+		# Resolved inside the root: some commands are absolute symlinks
+		# (ovs-vswitchd -> /etc/alternatives/...), which outside it would
+		# name the host's binary.
+		src=$root$(chroot "$root" readlink -f "${f#"$root"}")
+		head -c4 "$src" | grep -q ELF || continue
+		cp "$src" "$tmp/bin/$(basename "$f")"
 		patchelf --set-interpreter "$final/lib64/ld-linux-x86-64.so.2" --force-rpath \
 			--set-rpath "$final/lib/x86_64-linux-gnu:$final/usr/lib/x86_64-linux-gnu" "$tmp/bin/$(basename "$f")"
 	done
@@ -87,7 +91,19 @@ ln -s "$(realpath "${etcd:-$(command -v etcd)}")" "$tmp/bin/etcd"
 
 rm -rf --one-file-system "$out"
 mv "$tmp" "$out"
-# The copies were patched for $out; check one runs from there.
-"$out/bin/ovsdb-server" --version | head -1
+# The copies were patched for $out; each daemon must run from there and
+# report the version its packages installed.
+lister=()
+[[ -d $out/root ]] && lister=(chroot "$out/root")
+ovs=$("${lister[@]}" dpkg-query -W -f='${Version}' openvswitch-switch | sed 's/-.*//')
+ovn=$("${lister[@]}" dpkg-query -W -f='${Version}' ovn-host | sed 's/-.*//')
+for c in ovs-vswitchd:$ovs ovsdb-server:$ovs ovn-controller:$ovn ovn-northd:$ovn; do
+	cmd=${c%%:*} want=${c#*:}
+	got=$("$out/bin/$cmd" --version 2>&1 | head -1)
+	case "$got" in
+	*" $want"*) echo "$got" ;;
+	*) echo "$cmd in $out reports '$got', not $want: the stack is broken; remove $out" >&2; exit 1 ;;
+	esac
+done
 "$out/bin/etcd" --version | head -1
 cp "$pin" "$out/pin"

@@ -58,10 +58,28 @@ func (c *Cluster) E2E(ctx context.Context, cfg E2EConfig) error {
 	defer f.Close()
 	cmd := c.Command(c.ControlPlane(), args...)
 	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	// On interrupt ginkgo gets SIGINT (it reports and cleans up), then SIGKILL.
+	stopped := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			_ = cmd.Process.Signal(os.Interrupt)
+			select {
+			case <-stopped:
+			case <-time.After(60 * time.Second):
+				_ = cmd.Process.Kill()
+			}
+		case <-stopped:
+		}
+	}()
 	cmd.Dir = cfg.Out
 	c.Log("e2e: focus %q, skip %q, %d processes; log in %s", cfg.Focus, strings.Join(skips, "|"), cfg.Parallel, logPath)
 	start := time.Now()
-	runErr := cmd.Run()
+	runErr := cmd.Wait()
+	close(stopped)
 	results, err := readJUnit(junit)
 	if err != nil {
 		return fmt.Errorf("e2e run (%v) left no readable report: %w\n%s", runErr, err, tail(logPath, 30))

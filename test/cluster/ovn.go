@@ -43,7 +43,7 @@ func (c *Cluster) startMaster(n *Node) error {
 // startOVNNode starts ovn-controller and `ovnkube node` (which writes OVS's
 // external_ids for ovn-controller and builds the management port).
 func (c *Cluster) startOVNNode(n *Node) error {
-	if err := c.start(n, "ovn-controller", "ovn-controller", "unix:/run/openvswitch/db.sock", "--no-chdir"); err != nil {
+	if err := c.start(n, "ovn-controller", "ovn-controller", "unix:/run/openvswitch/db.sock", "--no-chdir", "--monitor"); err != nil {
 		return err
 	}
 	return c.start(n, "ovnkube-node", c.bin("ovnkube"), "--loglevel", "4", "node",

@@ -14,13 +14,14 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/test/cluster"
 )
 
-const usage = `usage: ovnk-cluster [flags] up|down|kubectl ARGS...|e2e|conformance
+const usage = `usage: ovnk-cluster [flags] up|down|kubectl ARGS...|e2e|conformance|demo
 
   up           build the cluster (control plane + workers) and wait until it is Ready
   down         stop everything the cluster started and undo every host change
   kubectl ...  run kubectl inside the control-plane node
   e2e          run the e2e tests (-focus, -skip) against the running cluster
   conformance  up, e2e, down (down also on failure or interrupt)
+  demo         up (unless running), a Deployment, a Service and a client pod, and a report
 
 flags:
 `
@@ -71,6 +72,20 @@ func main() {
 		}
 		if err := c.E2E(ctx, e2eCfg); err != nil {
 			fmt.Fprintln(os.Stderr, "ovnk-cluster e2e:", err)
+			code = 1
+		}
+	case "demo":
+		err := c.Attach()
+		if err != nil {
+			err = c.Up(ctx)
+		}
+		var report string
+		if err == nil {
+			report, err = c.Demo(ctx)
+		}
+		fmt.Print(report)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "ovnk-cluster demo:", err)
 			code = 1
 		}
 	case "conformance":

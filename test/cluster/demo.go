@@ -1,0 +1,204 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+const (
+	demoNS     = "demo"
+	agnhostImg = "registry.k8s.io/e2e-test-images/agnhost:2.56"
+)
+
+// Demo deploys a Deployment of two web servers (one per worker) behind a
+// NodePort Service and a client pod, then reports what a user would look
+// at: the pods with their addresses, DNS, every path through the network,
+// and the OVN topology. It fails when a path fails.
+func (c *Cluster) Demo(ctx context.Context) (string, error) {
+	if err := c.demoObjects(ctx); err != nil {
+		return "", err
+	}
+	if err := poll(ctx, 120*time.Second, "demo pods Running", c.demoReady); err != nil {
+		return "", err
+	}
+	svc, err := c.Client.CoreV1().Services(demoNS).Get(ctx, "web", metaGet)
+	if err != nil {
+		return "", err
+	}
+	pods, err := c.Client.CoreV1().Pods(demoNS).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	out, _ := c.Exec(c.ControlPlane(), c.bin("kubectl"), "--kubeconfig", Kubeconfig, "get", "nodes,pods", "-n", demoNS, "-o", "wide")
+	fmt.Fprintf(&b, "\n=== kubectl get nodes,pods -n demo -o wide ===\n%s\n", out)
+	out, err = c.kubectlExec("client", "nslookup", "web."+demoNS+".svc."+clusterDomain)
+	fmt.Fprintf(&b, "=== DNS: nslookup web.demo.svc.cluster.local (from pod client) ===\n%s%v\n", lastLines(out, 2), errOrEmpty(err))
+
+	var rows []string
+	failed := false
+	check := func(from, to, path string, probe func() (string, error)) {
+		var got string
+		err := poll(ctx, 20*time.Second, to, func() error {
+			var err error
+			got, err = probe()
+			return err
+		})
+		result := "OK   " + got
+		if err != nil {
+			result, failed = "FAIL "+err.Error(), true
+		}
+		rows = append(rows, fmt.Sprintf("  %-22s %-30s %-44s %s", from, to, path, result))
+	}
+	fromClient := func(url string) func() (string, error) {
+		return func() (string, error) { return c.kubectlExec("client", "curl", "-s", "-m", "2", url) }
+	}
+	for _, p := range pods.Items {
+		path := "same node: switch " + p.Spec.NodeName
+		if p.Spec.NodeName != "" && p.Spec.NodeName != c.Nodes[1].Name {
+			path = "router, Geneve to " + p.Spec.NodeName
+		}
+		check("client ("+c.Nodes[1].Name+")", p.Name[len(p.Name)-5:]+" "+p.Status.PodIP+":8080", path, fromClient("http://"+p.Status.PodIP+":8080/hostname"))
+	}
+	vip := svc.Spec.ClusterIP
+	check("client", "web "+vip+":80", "ClusterIP: clusterLBGroup", func() (string, error) {
+		seen := map[string]bool{}
+		for i := 0; i < 20 && len(seen) < 2; i++ {
+			if got, err := c.kubectlExec("client", "curl", "-s", "-m", "2", "http://"+vip+"/hostname"); err == nil {
+				seen[got] = true
+			}
+		}
+		if len(seen) < 2 {
+			return "", fmt.Errorf("backends reached: %v", seen)
+		}
+		return "both backends", nil
+	})
+	check("client", "web.demo:80 (DNS)", "CoreDNS, then the ClusterIP", fromClient("http://web.demo/hostname"))
+	nodePort := svc.Spec.Ports[0].NodePort
+	for _, n := range c.Nodes {
+		check("client", fmt.Sprintf("%s:%d", n.IP, nodePort), "NodePort: clusterSwitchLBGroup", fromClient(fmt.Sprintf("http://%s:%d/hostname", n.IP, nodePort)))
+	}
+	for _, n := range []*Node{c.ControlPlane(), c.Nodes[len(c.Nodes)-1]} {
+		node := n
+		check("node "+node.Name, "web "+vip+":80", "ovn-k8s-mp0, then the ClusterIP", func() (string, error) {
+			return c.Exec(node, "curl", "-s", "-m", "2", "http://"+vip+"/hostname")
+		})
+	}
+	verdict := "all paths OK"
+	if failed {
+		verdict = "SOME PATHS FAILED"
+	}
+	fmt.Fprintf(&b, "=== connectivity (%s) ===\n  %-22s %-30s %-44s %s\n%s\n\n", verdict, "from", "to", "path", "result", strings.Join(rows, "\n"))
+	show, _ := c.Exec(c.ControlPlane(), "ovn-nbctl", "--db=unix:/run/ovn/ovnnb_db.sock", "show")
+	fmt.Fprintf(&b, "=== ovn-nbctl show ===\n%s\n", show)
+	fmt.Fprintf(&b, `=== poke around ===
+  _output/bin/ovnk-cluster kubectl get pods -A -o wide
+  _output/bin/ovnk-cluster kubectl exec -n demo client -- curl -s web.demo/hostname
+  nsenter --mount=%s --net=/var/run/netns/%s ovn-nbctl --db=unix:/run/ovn/ovnnb_db.sock lb-list
+  logs: %s/logs
+stop it and remove everything: make demo-down
+`, c.ControlPlane().MountNS, c.ControlPlane().NetNS, c.Dir)
+	if failed {
+		return b.String(), fmt.Errorf("connectivity check failed")
+	}
+	return b.String(), nil
+}
+
+func (c *Cluster) kubectlExec(pod string, args ...string) (string, error) {
+	out, err := c.Exec(c.ControlPlane(), append([]string{c.bin("kubectl"), "--kubeconfig", Kubeconfig, "exec", "-n", demoNS, pod, "--"}, args...)...)
+	return strings.TrimSpace(out), err
+}
+
+func (c *Cluster) demoObjects(ctx context.Context) error {
+	cs := c.Client
+	ignoreExists := func(_ any, err error) error {
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating demo objects: %w", err)
+		}
+		return nil
+	}
+	labels := map[string]string{"app": "web"}
+	replicas := int32(2)
+	for _, err := range []error{
+		ignoreExists(cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: demoNS}}, metav1.CreateOptions{})),
+		ignoreExists(cs.AppsV1().Deployments(demoNS).Create(ctx, &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: "web"},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: &replicas,
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec: corev1.PodSpec{
+						// One per worker, so the report shows both paths.
+						Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+							RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+								LabelSelector: &metav1.LabelSelector{MatchLabels: labels}, TopologyKey: "kubernetes.io/hostname",
+							}},
+						}},
+						Containers: []corev1.Container{{Name: "web", Image: agnhostImg, Args: []string{"netexec", "--http-port=8080"},
+							Ports: []corev1.ContainerPort{{ContainerPort: 8080}}}},
+					},
+				},
+			},
+		}, metav1.CreateOptions{})),
+		ignoreExists(cs.CoreV1().Services(demoNS).Create(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "web"},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: labels,
+				Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+		}, metav1.CreateOptions{})),
+		ignoreExists(cs.CoreV1().Pods(demoNS).Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "client"},
+			Spec: corev1.PodSpec{NodeName: c.Nodes[1].Name,
+				Containers: []corev1.Container{{Name: "client", Image: agnhostImg, Args: []string{"pause"}}}},
+		}, metav1.CreateOptions{})),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) demoReady() error {
+	pods, err := c.Client.CoreV1().Pods(demoNS).List(bg, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	ready := 0
+	var states []string
+	for _, p := range pods.Items {
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+				ready++
+			}
+		}
+		states = append(states, p.Name+": "+string(p.Status.Phase))
+	}
+	if ready < 3 {
+		return fmt.Errorf("%d of 3 pods ready: %v", ready, states)
+	}
+	return nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+func errOrEmpty(err error) string {
+	if err != nil {
+		return "error: " + err.Error() + "\n"
+	}
+	return ""
+}

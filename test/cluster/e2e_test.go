@@ -1,0 +1,75 @@
+package cluster
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A ginkgo JUnit report: a pass, a failure, a test that skipped itself, a
+// spec not selected by focus, and a suite node.
+const junitSample = `<?xml version="1.0" encoding="UTF-8"?>
+<testsuites tests="5">
+  <testsuite name="Kubernetes e2e suite" tests="5">
+    <testcase name="[SynchronizedBeforeSuite]" classname="Kubernetes e2e suite" status="passed" time="1"></testcase>
+    <testcase name="[It] [sig-network] DNS should provide DNS for services [Conformance]" status="passed" time="12.5"></testcase>
+    <testcase name="[It] [sig-network] Proxy should proxy [Conformance]" status="failed" time="16.6">
+      <failure message="503 from /proxy" type="failed">details</failure>
+    </testcase>
+    <testcase name="[It] [sig-network] HostPort works [Conformance]" status="skipped" time="0.1">
+      <skipped message="skipped - no two nodes"></skipped>
+    </testcase>
+    <testcase name="[It] [sig-apps] Deployment scales" status="skipped" time="0">
+      <skipped message="skipped"></skipped>
+    </testcase>
+  </testsuite>
+</testsuites>`
+
+func TestReadJUnit(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "junit.xml")
+	if err := os.WriteFile(p, []byte(junitSample), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readJUnit(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range got {
+		names = append(names, r.Status+": "+r.Name)
+	}
+	want := []string{
+		"passed: [sig-network] DNS should provide DNS for services [Conformance]",
+		"skipped: [sig-network] HostPort works [Conformance]",
+		"failed: [sig-network] Proxy should proxy [Conformance]",
+	}
+	if strings.Join(names, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("results:\n%s\nwant:\n%s", strings.Join(names, "\n"), strings.Join(want, "\n"))
+	}
+	table := resultTable(got, 90*time.Second)
+	for _, s := range []string{"FAILED", "503 from /proxy", "1 passed, 1 failed, 1 skipped in 1m30s"} {
+		if !strings.Contains(table, s) {
+			t.Errorf("table lacks %q:\n%s", s, table)
+		}
+	}
+}
+
+func TestReadJUnitMissing(t *testing.T) {
+	if _, err := readJUnit(filepath.Join(t.TempDir(), "none.xml")); err == nil {
+		t.Fatal("a missing report read without error")
+	}
+}
+
+func TestNodesAndAddresses(t *testing.T) {
+	c := New(Config{Dir: "/x", Workers: 2})
+	var got []string
+	for _, n := range c.Nodes {
+		got = append(got, n.Name+"="+n.IP)
+	}
+	want := "ovnkc-control-plane=172.18.0.2 ovnkc-worker=172.18.0.3 ovnkc-worker2=172.18.0.4"
+	if strings.Join(got, " ") != want || !c.ControlPlane().ControlPlane || c.APIServer() != "https://172.18.0.2:6443" {
+		t.Fatalf("nodes %v, API %s", got, c.APIServer())
+	}
+}
