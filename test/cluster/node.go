@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -190,7 +189,7 @@ func (c *Cluster) startOVS(n *Node, schema string) error {
 
 // installCNI puts ovn_cni and the conflist from dist/ where containerd looks,
 // as a user would: the binary and the reference plugins it chains in
-// /opt/cni/bin, the conflist in /etc/cni/net.d with its kubeconfig.
+// /opt/cni/bin, the conflist unchanged in /etc/cni/net.d, its kubeconfig.
 func (c *Cluster) installCNI(n *Node) error {
 	for src, dst := range map[string]string{
 		c.bin("ovn_cni"):        "/opt/cni/bin/ovn_cni",
@@ -201,18 +200,8 @@ func (c *Cluster) installCNI(n *Node) error {
 			return err
 		}
 	}
-	raw, err := os.ReadFile(filepath.Join(c.Repo, "dist", "cni", "10-ovn-k8s.conflist"))
-	if err != nil {
-		return err
-	}
-	var list map[string]any
-	if err := json.Unmarshal(raw, &list); err != nil {
-		return fmt.Errorf("dist/cni/10-ovn-k8s.conflist: %w", err)
-	}
-	// The one key a user of OVS's userspace datapath sets (docs/cni.md).
-	list["plugins"].([]any)[0].(map[string]any)["disableTxChecksumOffload"] = true
-	out, _ := json.MarshalIndent(list, "", "  ")
-	if err := os.WriteFile(n.hostPath("/etc/cni/net.d/10-ovn-k8s.conflist"), out, 0o644); err != nil {
+	// The conflist as shipped: its kubeconfig and OVS paths are the node's.
+	if err := copyFile(filepath.Join(c.Repo, "dist", "cni", "10-ovn-k8s.conflist"), n.hostPath("/etc/cni/net.d/10-ovn-k8s.conflist"), 0o644); err != nil {
 		return err
 	}
 	return os.WriteFile(n.hostPath("/etc/kubernetes/ovn_cni.kubeconfig"), []byte(c.kubeconfig()), 0o600)

@@ -39,7 +39,6 @@ func NewCNI(t T, node *Node, kubeconfig string, overrides map[string]any) *CNI {
 	first := plugins[0].(map[string]any)
 	first["kubeconfig"] = kubeconfig
 	first["ovsAddress"] = node.OVSAddress()
-	first["disableTxChecksumOffload"] = true // userspace datapath
 	for k, v := range overrides {
 		first[k] = v
 	}

@@ -59,6 +59,18 @@ func Add(args *skel.CmdArgs) error {
 		return fail(types.ErrInternal, "cannot open the host network namespace", err)
 	}
 	defer hostNS.Close()
+	sw, err := connectOVS(conf.OVSAddress)
+	if err != nil {
+		return fail(types.ErrIOFailure, "cannot reach OVS at "+conf.OVSAddress, err)
+	}
+	defer sw.Close()
+	// On OVS's userspace datapath a veth with TX checksum offload sends TCP
+	// and UDP with bad checksums: it is turned off there whatever the conf says.
+	datapath, err := sw.DatapathType(ctx, integrationBridge)
+	if err != nil {
+		return fail(types.ErrIOFailure, "reading "+integrationBridge+" (is ovnkube node running?)", err)
+	}
+	disableTxCsum := conf.DisableTxChecksumOffload || datapath == "netdev"
 	hostName := HostVethName(args.ContainerID)
 	// A host end left by an earlier attempt for this container: start over.
 	if err := deleteOurHostEnd(hostName, args.ContainerID); err != nil {
@@ -73,7 +85,7 @@ func Add(args *skel.CmdArgs) error {
 		if err != nil {
 			return fmt.Errorf("creating veth %s/%s: %w", args.IfName, hostName, err)
 		}
-		return configurePodSide(args.IfName, pn, conf.DisableTxChecksumOffload)
+		return configurePodSide(args.IfName, pn, disableTxCsum)
 	})
 	if err != nil {
 		return fail(types.ErrInternal, "setting up the pod interface", err)
@@ -81,11 +93,6 @@ func Add(args *skel.CmdArgs) error {
 	if err := markHostEnd(hostName, args.ContainerID); err != nil {
 		return fail(types.ErrInternal, "configuring "+hostName, err)
 	}
-	sw, err := connectOVS(conf.OVSAddress)
-	if err != nil {
-		return fail(types.ErrIOFailure, "cannot reach OVS at "+conf.OVSAddress, err)
-	}
-	defer sw.Close()
 	ifaceID := topology.PodPort(string(pa.K8S_POD_NAMESPACE), string(pa.K8S_POD_NAME))
 	if err := removeStalePorts(ctx, sw, ifaceID, hostName); err != nil {
 		return fail(types.ErrIOFailure, "removing a stale OVS port", err)

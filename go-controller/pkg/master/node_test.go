@@ -70,3 +70,43 @@ func TestHostRoutesFollowNodeAddresses(t *testing.T) {
 	e.deleteNode("n1")
 	e.waitHostRoutes()
 }
+
+// A NodePort answers on every node's address for pods: its switch load
+// balancer, in the group every node switch carries, follows the nodes.
+func TestNodePortsOnEveryNodeAddress(t *testing.T) {
+	e := newEnv(t)
+	e.createNode("n1")
+	e.setNodeIP("n1", "172.30.0.11")
+	e.start()
+	ctx := context.Background()
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, ClusterIP: "10.96.0.20", ClusterIPs: []string{"10.96.0.20"},
+			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30080}}}}
+	if _, err := e.kube.CoreV1().Services("ns").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.createSlice("ns", "web-x", "web", "10.244.0.5")
+	e.waitVIPs("Service_ns/web_TCP_node_switch", map[string]string{"172.30.0.11:30080": "10.244.0.5:8080"})
+
+	e.createNode("n2")
+	e.setNodeIP("n2", "172.30.0.12")
+	e.waitVIPs("Service_ns/web_TCP_node_switch", map[string]string{"172.30.0.11:30080": "10.244.0.5:8080", "172.30.0.12:30080": "10.244.0.5:8080"})
+	harness.Eventually(t, 10*time.Second, "switch n2 carries the switch LB group", func() error {
+		group := &nbdb.LoadBalancerGroup{Name: topology.ClusterSwitchLBGroup}
+		if err := e.nb.Get(ctx, group); err != nil {
+			return err
+		}
+		var sws []nbdb.LogicalSwitch
+		_ = e.nb.WhereCache(func(s *nbdb.LogicalSwitch) bool { return s.Name == "n2" }).List(ctx, &sws)
+		if len(sws) != 1 {
+			return fmt.Errorf("%d switches named n2", len(sws))
+		}
+		if sw := sws[0]; !slices.Contains(sw.LoadBalancerGroup, group.UUID) || len(group.LoadBalancer) != 1 {
+			return fmt.Errorf("switch groups %v, group %s has %v", sw.LoadBalancerGroup, group.UUID, group.LoadBalancer)
+		}
+		return nil
+	})
+
+	e.deleteNode("n2")
+	e.waitVIPs("Service_ns/web_TCP_node_switch", map[string]string{"172.30.0.11:30080": "10.244.0.5:8080"})
+}

@@ -104,6 +104,15 @@ func (c *Client) SetExternalIDs(ctx context.Context, values map[string]string, k
 	return merged, c.update(ctx, root, []any{&root.ExternalIDs})
 }
 
+// DatapathType is a bridge's datapath_type ("netdev" for the userspace datapath).
+func (c *Client) DatapathType(ctx context.Context, bridge string) (string, error) {
+	b := &vswitchd.Bridge{Name: bridge}
+	if err := c.Get(ctx, b); err != nil {
+		return "", fmt.Errorf("bridge %s: %w", bridge, err)
+	}
+	return b.DatapathType, nil
+}
+
 // Bridge describes a bridge to ensure.
 type Bridge struct {
 	Name         string
