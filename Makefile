@@ -158,8 +158,8 @@ bench: deps build $(BIN)/ovnk-bench
 bench-quick: deps build $(BIN)/ovnk-bench
 	$(BIN)/ovnk-bench -stacks $(BENCH_STACKS) -nodes 10 -pods 500 -latency-rate 50 -latency-duration 5s -services 100 -limit-ports 2000 -limit-patches 500 -limit-services 100 -out _output/bench-quick
 
-## test: everything CI checks: the whole suite on the current stack, integration and e2e on every other
-test: deps build lint verify-generate bench-quick unit fuzz integration e2e
+## test: everything CI checks: the whole suite and Kubernetes' network conformance on the current stack, integration and e2e on every other
+test: deps build lint verify-generate bench-quick unit fuzz integration e2e conformance
 	@for s in $(filter-out $(firstword $(STACKS)),$(STACKS)); do \
 		echo "=== integration and e2e on the OVN $$s stack"; \
 		$(MAKE) --no-print-directory OVN=$$s integration e2e || exit 1; \

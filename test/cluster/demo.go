@@ -41,7 +41,7 @@ func (c *Cluster) Demo(ctx context.Context) (string, error) {
 	out, _ := c.Exec(c.ControlPlane(), c.bin("kubectl"), "--kubeconfig", Kubeconfig, "get", "nodes,pods", "-n", demoNS, "-o", "wide")
 	fmt.Fprintf(&b, "\n=== kubectl get nodes,pods -n demo -o wide ===\n%s\n", out)
 	out, err = c.kubectlExec("client", "nslookup", "web."+demoNS+".svc."+clusterDomain)
-	fmt.Fprintf(&b, "=== DNS: nslookup web.demo.svc.cluster.local (from pod client) ===\n%s%v\n", lastLines(out, 2), errOrEmpty(err))
+	fmt.Fprintf(&b, "=== DNS: nslookup web.demo.svc.cluster.local (from pod client) ===\n%s%v\n", answer(out), errOrEmpty(err))
 
 	var rows []string
 	failed := false
@@ -56,7 +56,7 @@ func (c *Cluster) Demo(ctx context.Context) (string, error) {
 		if err != nil {
 			result, failed = "FAIL "+err.Error(), true
 		}
-		rows = append(rows, fmt.Sprintf("  %-22s %-30s %-44s %s", from, to, path, result))
+		rows = append(rows, fmt.Sprintf("  %-26s %-36s %-38s %s", from, to, path, result))
 	}
 	fromClient := func(url string) func() (string, error) {
 		return func() (string, error) { return c.kubectlExec("client", "curl", "-s", "-m", "2", url) }
@@ -66,7 +66,7 @@ func (c *Cluster) Demo(ctx context.Context) (string, error) {
 		if p.Spec.NodeName != "" && p.Spec.NodeName != c.Nodes[1].Name {
 			path = "router, Geneve to " + p.Spec.NodeName
 		}
-		check("client ("+c.Nodes[1].Name+")", p.Name[len(p.Name)-5:]+" "+p.Status.PodIP+":8080", path, fromClient("http://"+p.Status.PodIP+":8080/hostname"))
+		check("client ("+c.Nodes[1].Name+")", p.Name+" "+p.Status.PodIP+":8080", path, fromClient("http://"+p.Status.PodIP+":8080/hostname"))
 	}
 	vip := svc.Spec.ClusterIP
 	check("client", "web "+vip+":80", "ClusterIP: clusterLBGroup", func() (string, error) {
@@ -96,7 +96,7 @@ func (c *Cluster) Demo(ctx context.Context) (string, error) {
 	if failed {
 		verdict = "SOME PATHS FAILED"
 	}
-	fmt.Fprintf(&b, "=== connectivity (%s) ===\n  %-22s %-30s %-44s %s\n%s\n\n", verdict, "from", "to", "path", "result", strings.Join(rows, "\n"))
+	fmt.Fprintf(&b, "=== connectivity (%s) ===\n  %-26s %-36s %-38s %s\n%s\n\n", verdict, "from", "to", "path", "result", strings.Join(rows, "\n"))
 	show, _ := c.Exec(c.ControlPlane(), "ovn-nbctl", "--db=unix:/run/ovn/ovnnb_db.sock", "show")
 	fmt.Fprintf(&b, "=== ovn-nbctl show ===\n%s\n", show)
 	fmt.Fprintf(&b, `=== poke around ===
@@ -188,12 +188,15 @@ func (c *Cluster) demoReady() error {
 	return nil
 }
 
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
+// answer is nslookup's answer section: the lines from "Name:" on.
+func answer(s string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.HasPrefix(l, "Name:") || (len(out) > 0 && strings.HasPrefix(l, "Address:")) {
+			out = append(out, l)
+		}
 	}
-	return strings.Join(lines, "\n") + "\n"
+	return strings.Join(out, "\n") + "\n"
 }
 
 func errOrEmpty(err error) string {
