@@ -138,14 +138,12 @@ func (c *Cluster) start(n *Node, name string, args ...string) error {
 		return err
 	}
 	defer f.Close()
-	procs := filepath.Join("/sys/fs/cgroup/pids", n.Cgroup, "daemons", "cgroup.procs")
 	// The shell joins every hierarchy's daemons cgroup, then becomes the process.
 	var join []string
 	for _, h := range cgroupHierarchies() {
 		join = append(join, filepath.Join("/sys/fs/cgroup", h, n.Cgroup, "daemons", "cgroup.procs"))
 	}
 	script := `for f in ` + strings.Join(join, " ") + `; do echo $$ > $f || exit 1; done; exec "$@"`
-	_ = procs
 	all := append(n.enter(), append([]string{"sh", "-c", script, "sh"}, args...)...)
 	cmd := exec.Command(all[0], all[1:]...)
 	cmd.Stdout, cmd.Stderr = f, f
