@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -28,6 +29,9 @@ func (c *Cluster) Up(ctx context.Context) error {
 		return fmt.Errorf("a cluster is already recorded in %s: run `down` first", c.Dir)
 	}
 	start := time.Now()
+	if !slices.Contains(cgroupHierarchies(), "pids") {
+		return fmt.Errorf("no cgroup v1 pids hierarchy in /sys/fs/cgroup: the cluster finds every process it started (containers too) through it, and its kubelets run with cgroup v1")
+	}
 	stack := harness.CurrentStack
 	schemas := map[string]string{}
 	for _, s := range []string{harness.NBSchema, harness.SBSchema, harness.OVSSchema} {
