@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -226,4 +227,12 @@ func externalNIC(t *testing.T, n *harness.Node, ipArgs ...[]string) harness.NetN
 		}
 	}
 	return ext
+}
+
+// sameSet reports whether two lists hold the same strings, in any order.
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
 }

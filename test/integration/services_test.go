@@ -123,8 +123,10 @@ func (c *cluster) waitNoLB(name string) {
 	})
 }
 
-func (c *cluster) group() *nbdb.LoadBalancerGroup {
-	g := &nbdb.LoadBalancerGroup{Name: "clusterLBGroup"}
+func (c *cluster) group() *nbdb.LoadBalancerGroup { return c.groupNamed("clusterLBGroup") }
+
+func (c *cluster) groupNamed(name string) *nbdb.LoadBalancerGroup {
+	g := &nbdb.LoadBalancerGroup{Name: name}
 	if err := c.nb.Get(c.ctx(), g); err != nil {
 		return nil
 	}
@@ -158,13 +160,14 @@ func TestServicesBecomeLoadBalancers(t *testing.T) {
 	})
 	c.waitLB("Service_ns/web_UDP_cluster", map[string]string{vip + ":53": backends(ip1+":5353", ip2+":5353")}, nil)
 
-	// Attached through the cluster group, which every node switch carries.
-	g := c.group()
-	if g == nil || !contains(g.LoadBalancer, tcp.UUID) {
-		t.Fatalf("LB not in clusterLBGroup: %+v", g)
+	// Attached through the cluster group, which every node switch carries
+	// (with the switch group, which holds NodePorts for pods).
+	g, sg := c.group(), c.groupNamed("clusterSwitchLBGroup")
+	if g == nil || !contains(g.LoadBalancer, tcp.UUID) || sg == nil {
+		t.Fatalf("LB not in clusterLBGroup: %+v (switch group %+v)", g, sg)
 	}
 	for _, n := range []string{"n1", "n2"} {
-		if ls := c.switchNamed(n); ls == nil || !reflect.DeepEqual(ls.LoadBalancerGroup, []string{g.UUID}) || len(ls.LoadBalancer) != 0 {
+		if ls := c.switchNamed(n); ls == nil || !sameSet(ls.LoadBalancerGroup, []string{g.UUID, sg.UUID}) || len(ls.LoadBalancer) != 0 {
 			t.Errorf("switch %s load_balancer_group %v load_balancer %v", n, ls.LoadBalancerGroup, ls.LoadBalancer)
 		}
 	}
