@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ovn-k8s/ovn-k8s/test/harness"
 )
 
 var (
@@ -20,21 +22,7 @@ var (
 
 // kubeconfig is the admin kubeconfig every component and test uses: a token
 // of system:masters (the cluster has no other tenants; kubelets use it too).
-func (c *Cluster) kubeconfig() string {
-	return fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: ovnk
-  cluster: {server: %q, insecure-skip-tls-verify: true}
-users:
-- name: admin
-  user: {token: %q}
-contexts:
-- name: ovnk
-  context: {cluster: ovnk, user: admin}
-current-context: ovnk
-`, c.APIServer(), adminToken)
-}
+func (c *Cluster) kubeconfig() string { return harness.TokenKubeconfig(c.APIServer(), adminToken) }
 
 // Kubeconfig is the admin kubeconfig's path inside every node.
 const Kubeconfig = "/etc/kubernetes/admin.conf"

@@ -69,20 +69,7 @@ func StartKubeAPI(t T) *KubeAPI {
 	}
 	k.waitReady(t)
 	k.Kubeconfig = filepath.Join(dir, "kubeconfig")
-	kubeconfig := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: test
-  cluster: {server: %q, insecure-skip-tls-verify: true}
-users:
-- name: admin
-  user: {token: %q}
-contexts:
-- name: test
-  context: {cluster: test, user: admin}
-current-context: test
-`, k.URL, adminToken)
-	if err := os.WriteFile(k.Kubeconfig, []byte(kubeconfig), 0o600); err != nil {
+	if err := os.WriteFile(k.Kubeconfig, []byte(TokenKubeconfig(k.URL, adminToken)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	k.EnsureNamespace(t, "default")
@@ -112,6 +99,24 @@ func (k *KubeAPI) RestartAPIServer(t T) {
 	k.api.Kill()
 	k.api = Start(t, k.Dir, "kube-apiserver", k.args...)
 	k.waitReady(t)
+}
+
+// TokenKubeconfig is a kubeconfig for a test API server: a bearer token,
+// the server's self-signed certificate not verified.
+func TokenKubeconfig(server, token string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: test
+  cluster: {server: %q, insecure-skip-tls-verify: true}
+users:
+- name: admin
+  user: {token: %q}
+contexts:
+- name: test
+  context: {cluster: test, user: admin}
+current-context: test
+`, server, token)
 }
 
 // EnsureNamespace creates a namespace and its default ServiceAccount (no
