@@ -119,12 +119,6 @@ func (c *Cluster) kubectlExec(pod string, args ...string) (string, error) {
 
 func (c *Cluster) demoObjects(ctx context.Context) error {
 	cs := c.Client
-	ignoreExists := func(_ any, err error) error {
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating demo objects: %w", err)
-		}
-		return nil
-	}
 	labels := map[string]string{"app": "web"}
 	replicas := int32(2)
 	for _, err := range []error{
@@ -161,8 +155,17 @@ func (c *Cluster) demoObjects(ctx context.Context) error {
 		}, metav1.CreateOptions{})),
 	} {
 		if err != nil {
-			return err
+			return fmt.Errorf("creating demo objects: %w", err)
 		}
+	}
+	return nil
+}
+
+// ignoreExists passes on a Create's error unless the object already exists
+// (Up and the demo may run again on a running cluster).
+func ignoreExists(_ any, err error) error {
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
 	}
 	return nil
 }

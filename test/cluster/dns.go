@@ -6,7 +6,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -44,99 +43,75 @@ func (c *Cluster) deployDNS() error {
 		return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}
 	}
 	replicas := int32(2)
-	create := func(err error) error {
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating CoreDNS objects: %w", err)
-		}
-		return nil
-	}
 	cs := c.Client
-	if err := create(func() error {
-		_, err := cs.CoreV1().ServiceAccounts(ns).Create(bg, &corev1.ServiceAccount{ObjectMeta: meta("coredns")}, metav1.CreateOptions{})
-		return err
-	}()); err != nil {
+	if err := ignoreExists(cs.CoreV1().ServiceAccounts(ns).Create(bg, &corev1.ServiceAccount{ObjectMeta: meta("coredns")}, metav1.CreateOptions{})); err != nil {
 		return err
 	}
-	if err := create(func() error {
-		_, err := cs.RbacV1().ClusterRoles().Create(bg, &rbacv1.ClusterRole{
-			ObjectMeta: metav1.ObjectMeta{Name: "system:coredns"},
-			Rules: []rbacv1.PolicyRule{
-				{APIGroups: []string{""}, Resources: []string{"endpoints", "services", "pods", "namespaces"}, Verbs: []string{"list", "watch"}},
-				{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
-			},
-		}, metav1.CreateOptions{})
-		return err
-	}()); err != nil {
+	if err := ignoreExists(cs.RbacV1().ClusterRoles().Create(bg, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "system:coredns"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"endpoints", "services", "pods", "namespaces"}, Verbs: []string{"list", "watch"}},
+			{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
+		},
+	}, metav1.CreateOptions{})); err != nil {
 		return err
 	}
-	if err := create(func() error {
-		_, err := cs.RbacV1().ClusterRoleBindings().Create(bg, &rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: "system:coredns"},
-			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "system:coredns"},
-			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "coredns", Namespace: ns}},
-		}, metav1.CreateOptions{})
-		return err
-	}()); err != nil {
+	if err := ignoreExists(cs.RbacV1().ClusterRoleBindings().Create(bg, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "system:coredns"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "system:coredns"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "coredns", Namespace: ns}},
+	}, metav1.CreateOptions{})); err != nil {
 		return err
 	}
-	if err := create(func() error {
-		_, err := cs.CoreV1().ConfigMaps(ns).Create(bg, &corev1.ConfigMap{ObjectMeta: meta("coredns"), Data: map[string]string{"Corefile": corefile}}, metav1.CreateOptions{})
-		return err
-	}()); err != nil {
+	if err := ignoreExists(cs.CoreV1().ConfigMaps(ns).Create(bg, &corev1.ConfigMap{ObjectMeta: meta("coredns"), Data: map[string]string{"Corefile": corefile}}, metav1.CreateOptions{})); err != nil {
 		return err
 	}
 	probe := func(path string, port int) *corev1.Probe {
 		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(int32(port))}},
 			PeriodSeconds: 2, TimeoutSeconds: 2, FailureThreshold: 5}
 	}
-	if err := create(func() error {
-		_, err := cs.AppsV1().Deployments(ns).Create(bg, &appsv1.Deployment{
-			ObjectMeta: meta("coredns"),
-			Spec: appsv1.DeploymentSpec{
-				Replicas: &replicas,
-				Selector: &metav1.LabelSelector{MatchLabels: labels},
-				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: labels},
-					Spec: corev1.PodSpec{
-						ServiceAccountName: "coredns",
-						DNSPolicy:          corev1.DNSDefault,
-						Tolerations:        []corev1.Toleration{{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}},
-						Containers: []corev1.Container{{
-							Name: "coredns", Image: CoreDNSImage, ImagePullPolicy: corev1.PullNever,
-							Args: []string{"-conf", "/etc/coredns/Corefile"},
-							Ports: []corev1.ContainerPort{
-								{Name: "dns", ContainerPort: 53, Protocol: corev1.ProtocolUDP},
-								{Name: "dns-tcp", ContainerPort: 53, Protocol: corev1.ProtocolTCP},
-							},
-							VolumeMounts:   []corev1.VolumeMount{{Name: "config", MountPath: "/etc/coredns", ReadOnly: true}},
-							ReadinessProbe: probe("/ready", 8181),
-							LivenessProbe:  probe("/health", 8080),
-						}},
-						Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{
-							ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "coredns"}},
-						}}},
-					},
+	if err := ignoreExists(cs.AppsV1().Deployments(ns).Create(bg, &appsv1.Deployment{
+		ObjectMeta: meta("coredns"),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					ServiceAccountName: "coredns",
+					DNSPolicy:          corev1.DNSDefault,
+					Tolerations:        []corev1.Toleration{{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}},
+					Containers: []corev1.Container{{
+						Name: "coredns", Image: CoreDNSImage, ImagePullPolicy: corev1.PullNever,
+						Args: []string{"-conf", "/etc/coredns/Corefile"},
+						Ports: []corev1.ContainerPort{
+							{Name: "dns", ContainerPort: 53, Protocol: corev1.ProtocolUDP},
+							{Name: "dns-tcp", ContainerPort: 53, Protocol: corev1.ProtocolTCP},
+						},
+						VolumeMounts:   []corev1.VolumeMount{{Name: "config", MountPath: "/etc/coredns", ReadOnly: true}},
+						ReadinessProbe: probe("/ready", 8181),
+						LivenessProbe:  probe("/health", 8080),
+					}},
+					Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{
+						ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "coredns"}},
+					}}},
 				},
 			},
-		}, metav1.CreateOptions{})
-		return err
-	}()); err != nil {
+		},
+	}, metav1.CreateOptions{})); err != nil {
 		return err
 	}
-	return create(func() error {
-		_, err := cs.CoreV1().Services(ns).Create(bg, &corev1.Service{
-			ObjectMeta: meta("kube-dns"),
-			Spec: corev1.ServiceSpec{
-				Selector:  labels,
-				ClusterIP: dnsServiceIP,
-				Ports: []corev1.ServicePort{
-					{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromInt32(53)},
-					{Name: "dns-tcp", Port: 53, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(53)},
-				},
+	return ignoreExists(cs.CoreV1().Services(ns).Create(bg, &corev1.Service{
+		ObjectMeta: meta("kube-dns"),
+		Spec: corev1.ServiceSpec{
+			Selector:  labels,
+			ClusterIP: dnsServiceIP,
+			Ports: []corev1.ServicePort{
+				{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromInt32(53)},
+				{Name: "dns-tcp", Port: 53, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(53)},
 			},
-		}, metav1.CreateOptions{})
-		return err
-	}())
+		},
+	}, metav1.CreateOptions{}))
 }
 
 // dnsReady reports why CoreDNS is not serving yet.

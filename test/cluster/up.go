@@ -131,7 +131,7 @@ func (c *Cluster) Up(ctx context.Context) error {
 	}
 	c.Log("cluster: %d nodes Ready after %s", len(c.Nodes), time.Since(start).Round(time.Second))
 	if err := c.deployDNS(); err != nil {
-		return err
+		return fmt.Errorf("creating CoreDNS objects: %w", err)
 	}
 	if err := poll(ctx, 180*time.Second, "CoreDNS ready", c.dnsReady); err != nil {
 		return err

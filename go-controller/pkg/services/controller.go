@@ -237,26 +237,8 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 	}
 	t := ovndb.NewTxn(c.nb)
 	wanted := map[string]bool{}
-	if len(d.Cluster) > 0 {
-		group := ovndb.Require(t, &nbdb.LoadBalancerGroup{Name: topology.ClusterLBGroup})
-		for _, lb := range d.Cluster {
-			wanted[lb.Name] = true
-			uuid := t.Ensure(lb, lbFields(lb), nil)
-			if t.Err() == nil {
-				t.AddChildren(group, &group.LoadBalancer, uuid)
-			}
-		}
-	}
-	if len(d.Switch) > 0 {
-		group := ovndb.Require(t, &nbdb.LoadBalancerGroup{Name: topology.ClusterSwitchLBGroup})
-		for _, lb := range d.Switch {
-			wanted[lb.Name] = true
-			uuid := t.Ensure(lb, lbFields(lb), nil)
-			if t.Err() == nil {
-				t.AddChildren(group, &group.LoadBalancer, uuid)
-			}
-		}
-	}
+	ensureInGroup(t, topology.ClusterLBGroup, d.Cluster, wanted)
+	ensureInGroup(t, topology.ClusterSwitchLBGroup, d.Switch, wanted)
 	for node, lb := range d.PerNode {
 		node, _, _ = strings.Cut(node, "/")
 		gr := ovndb.Lookup(t, &nbdb.LogicalRouter{Name: topology.GatewayRouter(node)})
@@ -284,6 +266,22 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 		return fmt.Errorf("service %s: %w", key, err)
 	}
 	return nil
+}
+
+// ensureInGroup makes the load balancers exist as members of the named group
+// and marks them wanted.
+func ensureInGroup(t *ovndb.Txn, groupName string, lbs []*nbdb.LoadBalancer, wanted map[string]bool) {
+	if len(lbs) == 0 {
+		return
+	}
+	group := ovndb.Require(t, &nbdb.LoadBalancerGroup{Name: groupName})
+	for _, lb := range lbs {
+		wanted[lb.Name] = true
+		uuid := t.Ensure(lb, lbFields(lb), nil)
+		if t.Err() == nil {
+			t.AddChildren(group, &group.LoadBalancer, uuid)
+		}
+	}
 }
 
 func lbFields(lb *nbdb.LoadBalancer) []any {
