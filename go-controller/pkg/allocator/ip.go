@@ -15,26 +15,33 @@ const maxHostSlots = 1 << 20
 // address, the gateway (.1), the management port (.2) and, for IPv4, the
 // broadcast address are never handed out.
 type IPAllocator struct {
-	subnet netip.Prefix
-	base   *big.Int
-	used   *bitmap
+	subnet   netip.Prefix
+	base     *big.Int
+	used     *bitmap
+	reserved int // the first addresses, never handed out
 }
 
 // NewIPAllocator returns an allocator over subnet with the reserved addresses taken.
-func NewIPAllocator(subnet netip.Prefix) *IPAllocator {
+func NewIPAllocator(subnet netip.Prefix) *IPAllocator { return newIPAllocator(subnet, 3) }
+
+// NewJoinAllocator hands out gateway routers' join addresses: the network
+// address and the cluster router's (.1) are reserved.
+func NewJoinAllocator(subnet netip.Prefix) *IPAllocator { return newIPAllocator(subnet, 2) }
+
+func newIPAllocator(subnet netip.Prefix, reserved int) *IPAllocator {
 	hostBits := subnet.Addr().BitLen() - subnet.Bits()
 	size := maxHostSlots
 	if hostBits < 20 {
 		size = 1 << hostBits
 	}
-	a := &IPAllocator{subnet: subnet, base: new(big.Int).SetBytes(subnet.Addr().AsSlice()), used: newBitmap(size)}
-	for i := 0; i < 3 && i < size; i++ {
+	a := &IPAllocator{subnet: subnet, base: new(big.Int).SetBytes(subnet.Addr().AsSlice()), used: newBitmap(size), reserved: reserved}
+	for i := 0; i < reserved && i < size; i++ {
 		a.used.set(i)
 	}
 	if subnet.Addr().Is4() && hostBits < 20 {
 		a.used.set(size - 1)
 	}
-	a.used.next = 3
+	a.used.next = reserved
 	return a
 }
 
@@ -81,8 +88,8 @@ func (a *IPAllocator) index(ip netip.Addr) (int, error) {
 		return 0, fmt.Errorf("address %s is beyond the first %d addresses of %s that ovn-k8s manages", ip, a.used.size, a.subnet)
 	}
 	i := int(off.Int64())
-	if i < 3 || a.subnet.Addr().Is4() && i == a.used.size-1 && a.used.size < maxHostSlots {
-		return 0, fmt.Errorf("address %s is reserved in host subnet %s (network, gateway, management port or broadcast)", ip, a.subnet)
+	if i < a.reserved || a.subnet.Addr().Is4() && i == a.used.size-1 && a.used.size < maxHostSlots {
+		return 0, fmt.Errorf("address %s is reserved in %s (network, router, management port or broadcast)", ip, a.subnet)
 	}
 	return i, nil
 }

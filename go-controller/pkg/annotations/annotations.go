@@ -21,6 +21,9 @@ const (
 	NodeMgmtPortMAC = "k8s.ovn.org/node-mgmt-port-mac-address"
 	// NodeL3GatewayConfig describes the node's gateway, written by gateway-init.
 	NodeL3GatewayConfig = "k8s.ovn.org/l3-gateway-config"
+	// NodeGatewayJoinIP is the join address of the node's gateway router,
+	// written by the master (upstream's name).
+	NodeGatewayJoinIP = "k8s.ovn.org/node-gateway-router-lrp-ifaddr"
 
 	// DefaultNetwork is the key of the default network in every per-network map.
 	DefaultNetwork = "default"

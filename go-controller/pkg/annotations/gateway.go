@@ -93,3 +93,32 @@ func ParseL3GatewayConfig(value string) (L3GatewayConfig, error) {
 	}
 	return c, nil
 }
+
+// FormatGatewayJoinIP encodes a gateway router's join address as upstream
+// does: {"ipv4":"100.64.0.2/16"}.
+func FormatGatewayJoinIP(p netip.Prefix) string {
+	key := "ipv4"
+	if p.Addr().Is6() {
+		key = "ipv6"
+	}
+	b, _ := json.Marshal(map[string]string{key: p.String()})
+	return string(b)
+}
+
+// ParseGatewayJoinIP decodes k8s.ovn.org/node-gateway-router-lrp-ifaddr
+// (the IPv4 entry).
+func ParseGatewayJoinIP(value string) (netip.Prefix, error) {
+	var m map[string]string
+	if err := json.Unmarshal([]byte(value), &m); err != nil {
+		return netip.Prefix{}, fmt.Errorf("%s: not valid JSON: %v", NodeGatewayJoinIP, err)
+	}
+	s, ok := m["ipv4"]
+	if !ok {
+		return netip.Prefix{}, fmt.Errorf("%s: no \"ipv4\" address", NodeGatewayJoinIP)
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil || !p.Addr().Is4() {
+		return netip.Prefix{}, fmt.Errorf("%s: %q is not an IPv4 address/length", NodeGatewayJoinIP, s)
+	}
+	return p, nil
+}

@@ -36,3 +36,11 @@ type Master struct {
 
 // DefaultResyncInterval is the master's periodic full resync.
 const DefaultResyncInterval = 5 * time.Minute
+
+// Defaults shared by every command that takes the setting.
+const (
+	DefaultClusterSubnet = "10.244.0.0/16"
+	DefaultHostSubnetLen = 24
+	DefaultServiceCIDR   = "10.96.0.0/16"
+	DefaultJoinSubnet    = "100.64.0.0/16"
+)

@@ -18,6 +18,8 @@ type ipam struct {
 	subnets *allocator.SubnetAllocator
 	nodes   map[string]*nodeIPAM
 	pods    map[string]podAddr // by namespace/name
+	join    *allocator.IPAllocator
+	joinIPs map[string]netip.Prefix // gateway routers' join addresses, by node
 }
 
 type nodeIPAM struct {
@@ -32,11 +34,52 @@ type podAddr struct {
 	ips  []netip.Addr
 }
 
-func newIPAM(clusterSubnets []config.ClusterSubnet) *ipam {
-	return &ipam{
+func newIPAM(clusterSubnets []config.ClusterSubnet, joinSubnet netip.Prefix) *ipam {
+	m := &ipam{
 		subnets: allocator.NewSubnetAllocator(clusterSubnets),
 		nodes:   map[string]*nodeIPAM{},
 		pods:    map[string]podAddr{},
+		joinIPs: map[string]netip.Prefix{},
+	}
+	if joinSubnet.IsValid() {
+		m.join = allocator.NewJoinAllocator(joinSubnet)
+	}
+	return m
+}
+
+// gatewayJoinIP returns the node's gateway join address: the one it holds,
+// else want when it is valid and free (restored from an annotation or the
+// NB), else a new one.
+func (m *ipam) gatewayJoinIP(node string, want netip.Prefix) (netip.Prefix, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p, ok := m.joinIPs[node]; ok {
+		return p, nil
+	}
+	if m.join == nil {
+		return netip.Prefix{}, fmt.Errorf("no join subnet configured")
+	}
+	bits := m.join.Subnet().Bits()
+	if want.IsValid() && want.Bits() == bits && m.join.Reserve(want.Addr()) == nil {
+		m.joinIPs[node] = want
+		return want, nil
+	}
+	ip, err := m.join.Allocate()
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("join subnet %s has no address left for gateway router of node %s; remove stale nodes or widen --join-subnet: %w", m.join.Subnet(), node, err)
+	}
+	p := netip.PrefixFrom(ip, bits)
+	m.joinIPs[node] = p
+	return p, nil
+}
+
+// releaseGatewayJoinIP frees the node's join address.
+func (m *ipam) releaseGatewayJoinIP(node string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p, ok := m.joinIPs[node]; ok {
+		m.join.Release(p.Addr())
+		delete(m.joinIPs, node)
 	}
 }
 

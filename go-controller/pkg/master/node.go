@@ -47,6 +47,9 @@ func (m *Master) syncNode(ctx context.Context, name string) error {
 			return fmt.Errorf("annotating node %s with %s: %w", name, want, err)
 		}
 	}
+	if err := m.syncGateway(ctx, node, subnets); err != nil {
+		return err
+	}
 	// Pods whose node had no subnet yet retry with backoff; the node becoming
 	// ready (first successful sync since start, deletion or failure) calls
 	// them now rather than at their next retry.
@@ -124,17 +127,10 @@ func EnsureNode(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc
 		t.EnsureChild(router, &router.StaticRoutes, topology.RowIDKey, r, topology.RouteColumns(r))
 	}
 	owner := topology.Owner{Type: topology.OwnerNode, Name: name}
-	var stale []string
-	for _, uuid := range router.StaticRoutes {
-		r := &nbdb.LogicalRouterStaticRoute{UUID: uuid}
-		if nb.Get(ctx, r) != nil || !ownedBy(r.ExternalIDs, owner) {
-			continue
-		}
-		if id := r.ExternalIDs[topology.RowIDKey]; strings.HasPrefix(id, topology.HostRouteIDPrefix) && !wanted[id] {
-			stale = append(stale, uuid)
-		}
-	}
-	t.RemoveChildren(router, &router.StaticRoutes, stale...)
+	t.RemoveChildren(router, &router.StaticRoutes, pickChildren(ctx, nb, router.StaticRoutes, func(ids map[string]string) bool {
+		id := ids[topology.RowIDKey]
+		return ownedBy(ids, owner) && strings.HasPrefix(id, topology.HostRouteIDPrefix) && !wanted[id]
+	}, &nbdb.LogicalRouterStaticRoute{})...)
 	ops, err := t.Ops()
 	if err != nil {
 		return err
@@ -163,27 +159,10 @@ func (m *Master) deleteNode(ctx context.Context, name string) error {
 	if lrp != nil && router != nil && ownedBy(lrp.ExternalIDs, owner) {
 		t.RemoveChildren(router, &router.Ports, lrp.UUID)
 	}
-	// The node's gateway (gateway-init's rows): routers and switches are
-	// roots, their ports, NAT and routes go with them.
-	if gr := ovndb.Lookup(t, &nbdb.LogicalRouter{Name: topology.GatewayRouter(name)}); gr != nil && ownedBy(gr.ExternalIDs, owner) {
-		t.Delete(gr)
-	}
-	if ext := ovndb.Lookup(t, &nbdb.LogicalSwitch{Name: topology.ExternalSwitch(name)}); ext != nil && ownedBy(ext.ExternalIDs, owner) {
-		t.Delete(ext)
-	}
-	join := ovndb.Lookup(t, &nbdb.LogicalSwitch{Name: topology.JoinSwitch})
-	if jtor := ovndb.Lookup(t, &nbdb.LogicalSwitchPort{Name: topology.JoinToGatewayPort(name)}); jtor != nil && join != nil && ownedBy(jtor.ExternalIDs, owner) {
-		t.RemoveChildren(join, &join.Ports, jtor.UUID)
-	}
+	removeGatewayRows(ctx, t, m.nb, name)
 	if router != nil {
-		var stale []string
-		for _, uuid := range router.StaticRoutes {
-			r := &nbdb.LogicalRouterStaticRoute{UUID: uuid}
-			if m.nb.Get(ctx, r) == nil && ownedBy(r.ExternalIDs, owner) {
-				stale = append(stale, uuid)
-			}
-		}
-		t.RemoveChildren(router, &router.StaticRoutes, stale...)
+		t.RemoveChildren(router, &router.StaticRoutes, pickChildren(ctx, m.nb, router.StaticRoutes,
+			func(ids map[string]string) bool { return ownedBy(ids, owner) }, &nbdb.LogicalRouterStaticRoute{})...)
 	}
 	ops, err := t.Ops()
 	if err != nil {
@@ -196,6 +175,7 @@ func (m *Master) deleteNode(ctx context.Context, name string) error {
 		m.log.Info("removed deleted node's rows", "node", name)
 	}
 	m.ipam.releaseNode(name)
+	m.ipam.releaseGatewayJoinIP(name)
 	return nil
 }
 
@@ -210,6 +190,9 @@ func (m *Master) nodeUpdated(old, cur any) {
 	if ok1 && ok2 &&
 		o.Annotations[annotations.NodeSubnets] == n.Annotations[annotations.NodeSubnets] &&
 		o.Annotations[annotations.NodeMgmtPortMAC] == n.Annotations[annotations.NodeMgmtPortMAC] &&
+		o.Annotations[annotations.NodeChassisID] == n.Annotations[annotations.NodeChassisID] &&
+		o.Annotations[annotations.NodeL3GatewayConfig] == n.Annotations[annotations.NodeL3GatewayConfig] &&
+		o.Annotations[annotations.NodeGatewayJoinIP] == n.Annotations[annotations.NodeGatewayJoinIP] &&
 		slices.Equal(internalIPs(o), internalIPs(n)) {
 		return
 	}

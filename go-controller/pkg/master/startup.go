@@ -30,6 +30,14 @@ func (m *Master) rebuild() {
 	for _, node := range nodes {
 		m.restoreNodeSubnets(node.Name, node.Annotations)
 	}
+	// Join addresses of existing gateways are claimed before any is handed out.
+	for _, node := range nodes {
+		if p := m.existingJoinIP(node.Name, node.Annotations); p.IsValid() {
+			if _, err := m.ipam.gatewayJoinIP(node.Name, p); err != nil {
+				m.log.V(2).Info("gateway join address not restored", "node", node.Name, "reason", err.Error())
+			}
+		}
+	}
 	pods, _ := m.podLister.List(everything)
 	sort.Slice(pods, func(i, j int) bool {
 		return pods[i].Namespace+"/"+pods[i].Name < pods[j].Namespace+"/"+pods[j].Name

@@ -2,39 +2,34 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/go-logr/logr"
-	libovsdbclient "github.com/ovn-org/libovsdb/client"
 	"github.com/vishvananda/netlink"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
-	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
-	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovs"
-	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
-
-// Gateway asks the node daemon to run gateway-init too.
-type Gateway struct {
-	Config GatewayConfig
-	NB     libovsdbclient.Client
-}
 
 // Run is the node daemon: MinionInit (and GatewayInit when gw is set), then
 // again whenever the node's annotations change or the management port (OVS
-// port or link) is gone.
-func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interface, gw *Gateway, interval time.Duration, log logr.Logger) error {
-	kick := make(chan struct{}, 1)
-	poke := func() {
+// port or link) is gone. With a gateway it also keeps the gateway bridge's
+// flows and the host's NodePort chain exactly as the services want them,
+// replacing them whole when services change or they drift.
+func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interface, gw *GatewayConfig, interval time.Duration, log logr.Logger) error {
+	nodeKick, gwKick := make(chan struct{}, 1), make(chan struct{}, 1)
+	poke := func(ch chan struct{}) {
 		select {
-		case kick <- struct{}{}:
+		case ch <- struct{}{}:
 		default:
 		}
 	}
@@ -43,65 +38,111 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.NodeName).String()
 		}))
 	_, _ = factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { poke() },
+		AddFunc: func(any) { poke(nodeKick) },
 		UpdateFunc: func(old, cur any) {
 			o, n := old.(*corev1.Node), cur.(*corev1.Node)
-			if o.Annotations[annotations.NodeSubnets] != n.Annotations[annotations.NodeSubnets] ||
-				o.Annotations[annotations.NodeChassisID] != n.Annotations[annotations.NodeChassisID] ||
-				o.Annotations[annotations.NodeMgmtPortMAC] != n.Annotations[annotations.NodeMgmtPortMAC] {
-				poke()
+			for _, k := range []string{annotations.NodeSubnets, annotations.NodeChassisID, annotations.NodeMgmtPortMAC, annotations.NodeL3GatewayConfig} {
+				if o.Annotations[k] != n.Annotations[k] {
+					poke(nodeKick)
+				}
 			}
 		},
 	})
 	factory.Start(ctx.Done())
+	var svcs corelisters.ServiceLister
 	if gw != nil {
-		// A reconnect may mean a new, empty NB: build the gateway again.
-		go ovndb.WatchReconnects(ctx, gw.NB, 100*time.Millisecond, log.WithName("nb"), poke)
+		svcFactory := informers.NewSharedInformerFactory(kube, 0)
+		inf := svcFactory.Core().V1().Services()
+		_, _ = inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { poke(gwKick) },
+			UpdateFunc: func(any, any) { poke(gwKick) },
+			DeleteFunc: func(any) { poke(gwKick) },
+		})
+		svcs = inf.Lister()
+		svcFactory.Start(ctx.Done())
+		svcFactory.WaitForCacheSync(ctx.Done())
 	}
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
-	poke()
+	poke(nodeKick)
 	for {
+		full := false
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-kick:
+		case <-nodeKick:
+			full = true
+		case <-gwKick:
 		case <-ticker.C:
-			missing := missingParts(ctx, cfg.NodeName, sw, gw)
+			missing := missingParts(ctx, cfg, sw, gw, svcs)
 			if missing == "" {
 				continue
 			}
 			log.Info("node setup incomplete; repairing it", "missing", missing)
+			full = true
 		}
-		res, err := MinionInit(ctx, cfg, sw, kube, log)
+		var err error
+		if full {
+			_, err = MinionInit(ctx, cfg, sw, kube, log)
+		}
 		if err == nil && gw != nil {
-			gcfg := gw.Config
-			gcfg.HostSubnet = res.Subnet
-			err = GatewayInit(ctx, gcfg, gw.NB, sw, kube, log)
+			err = syncGateway(ctx, *gw, sw, kube, svcs, log)
 		}
 		if err != nil {
 			log.Error(err, "node setup failed; retrying")
-			time.AfterFunc(time.Second, poke)
+			time.AfterFunc(time.Second, func() { poke(nodeKick) })
 		}
 	}
 }
 
-// missingParts names what of the node's setup is gone (deleted by hand, or
-// a restored NB), or is empty.
-func missingParts(ctx context.Context, node string, sw *ovs.Client, gw *Gateway) string {
+// syncGateway runs GatewayInit with the current services and replaces the
+// host's NodePort chain.
+func syncGateway(ctx context.Context, gw GatewayConfig, sw *ovs.Client, kube kubernetes.Interface, svcs corelisters.ServiceLister, log logr.Logger) error {
+	list, err := svcs.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	if err := GatewayInit(ctx, gw, sw, kube, ServiceFlows(list), log); err != nil {
+		return err
+	}
+	return hostNAT{}.replace(ctx, HostNodePortRules(list))
+}
+
+// missingParts names what of the node's setup is gone or has drifted
+// (deleted by hand, flows changed behind our back), or is empty.
+func missingParts(ctx context.Context, cfg Config, sw *ovs.Client, gw *GatewayConfig, svcs corelisters.ServiceLister) string {
 	if !managementPortPresent(ctx, sw) {
 		return "management port " + ManagementPortName
 	}
 	if gw == nil {
 		return ""
 	}
-	gr := &nbdb.LogicalRouter{Name: topology.GatewayRouter(node)}
-	var found []nbdb.LogicalRouter
-	_ = gw.NB.WhereCache(func(r *nbdb.LogicalRouter) bool { return r.Name == gr.Name }).List(ctx, &found)
-	if len(found) == 0 && gw.NB.CurrentEndpoint() != "" {
-		return "gateway router " + gr.Name
+	list, err := svcs.List(labels.Everything())
+	if err != nil {
+		return err.Error()
+	}
+	mac, err := bridgeMAC(ctx, sw, gw.Bridge)
+	if err != nil {
+		return err.Error()
+	}
+	flows, err := bridgeFlows(ctx, *gw, sw, mac, ServiceFlows(list))
+	if err != nil {
+		return err.Error()
+	}
+	if d, err := NewFlowTable(gw.Bridge, gw.OVSAddress).Drift(ctx, flows); err != nil || d != "" {
+		return fmt.Sprintf("flows of %s differ: %s%v", gw.Bridge, d, errText(err))
+	}
+	if d := (hostNAT{}).drift(ctx, HostNodePortRules(list)); d != "" {
+		return "host NodePort chain: " + d
 	}
 	return ""
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 func managementPortPresent(ctx context.Context, sw *ovs.Client) bool {

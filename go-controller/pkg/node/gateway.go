@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -12,219 +11,140 @@ import (
 
 	"github.com/go-logr/logr"
 	libovsdbclient "github.com/ovn-org/libovsdb/client"
-	"github.com/ovn-org/libovsdb/ovsdb"
 	"github.com/vishvananda/netlink"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
-	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovs"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
 
 // GatewayConfig is what gateway-init needs.
 type GatewayConfig struct {
-	NodeName       string
-	ClusterSubnets []netip.Prefix
-	JoinSubnet     netip.Prefix
-	Bridge         string       // OVS bridge holding the NIC (nics-to-bridge makes br<NIC>)
-	PhysicalIP     netip.Prefix // the node's address on that network
-	DefaultGW      netip.Addr   // may be invalid: no default route
-	PhysNet        string
-	HostSubnet     netip.Prefix // else read from the node annotation
-	SubnetTimeout  time.Duration
+	NodeName   string
+	Bridge     string       // OVS bridge holding the NIC (nics-to-bridge makes br<NIC>)
+	PhysicalIP netip.Prefix // the node's address on that network
+	DefaultGW  netip.Addr   // may be invalid: no default route
+	OVSAddress string       // the local OVS database; the bridge's management socket is next to it
 }
 
-// GatewayInit builds the node's gateway router and external switch in the NB,
-// maps the physical network to the bridge in OVS and publishes
-// k8s.ovn.org/l3-gateway-config. Idempotent.
-func GatewayInit(ctx context.Context, cfg GatewayConfig, nb libovsdbclient.Client, sw *ovs.Client, kube kubernetes.Interface, log logr.Logger) error {
+// GatewayInit prepares the node's side of its shared gateway and asks the
+// master for the rest: it maps the physical network to the bridge
+// (ovn-bridge-mappings), publishes k8s.ovn.org/l3-gateway-config (from which
+// the master builds GR_<node>, ext_<node>, SNAT and routes) and puts the
+// bridge's flows in place. Idempotent.
+func GatewayInit(ctx context.Context, cfg GatewayConfig, sw *ovs.Client, kube kubernetes.Interface, services []ServiceFlow, log logr.Logger) error {
+	mac, err := gatewayOVS(ctx, cfg, sw)
+	if err != nil {
+		return err
+	}
+	if err := annotateNode(ctx, kube, cfg.NodeName, map[string]string{annotations.NodeL3GatewayConfig: gatewayAnnotation(cfg, mac)}); err != nil {
+		return err
+	}
+	flows, err := bridgeFlows(ctx, cfg, sw, mac, services)
+	if err != nil {
+		return err
+	}
+	if err := NewFlowTable(cfg.Bridge, cfg.OVSAddress).Replace(ctx, flows); err != nil {
+		return err
+	}
+	log.V(2).Info("gateway configured", "node", cfg.NodeName, "bridge", cfg.Bridge, "physicalIP", cfg.PhysicalIP, "flows", len(flows))
+	return nil
+}
+
+// gatewayOVS maps the physical network to the bridge and returns the
+// bridge's MAC, which the gateway router shares with the host.
+func gatewayOVS(ctx context.Context, cfg GatewayConfig, sw *ovs.Client) (net.HardwareAddr, error) {
+	root, err := sw.Root(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if root.ExternalIDs["system-id"] == "" {
+		return nil, fmt.Errorf("OVS has no external_ids:system-id: run `ovnkube minion-init` first")
+	}
+	mappings := mergeBridgeMappings(root.ExternalIDs["ovn-bridge-mappings"], topology.DefaultPhysNet, cfg.Bridge)
+	if _, err := sw.SetExternalIDs(ctx, map[string]string{"ovn-bridge-mappings": mappings}); err != nil {
+		return nil, fmt.Errorf("setting ovn-bridge-mappings: %w", err)
+	}
+	return bridgeMAC(ctx, sw, cfg.Bridge)
+}
+
+func gatewayAnnotation(cfg GatewayConfig, mac net.HardwareAddr) string {
+	gw := annotations.L3GatewayConfig{
+		Mode: "shared", InterfaceID: topology.LocalnetPort(cfg.Bridge, cfg.NodeName), MAC: mac,
+		IPs: []netip.Prefix{cfg.PhysicalIP}, NodePortEnable: true,
+	}
+	if cfg.DefaultGW.IsValid() {
+		gw.NextHops = []netip.Addr{cfg.DefaultGW}
+	}
+	return annotations.FormatL3GatewayConfig(gw)
+}
+
+// bridgeFlows computes the bridge's desired flows from its ports in OVS.
+func bridgeFlows(ctx context.Context, cfg GatewayConfig, sw *ovs.Client, mac net.HardwareAddr, services []ServiceFlow) ([]string, error) {
+	ifaces, err := sw.BridgeInterfaces(ctx, cfg.Bridge)
+	if err != nil {
+		return nil, fmt.Errorf("%w (run `ovnkube nics-to-bridge NIC` first)", err)
+	}
+	in := BridgeFlows{MAC: mac, IPs: []netip.Addr{cfg.PhysicalIP.Addr()}, Services: services}
+	var nics []string
+	for _, i := range ifaces {
+		if i.Ofport == nil || *i.Ofport <= 0 {
+			continue
+		}
+		switch {
+		case i.Name == cfg.Bridge:
+		case i.Type == "patch":
+			in.PatchPort = *i.Ofport
+		default:
+			nics = append(nics, i.Name)
+			in.NICPort = *i.Ofport
+		}
+	}
+	if len(nics) != 1 {
+		return nil, fmt.Errorf("bridge %s must hold exactly one NIC besides the patch port to br-int; it has %v", cfg.Bridge, nics)
+	}
+	return in.Flows(), nil
+}
+
+// RemoveGateway undoes GatewayInit on the node: the annotation goes (the
+// master then removes GR_<node> and its rows), the bridge mapping goes
+// (ovn-controller removes its patch port) and the bridge gets back the one
+// flow it had before, a plain learning switch.
+func RemoveGateway(ctx context.Context, cfg GatewayConfig, sw *ovs.Client, kube kubernetes.Interface, log logr.Logger) error {
+	if err := annotateNode(ctx, kube, cfg.NodeName, map[string]string{annotations.NodeL3GatewayConfig: ""}); err != nil {
+		return err
+	}
 	root, err := sw.Root(ctx)
 	if err != nil {
 		return err
 	}
-	systemID := root.ExternalIDs["system-id"]
-	if systemID == "" {
-		return fmt.Errorf("OVS has no external_ids:system-id: run `ovnkube minion-init` first")
-	}
-	mappings := mergeBridgeMappings(root.ExternalIDs["ovn-bridge-mappings"], cfg.PhysNet, cfg.Bridge)
+	mappings := removeBridgeMapping(root.ExternalIDs["ovn-bridge-mappings"], topology.DefaultPhysNet, cfg.Bridge)
 	if _, err := sw.SetExternalIDs(ctx, map[string]string{"ovn-bridge-mappings": mappings}); err != nil {
-		return fmt.Errorf("setting ovn-bridge-mappings: %w", err)
+		return fmt.Errorf("removing ovn-bridge-mappings: %w", err)
 	}
-	mac, err := bridgeMAC(ctx, sw, cfg.Bridge)
-	if err != nil {
+	if err := NewFlowTable(cfg.Bridge, cfg.OVSAddress).Replace(ctx, []string{"priority=0,actions=NORMAL"}); err != nil {
 		return err
 	}
-	subnet := cfg.HostSubnet
-	if !subnet.IsValid() {
-		if kube == nil {
-			return fmt.Errorf("no host subnet given and no Kubernetes client to read node %s's annotation", cfg.NodeName)
-		}
-		if subnet, err = waitForSubnet(ctx, kube, cfg.NodeName, cfg.SubnetTimeout); err != nil {
-			return err
-		}
-	}
-	commit := func(ops []ovsdb.Operation) error { return ovndb.Transact(ctx, nb, ops) }
-	var joinIP netip.Prefix
-	var rows topology.GatewayRows
-	for attempt := 1; ; attempt++ {
-		joinIP, rows, err = buildGatewayRouter(ctx, cfg, nb, commit, systemID, subnet, mac)
-		if err == nil || !errors.Is(err, errJoinIPTaken) || attempt == 5 {
-			break
-		}
-		select { // another node's gateway took the address: look again
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("gateway router of node %s: %w", cfg.NodeName, err)
-	}
-	// Pass 2: NAT and routes hang off the routers, which now exist.
-	t := ovndb.NewTxn(nb)
-	gr := ovndb.Lookup(t, &nbdb.LogicalRouter{Name: rows.Router.Name})
-	cluster := ovndb.Lookup(t, &nbdb.LogicalRouter{Name: topology.ClusterRouter})
-	if gr == nil || cluster == nil {
-		return fmt.Errorf("gateway router %s vanished while being built; run again", rows.Router.Name)
-	}
-	for _, nat := range rows.SNATs {
-		t.EnsureChild(gr, &gr.Nat, topology.RowIDKey, nat, topology.NATColumns(nat))
-	}
-	for _, r := range rows.Routes {
-		t.EnsureChild(gr, &gr.StaticRoutes, topology.RowIDKey, r, topology.RouteColumns(r))
-	}
-	for _, r := range rows.ClusterRoutes {
-		t.EnsureChild(cluster, &cluster.StaticRoutes, topology.RowIDKey, r, topology.RouteColumns(r))
-	}
-	ops, err := t.Ops()
-	if err == nil {
-		err = commit(ops)
-	}
-	if err != nil {
-		return fmt.Errorf("gateway NAT and routes of node %s: %w", cfg.NodeName, err)
-	}
-	if kube != nil {
-		gwCfg := annotations.L3GatewayConfig{
-			Mode: "shared", InterfaceID: rows.Localnet.Name, MAC: mac,
-			IPs: []netip.Prefix{cfg.PhysicalIP}, NodePortEnable: true,
-		}
-		if cfg.DefaultGW.IsValid() {
-			gwCfg.NextHops = []netip.Addr{cfg.DefaultGW}
-		}
-		if err := annotateNode(ctx, kube, cfg.NodeName, map[string]string{annotations.NodeL3GatewayConfig: annotations.FormatL3GatewayConfig(gwCfg)}); err != nil {
-			return err
-		}
-	}
-	log.V(2).Info("gateway configured", "node", cfg.NodeName, "router", rows.Router.Name, "joinIP", joinIP, "physicalIP", cfg.PhysicalIP)
+	log.Info("gateway removed", "node", cfg.NodeName, "bridge", cfg.Bridge)
 	return nil
 }
 
-// errJoinIPTaken: the gateway's transaction failed while claiming a fresh
-// join address, most likely taken by another node's gateway at once.
-var errJoinIPTaken = errors.New("join address taken meanwhile")
-
-// buildGatewayRouter is gateway-init's first pass: the gateway router, the
-// external switch and their ports, with the node's join address.
-func buildGatewayRouter(ctx context.Context, cfg GatewayConfig, nb libovsdbclient.Client, commit func([]ovsdb.Operation) error,
-	systemID string, subnet netip.Prefix, mac net.HardwareAddr) (netip.Prefix, topology.GatewayRows, error) {
-	var none netip.Prefix
-	var rows topology.GatewayRows
-	t := ovndb.NewTxn(nb)
-	group := ovndb.Lookup(t, &nbdb.LoadBalancerGroup{Name: topology.ClusterLBGroup})
-	cluster := ovndb.Lookup(t, &nbdb.LogicalRouter{Name: topology.ClusterRouter})
-	join := ovndb.Lookup(t, &nbdb.LogicalSwitch{Name: topology.JoinSwitch})
-	if t.Err() != nil {
-		return none, rows, t.Err()
-	}
-	if group == nil || cluster == nil || join == nil {
-		return none, rows, fmt.Errorf("the cluster topology is not there yet (run ovnkube master or master-init)")
-	}
-	joinIP, fresh, err := gatewayJoinIP(nb, cfg.NodeName, cfg.JoinSubnet)
-	if err != nil {
-		return none, rows, err
-	}
-	if fresh {
-		guardJoinIP(t, joinIP)
-	}
-	rows = topology.Gateway(topology.GatewayInput{
-		Node: cfg.NodeName, SystemID: systemID, JoinIP: joinIP, JoinSubnet: cfg.JoinSubnet,
-		ClusterSubnets: cfg.ClusterSubnets, HostSubnets: []netip.Prefix{subnet},
-		PhysicalIP: cfg.PhysicalIP, BridgeMAC: mac, Bridge: cfg.Bridge, PhysNet: cfg.PhysNet,
-		DefaultGW: cfg.DefaultGW, LBGroup: group.UUID,
-	})
-	// Pass 1: routers, switches and their ports.
-	rtoj := t.Ensure(rows.RouterToJoin, topology.LRPColumns(rows.RouterToJoin), nil)
-	rtoe := t.Ensure(rows.RouterToExt, topology.LRPColumns(rows.RouterToExt), nil)
-	t.Ensure(rows.Router, []any{&rows.Router.Options, &rows.Router.ExternalIDs, &rows.Router.LoadBalancerGroup}, &rows.Router.Ports, rtoj, rtoe)
-	jtor := t.Ensure(rows.JoinToRouter, topology.LSPColumns(rows.JoinToRouter), nil)
-	t.AddChildren(join, &join.Ports, jtor)
-	localnet := t.Ensure(rows.Localnet, topology.LSPColumns(rows.Localnet), nil)
-	etor := t.Ensure(rows.ExtToRouter, topology.LSPColumns(rows.ExtToRouter), nil)
-	t.Ensure(rows.External, []any{&rows.External.ExternalIDs}, &rows.External.Ports, localnet, etor)
-	removeLegacyLocalnet(t, cfg.Bridge, cfg.NodeName)
-	ops, err := t.Ops()
-	if err == nil {
-		err = commit(ops)
-	}
-	if err != nil && fresh {
-		// The guard is the likeliest reason; the caller looks again.
-		return none, rows, fmt.Errorf("%w: %v", errJoinIPTaken, err)
-	}
-	return joinIP, rows, err
-}
-
-// removeLegacyLocalnet drops the localnet port of ours that an older
-// version named <bridge>_<node> (a name a pod could take): two localnet
-// ports on ext_<node> would both deliver the physical network's frames.
-func removeLegacyLocalnet(t *ovndb.Txn, bridge, node string) {
-	old := ovndb.Lookup(t, &nbdb.LogicalSwitchPort{Name: topology.LegacyLocalnetPort(bridge, node)})
-	ext := ovndb.Lookup(t, &nbdb.LogicalSwitch{Name: topology.ExternalSwitch(node)})
-	if old == nil || ext == nil || old.Type != "localnet" {
-		return
-	}
-	if owner, ok := topology.OwnerOf(old.ExternalIDs); ok && owner == (topology.Owner{Type: topology.OwnerNode, Name: node}) {
-		t.RemoveChildren(ext, &ext.Ports, old.UUID)
-	}
-}
-
-// gatewayJoinIP returns the node's join address: the one its gateway port
-// already has (fresh false), else the lowest address of the join subnet that
-// no router port uses (fresh true), so the addresses of removed gateways
-// return to the pool. A fresh address must be committed under guardJoinIP.
-func gatewayJoinIP(nb libovsdbclient.Client, node string, joinSubnet netip.Prefix) (ip netip.Prefix, fresh bool, err error) {
-	own := &nbdb.LogicalRouterPort{Name: topology.RouterToGatewayJoinPort(node)}
-	if nb.Get(context.Background(), own) == nil && len(own.Networks) > 0 {
-		p, err := netip.ParsePrefix(own.Networks[0])
-		if err == nil && joinSubnet.Contains(p.Addr()) {
-			return p, false, nil
+// WaitForGatewayRouter waits until the master has built the node's gateway router.
+func WaitForGatewayRouter(ctx context.Context, nb libovsdbclient.Client, node string) error {
+	name := topology.GatewayRouter(node)
+	for {
+		var found []nbdb.LogicalRouter
+		if err := nb.WhereCache(func(r *nbdb.LogicalRouter) bool { return r.Name == name }).List(ctx, &found); err == nil && len(found) > 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not built by the master yet (is `ovnkube master` running?): %w", name, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	used := map[netip.Addr]bool{}
-	var lrps []nbdb.LogicalRouterPort
-	_ = nb.List(context.Background(), &lrps)
-	for _, lrp := range lrps {
-		for _, n := range lrp.Networks {
-			if p, err := netip.ParsePrefix(n); err == nil {
-				used[p.Addr()] = true
-			}
-		}
-	}
-	// .0 is the network, .1 the cluster router's port.
-	for a := joinSubnet.Addr().Next().Next(); joinSubnet.Contains(a) && joinSubnet.Contains(a.Next()); a = a.Next() {
-		if !used[a] {
-			return netip.PrefixFrom(a, joinSubnet.Bits()), true, nil
-		}
-	}
-	return netip.Prefix{}, false, fmt.Errorf("join subnet %s has no address left for gateway router %s; remove stale gateways or widen --join-subnet", joinSubnet, topology.GatewayRouter(node))
-}
-
-// guardJoinIP fails the transaction if another gateway took ip meanwhile
-// (gateway-init of two nodes at once).
-func guardJoinIP(t *ovndb.Txn, ip netip.Prefix) {
-	probe := &nbdb.LogicalRouterPort{Networks: []string{ip.String()}}
-	t.FailIfExists(probe, &probe.Networks)
 }
 
 // mergeBridgeMappings sets physnet→bridge in an "net:bridge,net:bridge" list.
@@ -235,7 +155,11 @@ func mergeBridgeMappings(existing, physnet, bridge string) string {
 			m[k] = v
 		}
 	}
-	m[physnet] = bridge
+	if bridge == "" {
+		delete(m, physnet)
+	} else {
+		m[physnet] = bridge
+	}
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -246,6 +170,16 @@ func mergeBridgeMappings(existing, physnet, bridge string) string {
 		parts[i] = k + ":" + m[k]
 	}
 	return strings.Join(parts, ",")
+}
+
+// removeBridgeMapping drops physnet from the list if it maps to bridge.
+func removeBridgeMapping(existing, physnet, bridge string) string {
+	for _, pair := range strings.Split(existing, ",") {
+		if strings.TrimSpace(pair) == physnet+":"+bridge {
+			return mergeBridgeMappings(existing, physnet, "")
+		}
+	}
+	return existing
 }
 
 // bridgeMAC is the MAC of the bridge's local port, which nics-to-bridge made

@@ -1,113 +1,110 @@
 package node
 
 import (
-	"context"
-	"fmt"
+	"net"
 	"net/netip"
+	"slices"
+	"strings"
 	"testing"
-	"time"
 
-	libovsdbclient "github.com/ovn-org/libovsdb/client"
-
-	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
-	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
-	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb/ovndbtest"
-	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
-	"github.com/ovn-k8s/ovn-k8s/test/harness"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// addGateway creates GR_<node> with its join port at ip, as gateway-init's
-// first pass does, guarded when the address is fresh.
-func addGateway(nb libovsdbclient.Client, node string, ip netip.Prefix, fresh bool) error {
-	t := ovndb.NewTxn(nb)
-	if fresh {
-		guardJoinIP(t, ip)
-	}
-	lrp := &nbdb.LogicalRouterPort{Name: topology.RouterToGatewayJoinPort(node), MAC: "0a:58:64:40:00:02", Networks: []string{ip.String()}}
-	uuid := t.Ensure(lrp, []any{&lrp.Networks}, nil)
-	gr := &nbdb.LogicalRouter{Name: topology.GatewayRouter(node), ExternalIDs: topology.Owner{Type: topology.OwnerNode, Name: node}.ExternalIDs()}
-	t.Ensure(gr, []any{&gr.ExternalIDs}, &gr.Ports, uuid)
-	ops, err := t.Ops()
-	if err != nil {
-		return err
-	}
-	return ovndb.Transact(context.Background(), nb, ops)
+func testBridge(patch int) BridgeFlows {
+	mac, _ := net.ParseMAC("0a:58:ac:12:00:02")
+	return BridgeFlows{NICPort: 1, PatchPort: patch, MAC: mac, IPs: []netip.Addr{netip.MustParseAddr("172.18.0.2")},
+		Services: []ServiceFlow{
+			{Protocol: corev1.ProtocolTCP, Port: 30080},
+			{Protocol: corev1.ProtocolUDP, Port: 30053},
+			{Protocol: corev1.ProtocolTCP, IP: netip.MustParseAddr("192.0.2.10"), Port: 80},
+		}}
 }
 
-func removeGateway(t *testing.T, nb libovsdbclient.Client, node string) {
-	t.Helper()
-	txn := ovndb.NewTxn(nb)
-	if gr := ovndb.Lookup(txn, &nbdb.LogicalRouter{Name: topology.GatewayRouter(node)}); gr != nil {
-		txn.Delete(gr) // its join port goes with it
-	}
-	ops, _ := txn.Ops()
-	if err := ovndb.Transact(context.Background(), nb, ops); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func waitJoinPort(t *testing.T, nb libovsdbclient.Client, node string, present bool) {
-	t.Helper()
-	harness.Eventually(t, 5*time.Second, "join port of "+node+" in the cache", func() error {
-		err := nb.Get(context.Background(), &nbdb.LogicalRouterPort{Name: topology.RouterToGatewayJoinPort(node)})
-		if (err == nil) != present {
-			return fmt.Errorf("present=%v, want %v", err == nil, present)
-		}
-		return nil
-	})
-}
-
-// Item 8: node churn far beyond the join subnet's size never exhausts it:
-// a removed gateway's address returns to the pool.
-func TestGatewayJoinAddressesAreReused(t *testing.T) {
-	nb := ovndbtest.Connect(t, ovndbtest.NewServer(t))
-	join := netip.MustParsePrefix("100.64.0.0/29") // .2 to .6 for gateways
-	seen := map[string]bool{}
-	for i := 0; i < 20; i++ {
-		node := fmt.Sprintf("n%d", i)
-		ip, fresh, err := gatewayJoinIP(nb, node, join)
-		if err != nil {
-			t.Fatalf("node %d: %v", i, err)
-		}
-		if !fresh || !join.Contains(ip.Addr()) || ip.Addr() == join.Addr().Next() {
-			t.Fatalf("node %d got %v (fresh %v)", i, ip, fresh)
-		}
-		if err := addGateway(nb, node, ip, fresh); err != nil {
-			t.Fatal(err)
-		}
-		waitJoinPort(t, nb, node, true)
-		if again, fresh, _ := gatewayJoinIP(nb, node, join); again != ip || fresh {
-			t.Fatalf("node %d asked again got %v (fresh %v), holds %v", i, again, fresh, ip)
-		}
-		seen[ip.String()] = true
-		if i >= 2 { // keep two gateways, remove the older ones
-			old := fmt.Sprintf("n%d", i-2)
-			removeGateway(t, nb, old)
-			waitJoinPort(t, nb, old, false)
+// Item 1: the shared MAC is never learned, the patch port may only send
+// with it, ARP for the shared address reaches the host alone, new
+// connections to service addresses go to the router, replies to its
+// connections come back to it, and the rest goes to the host.
+func TestBridgeFlowsShareTheNIC(t *testing.T) {
+	flows := testBridge(2).Flows()
+	text := strings.Join(flows, "\n")
+	for _, want := range []string{
+		"table=0,priority=110,in_port=1,tcp,nw_dst=172.18.0.2,tp_dst=30080,actions=output:2",
+		"table=0,priority=110,in_port=1,udp,nw_dst=172.18.0.2,tp_dst=30053,actions=output:2",
+		"table=0,priority=110,in_port=1,tcp,nw_dst=192.0.2.10,tp_dst=80,actions=output:2",
+		"table=0,priority=20,in_port=1,arp,arp_op=1,arp_tpa=172.18.0.2,actions=LOCAL",
+		"table=0,priority=10,in_port=1,arp,actions=LOCAL,output:2",
+		"table=0,priority=100,in_port=2,dl_src=0a:58:ac:12:00:02,ip,actions=ct(commit,zone=64000,exec(load:1->NXM_NX_CT_MARK[])),output:1",
+		"table=0,priority=9,in_port=2,actions=drop",
+		"table=0,priority=100,in_port=LOCAL,ip,actions=ct(commit,zone=64000,exec(load:2->NXM_NX_CT_MARK[])),output:1",
+		"table=0,priority=50,in_port=1,ip,actions=ct(zone=64000,table=1)",
+		"table=1,priority=100,ct_state=+est+trk,ct_mark=1,ip,actions=output:2",
+		"table=1,priority=0,actions=LOCAL",
+		"table=0,priority=500,in_port=1,udp,nw_dst=172.18.0.2,tp_dst=6081,actions=LOCAL",
+	} {
+		if !slices.Contains(flows, want) {
+			t.Errorf("missing %s in\n%s", want, text)
 		}
 	}
-	if len(seen) > 5 {
-		t.Fatalf("used %d addresses of a /29", len(seen))
+	if strings.Contains(text, "NORMAL") || strings.Contains(text, "FLOOD") {
+		t.Errorf("flows learn or flood the shared MAC:\n%s", text)
+	}
+	if !slices.IsSorted(flows) || !slices.Equal(flows, testBridge(2).Flows()) {
+		t.Errorf("flows are not a stable, sorted set")
 	}
 }
 
-// Two gateways choosing from the same view cannot both take one address.
-func TestGatewayJoinAddressGuard(t *testing.T) {
-	nb := ovndbtest.Connect(t, ovndbtest.NewServer(t))
-	join := netip.MustParsePrefix("100.64.0.0/16")
-	a, _, _ := gatewayJoinIP(nb, "a", join)
-	b, _, _ := gatewayJoinIP(nb, "b", join)
-	if a != b {
-		t.Fatalf("same view, different choices %v %v", a, b)
+// Before ovn-controller made the patch port the host keeps the NIC to itself.
+func TestBridgeFlowsWithoutPatchPortAreHostOnly(t *testing.T) {
+	text := strings.Join(testBridge(0).Flows(), "\n")
+	for _, bad := range []string{"output:0", "in_port=0", "priority=110"} {
+		if strings.Contains(text, bad) {
+			t.Errorf("flows mention %q without a patch port:\n%s", bad, text)
+		}
 	}
-	if err := addGateway(nb, "a", a, true); err != nil {
-		t.Fatal(err)
+	if !strings.Contains(text, "table=0,priority=0,in_port=1,actions=LOCAL") || !strings.Contains(text, "table=0,priority=10,in_port=LOCAL,actions=output:1") {
+		t.Errorf("host path missing:\n%s", text)
 	}
-	if err := addGateway(nb, "b", b, true); err == nil {
-		t.Fatalf("b took %v, which a holds", b)
+}
+
+func TestServiceFlowsAndHostNodePortRules(t *testing.T) {
+	svcs := []*corev1.Service{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "np"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, ClusterIP: "10.96.0.5",
+			Ports: []corev1.ServicePort{{Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30080}}, ExternalIPs: []string{"192.0.2.10", "bad"}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "lb"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ClusterIP: "10.96.0.6",
+			Ports: []corev1.ServicePort{{Protocol: corev1.ProtocolUDP, Port: 53, NodePort: 30053}}},
+			Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.20"}}}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "cip"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.96.0.7",
+			Ports: []corev1.ServicePort{{Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30099}}}},
 	}
-	waitJoinPort(t, nb, "a", true)
-	if next, _, _ := gatewayJoinIP(nb, "b", join); next == a {
-		t.Fatalf("b offered a's address %v again", a)
+	got := ServiceFlows(svcs)
+	want := []ServiceFlow{
+		{Protocol: corev1.ProtocolTCP, Port: 30080},
+		{Protocol: corev1.ProtocolTCP, IP: netip.MustParseAddr("192.0.2.10"), Port: 80},
+		{Protocol: corev1.ProtocolUDP, Port: 30053},
+		{Protocol: corev1.ProtocolUDP, IP: netip.MustParseAddr("192.0.2.20"), Port: 53},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("ServiceFlows = %v, want %v", got, want)
+	}
+	rules := HostNodePortRules(svcs)
+	wantRules := []string{
+		"-A OVN-KUBE-NODEPORT -p tcp -m addrtype --dst-type LOCAL -m tcp --dport 30080 -j DNAT --to-destination 10.96.0.5:80",
+		"-A OVN-KUBE-NODEPORT -p udp -m addrtype --dst-type LOCAL -m udp --dport 30053 -j DNAT --to-destination 10.96.0.6:53",
+	}
+	if !slices.Equal(rules, wantRules) {
+		t.Errorf("HostNodePortRules =\n%s\nwant\n%s", strings.Join(rules, "\n"), strings.Join(wantRules, "\n"))
+	}
+}
+
+func TestBridgeMappings(t *testing.T) {
+	if got := mergeBridgeMappings("other:br1", "physnet", "breth0"); got != "other:br1,physnet:breth0" {
+		t.Errorf("merge = %q", got)
+	}
+	if got := removeBridgeMapping("other:br1,physnet:breth0", "physnet", "breth0"); got != "other:br1" {
+		t.Errorf("remove = %q", got)
+	}
+	if got := removeBridgeMapping("physnet:brX", "physnet", "breth0"); got != "physnet:brX" {
+		t.Errorf("remove of another bridge's mapping = %q", got)
 	}
 }

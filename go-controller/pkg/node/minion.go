@@ -157,9 +157,13 @@ func annotateNode(ctx context.Context, kube kubernetes.Interface, name string, v
 }
 
 func patchNodeAnnotations(ctx context.Context, kube kubernetes.Interface, node *corev1.Node, values map[string]string) error {
-	changed := map[string]string{}
+	changed := map[string]any{}
 	for k, v := range values {
-		if node.Annotations[k] != v {
+		have, ok := node.Annotations[k]
+		switch {
+		case v == "" && ok:
+			changed[k] = nil // an empty value removes the annotation
+		case v != "" && have != v:
 			changed[k] = v
 		}
 	}

@@ -404,3 +404,25 @@ func mergeKeys(have, want map[string]string) (map[string]string, bool) {
 	}
 	return merged, changed
 }
+
+// BridgeInterfaces returns the interfaces of every port on the bridge.
+func (c *Client) BridgeInterfaces(ctx context.Context, bridge string) ([]vswitchd.Interface, error) {
+	b := &vswitchd.Bridge{Name: bridge}
+	if err := c.Get(ctx, b); err != nil {
+		return nil, fmt.Errorf("bridge %s: %w", bridge, err)
+	}
+	var out []vswitchd.Interface
+	for _, pu := range b.Ports {
+		p := &vswitchd.Port{UUID: pu}
+		if c.Get(ctx, p) != nil {
+			continue
+		}
+		for _, iu := range p.Interfaces {
+			i := &vswitchd.Interface{UUID: iu}
+			if c.Get(ctx, i) == nil {
+				out = append(out, *i)
+			}
+		}
+	}
+	return out, nil
+}

@@ -63,7 +63,12 @@ func LoadBalancers(svc *corev1.Service, slices []*discovery.EndpointSlice, gatew
 	if svc.Spec.Type == corev1.ServiceTypeExternalName || svc.Spec.ClusterIP == corev1.ClusterIPNone {
 		return d
 	}
-	frontends, problems := frontendIPs(svc)
+	frontends, externals, problems := frontendIPs(svc)
+	local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
+	isExternal := map[netip.Addr]bool{}
+	for _, ip := range externals {
+		isExternal[ip] = true
+	}
 	d.Problems = append(d.Problems, problems...)
 	eps := collectEndpoints(key, slices, &d.Problems)
 	cluster := map[corev1.Protocol]*nbdb.LoadBalancer{}
@@ -84,29 +89,60 @@ func LoadBalancers(svc *corev1.Service, slices []*discovery.EndpointSlice, gatew
 			lb = newLB(svc, ClusterLBName(svc.Namespace, svc.Name, sp.Protocol), proto)
 			cluster[sp.Protocol] = lb
 		}
+		// With externalTrafficPolicy Local, outside clients reach external
+		// addresses on each gateway router with that node's endpoints only;
+		// pods reach them at their switch with all endpoints.
+		external := local && (len(externals) > 0)
 		for _, ip := range frontends {
+			if external && isExternal[ip] {
+				continue
+			}
 			lb.Vips[vip(ip, sp.Port)] = backends.forFamily(ip)
 		}
-		if sp.NodePort > 0 && sp.NodePort <= 65535 && (svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer) {
-			if len(nodeAddrs) > 0 {
-				slb := switchLBs[sp.Protocol]
-				if slb == nil {
-					slb = newLB(svc, SwitchLBName(svc.Namespace, svc.Name, sp.Protocol), proto)
-					switchLBs[sp.Protocol] = slb
+		switchLB := func() *nbdb.LoadBalancer {
+			slb := switchLBs[sp.Protocol]
+			if slb == nil {
+				slb = newLB(svc, SwitchLBName(svc.Namespace, svc.Name, sp.Protocol), proto)
+				switchLBs[sp.Protocol] = slb
+			}
+			return slb
+		}
+		if external {
+			for _, ip := range externals {
+				switchLB().Vips[vip(ip, sp.Port)] = backends.forFamily(ip)
+			}
+		}
+		nodePort := sp.NodePort > 0 && sp.NodePort <= 65535 && (svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer)
+		if nodePort {
+			for _, ip := range nodeAddrs {
+				switchLB().Vips[vip(ip, sp.NodePort)] = backends.forFamily(ip)
+			}
+		}
+		if !nodePort && !external {
+			continue
+		}
+		for _, gw := range gateways {
+			k := perNodeKey(gw.Node, string(sp.Protocol))
+			nlb := d.PerNode[k]
+			if nlb == nil {
+				nlb = newLB(svc, NodeLBName(svc.Namespace, svc.Name, sp.Protocol, gw.Node), proto)
+				if local {
+					nlb.Options["skip_snat"] = "true" // the client's address reaches the pod
 				}
-				for _, ip := range nodeAddrs {
-					slb.Vips[vip(ip, sp.NodePort)] = backends.forFamily(ip)
+				d.PerNode[k] = nlb
+			}
+			bs := backends
+			if local {
+				bs = backends.onNode(eps, gw.Node)
+			}
+			if nodePort {
+				for _, ip := range gw.IPs {
+					nlb.Vips[vip(ip, sp.NodePort)] = bs.forFamily(ip)
 				}
 			}
-			for _, gw := range gateways {
-				k := perNodeKey(gw.Node, string(sp.Protocol))
-				nlb := d.PerNode[k]
-				if nlb == nil {
-					nlb = newLB(svc, NodeLBName(svc.Namespace, svc.Name, sp.Protocol, gw.Node), proto)
-					d.PerNode[k] = nlb
-				}
-				for _, ip := range gw.IPs {
-					nlb.Vips[vip(ip, sp.NodePort)] = backends.forFamily(ip)
+			if external {
+				for _, ip := range externals {
+					nlb.Vips[vip(ip, sp.Port)] = bs.forFamily(ip)
 				}
 			}
 		}
@@ -154,11 +190,11 @@ func lbProtocol(p corev1.Protocol) (nbdb.LoadBalancerProtocol, bool) {
 	return "", false
 }
 
-// frontendIPs are the ClusterIPs, external IPs and load balancer ingress IPs.
-func frontendIPs(svc *corev1.Service) ([]netip.Addr, []string) {
+// frontendIPs are the ClusterIPs, external IPs and load balancer ingress
+// IPs, and apart the latter two (the addresses outside clients use).
+func frontendIPs(svc *corev1.Service) (all, external []netip.Addr, problems []string) {
 	key := svc.Namespace + "/" + svc.Name
 	var out []netip.Addr
-	var problems []string
 	seen := map[netip.Addr]bool{}
 	add := func(what, s string) {
 		if s == "" || s == corev1.ClusterIPNone {
@@ -172,6 +208,9 @@ func frontendIPs(svc *corev1.Service) ([]netip.Addr, []string) {
 		if !seen[ip] {
 			seen[ip] = true
 			out = append(out, ip)
+			if what != "cluster IP" {
+				external = append(external, ip)
+			}
 		}
 	}
 	clusterIPs := svc.Spec.ClusterIPs
@@ -193,7 +232,7 @@ func frontendIPs(svc *corev1.Service) ([]netip.Addr, []string) {
 			}
 		}
 	}
-	return out, problems
+	return out, external, problems
 }
 
 func vip(ip netip.Addr, port int32) string {
@@ -202,7 +241,8 @@ func vip(ip netip.Addr, port int32) string {
 
 // endpoints are the usable endpoints of a service, per service port name and protocol.
 type endpoints struct {
-	byPort map[string]backendSet // key: port name + "/" + protocol
+	byPort map[string]backendSet   // key: port name + "/" + protocol
+	nodes  map[netip.Addr]string // endpoint address → its node
 }
 
 type backendSet []netip.AddrPort
@@ -216,6 +256,17 @@ func (b backendSet) forFamily(vipIP netip.Addr) string {
 		}
 	}
 	return strings.Join(parts, ",")
+}
+
+// onNode keeps the backends on node.
+func (b backendSet) onNode(e endpoints, node string) backendSet {
+	var out backendSet
+	for _, ap := range b {
+		if e.nodes[ap.Addr()] == node {
+			out = append(out, ap)
+		}
+	}
+	return out
 }
 
 func (e endpoints) backends(portName string, proto corev1.Protocol) backendSet {
@@ -232,6 +283,7 @@ func (e endpoints) backends(portName string, proto corev1.Protocol) backendSet {
 func collectEndpoints(key string, slices []*discovery.EndpointSlice, problems *[]string) endpoints {
 	ready := map[string]map[netip.AddrPort]bool{}
 	fallback := map[string]map[netip.AddrPort]bool{}
+	nodes := map[netip.Addr]string{}
 	for _, slice := range slices {
 		if slice.AddressType == discovery.AddressTypeFQDN {
 			continue
@@ -256,6 +308,9 @@ func collectEndpoints(key string, slices []*discovery.EndpointSlice, problems *[
 					continue
 				}
 				ap := netip.AddrPortFrom(ip, uint16(*port.Port))
+				if ep.NodeName != nil {
+					nodes[ip] = *ep.NodeName
+				}
 				c := ep.Conditions
 				switch {
 				case c.Ready == nil || *c.Ready:
@@ -266,7 +321,7 @@ func collectEndpoints(key string, slices []*discovery.EndpointSlice, problems *[
 			}
 		}
 	}
-	out := endpoints{byPort: map[string]backendSet{}}
+	out := endpoints{byPort: map[string]backendSet{}, nodes: nodes}
 	for pk, aps := range ready {
 		out.byPort[pk] = sorted(aps)
 	}

@@ -11,6 +11,8 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -243,4 +245,48 @@ func BenchmarkLoadBalancers(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		_ = LoadBalancers(svc, slices, nil, nil)
 	}
+}
+
+// Item 3: externalTrafficPolicy Local: each gateway router balances its
+// NodePort and the external addresses over its own node's endpoints without
+// SNAT (the client's address reaches the pod); pods still reach the
+// external addresses through their switch with every endpoint.
+func TestExternalTrafficPolicyLocal(t *testing.T) {
+	svc := service(func(s *corev1.Service) {
+		s.Spec.Type = corev1.ServiceTypeLoadBalancer
+		s.Spec.Ports[0].NodePort = 30080
+		s.Spec.ExternalIPs = []string{"192.0.2.10"}
+		s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.20"}}
+	})
+	sl := slice("a", discovery.AddressTypeIPv4, 8080, "http", "TCP", ep{ip: "10.244.1.5"}, ep{ip: "10.244.2.5"})
+	sl.Endpoints[0].NodeName, sl.Endpoints[1].NodeName = ptr("n1"), ptr("n2")
+	gws := []NodeGateway{{Node: "n1", IPs: []netip.Addr{netip.MustParseAddr("172.18.0.2")}}, {Node: "n2", IPs: []netip.Addr{netip.MustParseAddr("172.18.0.3")}}, {Node: "n3", IPs: []netip.Addr{netip.MustParseAddr("172.18.0.4")}}}
+	d := LoadBalancers(svc, []*discovery.EndpointSlice{sl}, gws, []netip.Addr{netip.MustParseAddr("172.18.0.2")})
+	all := "10.244.1.5:8080,10.244.2.5:8080"
+	want := map[string]map[string]string{
+		"Service_ns/web_TCP_cluster":        {"10.96.0.10:80": all},
+		"Service_ns/web_TCP_node_switch":    {"172.18.0.2:30080": all, "192.0.2.10:80": all, "192.0.2.20:80": all},
+		"Service_ns/web_TCP_node_router_n1": {"172.18.0.2:30080": "10.244.1.5:8080", "192.0.2.10:80": "10.244.1.5:8080", "192.0.2.20:80": "10.244.1.5:8080"},
+		"Service_ns/web_TCP_node_router_n2": {"172.18.0.3:30080": "10.244.2.5:8080", "192.0.2.10:80": "10.244.2.5:8080", "192.0.2.20:80": "10.244.2.5:8080"},
+		"Service_ns/web_TCP_node_router_n3": {"172.18.0.4:30080": "", "192.0.2.10:80": "", "192.0.2.20:80": ""},
+	}
+	got := map[string]map[string]string{}
+	for _, lb := range append(append(d.Cluster, d.Switch...), perNode(d)...) {
+		got[lb.Name] = lb.Vips
+		if strings.Contains(lb.Name, "node_router") && lb.Options["skip_snat"] != "true" {
+			t.Errorf("%s lacks skip_snat: %v", lb.Name, lb.Options)
+		}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("load balancers:\n got %v\nwant %v", got, want)
+	}
+}
+
+func perNode(d Desired) []*nbdb.LoadBalancer {
+	var out []*nbdb.LoadBalancer
+	for _, lb := range d.PerNode {
+		out = append(out, lb)
+	}
+	return out
 }

@@ -10,6 +10,10 @@ import (
 // RowIDKey identifies nameless rows (NAT, static routes) among those of one owner.
 const RowIDKey = "k8s.ovn.org/id"
 
+// GatewaySourceRouteIDPrefix starts the RowIDKey of the cluster router's
+// source routes that send a node's pods out through its gateway router.
+const GatewaySourceRouteIDPrefix = "gateway-src:"
+
 // DefaultPhysNet is the localnet network name the gateway's bridge maps to.
 const DefaultPhysNet = "physnet"
 
@@ -144,7 +148,7 @@ func Gateway(in GatewayInput) GatewayRows {
 		}
 		rows.ClusterRoutes = append(rows.ClusterRoutes, &nbdb.LogicalRouterStaticRoute{
 			IPPrefix: hs.String(), Nexthop: in.JoinIP.Addr().String(), Policy: &policy,
-			ExternalIDs: withID("gateway-src:" + hs.String()),
+			ExternalIDs: withID(GatewaySourceRouteIDPrefix + hs.String()),
 		})
 	}
 	return rows

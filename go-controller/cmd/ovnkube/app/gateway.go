@@ -2,98 +2,129 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net/netip"
 	"time"
 
 	"github.com/urfave/cli/v2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/node"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovs"
-	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
+
+// gatewayFlags are the gateway's settings, the same for gateway-init and
+// the node daemon; the node daemon's older names stay as aliases.
+func gatewayFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "bridge-interface", Aliases: []string{"gateway-bridge"}, Usage: "OVS bridge holding the physical NIC, e.g. breth0 (see nics-to-bridge); gives the node a shared gateway"},
+		&cli.StringFlag{Name: "physical-ip", Aliases: []string{"gateway-ip"}, Usage: "this node's address/length on that network, e.g. 172.18.0.2/24"},
+		&cli.StringFlag{Name: "default-gw", Aliases: []string{"gateway-nexthop"}, Usage: "next hop of the gateway router's default route"},
+	}
+}
+
+// gatewayConfig reads the gateway flags; nil when no gateway was asked for
+// (unless required).
+func gatewayConfig(c *cli.Context, require bool) (*node.GatewayConfig, error) {
+	if c.String("bridge-interface") == "" && !require {
+		return nil, nil
+	}
+	for _, name := range []string{"node-name", "bridge-interface", "physical-ip"} {
+		if _, err := required(c, name); err != nil {
+			return nil, err
+		}
+	}
+	cfg := &node.GatewayConfig{NodeName: c.String("node-name"), Bridge: c.String("bridge-interface"), OVSAddress: c.String("ovs-address")}
+	var err error
+	if cfg.PhysicalIP, err = netip.ParsePrefix(c.String("physical-ip")); err != nil || !cfg.PhysicalIP.Addr().Is4() {
+		return nil, flagError("physical-ip", fmt.Errorf("%q is not an IPv4 address/length such as 172.18.0.2/24", c.String("physical-ip")))
+	}
+	if s := c.String("default-gw"); s != "" {
+		if cfg.DefaultGW, err = netip.ParseAddr(s); err != nil || !cfg.DefaultGW.Is4() {
+			return nil, flagError("default-gw", fmt.Errorf("%q is not an IPv4 address", s))
+		}
+	}
+	if _, err := config.ParseCIDRs(c.StringSlice("cluster-ip-subnet")); err != nil {
+		return nil, flagError("cluster-ip-subnet", err)
+	}
+	return cfg, nil
+}
 
 func gatewayInitCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "gateway-init",
-		Usage: "build this node's gateway: GR_<node>, ext_<node>, SNAT and routes, then exit",
-		Description: "Creates the gateway router GR_<node> (bound to this chassis) on the join switch and on\n" +
-			"ext_<node>, whose localnet port reaches --bridge-interface through ovn-bridge-mappings;\n" +
-			"SNATs the cluster subnet to --physical-ip, routes the default route to --default-gw and\n" +
-			"the cluster subnet back to the cluster router, adds the cluster router's source route for\n" +
-			"this node's subnet, and annotates k8s.ovn.org/l3-gateway-config. Idempotent.",
-		Flags: append(kubeFlags(),
+		Usage: "give this node a shared gateway on --bridge-interface, then exit",
+		Description: "Maps the physical network to --bridge-interface (ovn-bridge-mappings), annotates the node\n" +
+			"with k8s.ovn.org/l3-gateway-config (the master builds GR_<node>, ext_<node>, the SNAT of the\n" +
+			"cluster to --physical-ip and the routes from it) and replaces the bridge's flows so the host\n" +
+			"and the gateway router share the NIC's address. `ovnkube node` with the same flags keeps it\n" +
+			"so; --remove takes it all away again. Idempotent.",
+		Flags: append(append(kubeFlags(),
 			&cli.StringFlag{Name: "node-name", Usage: "this node's Kubernetes name (required)"},
-			&cli.StringSliceFlag{Name: "cluster-ip-subnet", Value: cli.NewStringSlice("10.244.0.0/16"), Usage: "pod network(s) to SNAT"},
-			&cli.StringFlag{Name: "bridge-interface", Usage: "OVS bridge holding the physical NIC, e.g. breth0 (see nics-to-bridge) (required)"},
-			&cli.StringFlag{Name: "physical-ip", Usage: "this node's address/length on that network, e.g. 172.18.0.2/24 (required)"},
-			&cli.StringFlag{Name: "default-gw", Usage: "next hop of the gateway's default route"},
-			&cli.StringFlag{Name: "minion-switch-subnet", Usage: "this node's host subnet; default: its k8s.ovn.org/node-subnets annotation"},
-			&cli.StringFlag{Name: "join-subnet", Value: "100.64.0.0/16", Usage: "subnet of the join switch"},
-			&cli.StringFlag{Name: "physnet", Value: topology.DefaultPhysNet, Usage: "localnet network name mapped to the bridge"},
-			&cli.StringFlag{Name: "nb-address", Usage: "OVN NB database (required)"},
-			&cli.StringFlag{Name: "ovs-address", Value: ovs.DefaultAddress, Usage: "local OVS database"},
-			&cli.DurationFlag{Name: "timeout", Value: 60 * time.Second, Usage: "give up after this long (unreachable databases, no subnet yet)"},
+			&cli.StringSliceFlag{Name: "cluster-ip-subnet", Value: cli.NewStringSlice(config.DefaultClusterSubnet), Usage: "pod network(s); accepted as the seed did, the master's --cluster-subnet is what is SNATed"},
+			&cli.StringFlag{Name: "ovs-address", Value: ovs.DefaultAddress, Usage: "local OVS database (the bridge's management socket is in the same directory)"},
+			&cli.StringFlag{Name: "nb-address", Usage: "OVN NB database: if given, wait until the master has built GR_<node>"},
+			&cli.DurationFlag{Name: "timeout", Value: 60 * time.Second, Usage: "give up after this long (unreachable databases, no gateway router yet)"},
+			&cli.BoolFlag{Name: "remove", Usage: "remove the node's gateway instead: annotation, bridge mapping, flows"},
 			tlsFlags("nb")[0], tlsFlags("nb")[1], tlsFlags("nb")[2],
-		),
+		), gatewayFlags()...),
 		Action: func(c *cli.Context) error {
-			for _, name := range []string{"node-name", "bridge-interface", "physical-ip", "nb-address"} {
-				if _, err := required(c, name); err != nil {
-					return err
-				}
-			}
-			cfg := node.GatewayConfig{NodeName: c.String("node-name"), Bridge: c.String("bridge-interface"), PhysNet: c.String("physnet")}
-			var err error
-			if cfg.ClusterSubnets, err = config.ParseCIDRs(c.StringSlice("cluster-ip-subnet")); err != nil {
-				return flagError("cluster-ip-subnet", err)
-			}
-			if cfg.PhysicalIP, err = netip.ParsePrefix(c.String("physical-ip")); err != nil {
-				return flagError("physical-ip", fmt.Errorf("%q is not address/length such as 172.18.0.2/24", c.String("physical-ip")))
-			}
-			if s := c.String("default-gw"); s != "" {
-				if cfg.DefaultGW, err = netip.ParseAddr(s); err != nil {
-					return flagError("default-gw", fmt.Errorf("%q is not an IP address", s))
-				}
-			}
-			if s := c.String("minion-switch-subnet"); s != "" {
-				if cfg.HostSubnet, err = config.ParseCIDR(s); err != nil {
-					return flagError("minion-switch-subnet", err)
-				}
-			}
-			if cfg.JoinSubnet, err = config.ParseCIDR(c.String("join-subnet")); err != nil {
-				return flagError("join-subnet", err)
-			}
-			nbAddr, nbTLS, err := dbConnection(c, "nb")
+			cfg, err := gatewayConfig(c, true)
 			if err != nil {
 				return err
+			}
+			var nbAddr []string
+			var nbTLS *tls.Config
+			if c.String("nb-address") != "" {
+				if nbAddr, nbTLS, err = dbConnection(c, "nb"); err != nil {
+					return err
+				}
 			}
 			kcfg, err := kubeConfig(c)
 			if err != nil {
 				return err
 			}
-			kube, err := optionalKube(kcfg, !cfg.HostSubnet.IsValid())
+			kube, err := kubeClient(kcfg)
 			if err != nil {
 				return err
 			}
-			cfg.SubnetTimeout = c.Duration("timeout")
 			ctx, cancel := signalContext(c.Context)
 			defer cancel()
 			ctx, cancelT := context.WithTimeout(ctx, c.Duration("timeout"))
 			defer cancelT()
 			log := logger().WithName("gateway-init")
-			nb, err := ovndb.ConnectNB(ctx, nbAddr, log, nbTLS)
-			if err != nil {
-				return err
-			}
-			defer nb.Close()
 			sw, err := ovs.Connect(ctx, c.String("ovs-address"), log)
 			if err != nil {
 				return err
 			}
 			defer sw.Close()
-			return node.GatewayInit(ctx, cfg, nb, sw, kube, log)
+			if c.Bool("remove") {
+				return node.RemoveGateway(ctx, *cfg, sw, kube, log)
+			}
+			svcs, err := kube.CoreV1().Services("").List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return fmt.Errorf("listing services for the gateway's flows: %w", err)
+			}
+			var list []*corev1.Service
+			for i := range svcs.Items {
+				list = append(list, &svcs.Items[i])
+			}
+			if err := node.GatewayInit(ctx, *cfg, sw, kube, node.ServiceFlows(list), log); err != nil {
+				return err
+			}
+			if nbAddr == nil {
+				return nil
+			}
+			nb, err := ovndb.ConnectNB(ctx, nbAddr, log, nbTLS)
+			if err != nil {
+				return err
+			}
+			defer nb.Close()
+			return node.WaitForGatewayRouter(ctx, nb, cfg.NodeName)
 		},
 	}
 }

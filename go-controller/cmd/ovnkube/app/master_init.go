@@ -22,10 +22,10 @@ func masterInitCommand() *cli.Command {
 			"again changes nothing. `ovnkube master` adopts the rows it creates.",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "nb-address", Usage: "OVN NB database (unix:, tcp: or ssl: address; comma-separated for a cluster)"},
-			&cli.StringFlag{Name: "cluster-ip-subnet", Value: "10.244.0.0/16", Usage: "pod network; the master switch subnet must lie inside it"},
+			&cli.StringFlag{Name: "cluster-ip-subnet", Value: config.DefaultClusterSubnet, Usage: "pod network; the master switch subnet must lie inside it"},
 			&cli.StringFlag{Name: "master-switch-subnet", Usage: "host subnet of the master node's switch, e.g. 10.244.0.0/24"},
 			&cli.StringFlag{Name: "node-name", Usage: "name of the master node (its switch is named after it)"},
-			&cli.StringFlag{Name: "join-subnet", Value: "100.64.0.0/16", Usage: "subnet of the join switch"},
+			&cli.StringFlag{Name: "join-subnet", Value: config.DefaultJoinSubnet, Usage: "subnet of the join switch"},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "give up if the NB cannot be reached and written in this time"},
 		}, tlsFlags("nb")...),
 		Action: func(c *cli.Context) error {

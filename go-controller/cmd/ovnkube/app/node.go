@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net/netip"
 	"time"
@@ -12,16 +11,14 @@ import (
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/node"
-	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovs"
-	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
 
 func nodeFlags() []cli.Flag {
 	return append(kubeFlags(),
 		&cli.StringFlag{Name: "node-name", Usage: "this node's Kubernetes name (required)"},
-		&cli.StringSliceFlag{Name: "cluster-ip-subnet", Value: cli.NewStringSlice("10.244.0.0/16"), Usage: "pod network(s), routed through the management port"},
-		&cli.StringSliceFlag{Name: "service-cidr", Value: cli.NewStringSlice("10.96.0.0/16"), Usage: "service range(s), routed through the management port"},
+		&cli.StringSliceFlag{Name: "cluster-ip-subnet", Value: cli.NewStringSlice(config.DefaultClusterSubnet), Usage: "pod network(s), routed through the management port"},
+		&cli.StringSliceFlag{Name: "service-cidr", Value: cli.NewStringSlice(config.DefaultServiceCIDR), Usage: "service range(s), routed through the management port"},
 		&cli.StringFlag{Name: "minion-switch-subnet", Usage: "this node's host subnet; default: read from its k8s.ovn.org/node-subnets annotation"},
 		&cli.StringFlag{Name: "encap-type", Value: "geneve", Usage: "tunnel encapsulation: geneve or vxlan"},
 		&cli.StringFlag{Name: "encap-ip", Usage: "this node's tunnel endpoint address (required)"},
@@ -140,16 +137,9 @@ func nodeCommand() *cli.Command {
 		Usage: "the node daemon: minion-init, then keep it true (management port, annotation changes)",
 		Description: "Runs minion-init, then re-applies it whenever the node's annotations change or the\n" +
 			"management port disappears (checked every --resync-interval).",
-		Flags: append(nodeFlags(),
-			&cli.DurationFlag{Name: "resync-interval", Value: 5 * time.Second, Usage: "how often to check that the management port is still in place"},
-			&cli.StringFlag{Name: "gateway-bridge", Usage: "also run gateway-init with this OVS bridge (e.g. breth0); needs --gateway-ip and --nb-address"},
-			&cli.StringFlag{Name: "gateway-ip", Usage: "the node's address/length on the gateway bridge's network"},
-			&cli.StringFlag{Name: "gateway-nexthop", Usage: "next hop of the gateway's default route"},
-			&cli.StringFlag{Name: "nb-address", Usage: "OVN NB database, for the gateway"},
-			tlsFlags("nb")[0], tlsFlags("nb")[1], tlsFlags("nb")[2],
-			&cli.StringFlag{Name: "join-subnet", Value: "100.64.0.0/16", Usage: "subnet of the join switch"},
-			&cli.StringFlag{Name: "physnet", Value: topology.DefaultPhysNet, Usage: "localnet network name mapped to the gateway bridge"},
-		),
+		Flags: append(append(nodeFlags(),
+			&cli.DurationFlag{Name: "resync-interval", Value: 5 * time.Second, Usage: "how often to check that the management port, the gateway bridge's flows and the host NodePort chain are still as wanted"},
+		), gatewayFlags()...),
 		Action: func(c *cli.Context) error {
 			cfg, kcfg, err := nodeConfig(c)
 			if err != nil {
@@ -158,7 +148,7 @@ func nodeCommand() *cli.Command {
 			if kcfg.Kubeconfig == "" {
 				return flagError("kubeconfig", fmt.Errorf("is required by the node daemon"))
 			}
-			gw, nbAddr, nbTLS, err := nodeGatewayConfig(c, cfg)
+			gw, err := gatewayConfig(c, false)
 			if err != nil {
 				return err
 			}
@@ -174,45 +164,8 @@ func nodeCommand() *cli.Command {
 				return err
 			}
 			defer sw.Close()
-			if gw != nil {
-				if gw.NB, err = ovndb.ConnectNB(ctx, nbAddr, log.WithName("nb"), nbTLS); err != nil {
-					return err
-				}
-				defer gw.NB.Close()
-			}
 			return node.Run(ctx, cfg, sw, kube, gw, c.Duration("resync-interval"), log)
 		},
 	}
 }
 
-// nodeGatewayConfig reads the node daemon's gateway flags; nil when no
-// gateway was asked for.
-func nodeGatewayConfig(c *cli.Context, cfg node.Config) (*node.Gateway, []string, *tls.Config, error) {
-	if c.String("gateway-bridge") == "" {
-		return nil, nil, nil, nil
-	}
-	for _, name := range []string{"gateway-ip", "nb-address"} {
-		if _, err := required(c, name); err != nil {
-			return nil, nil, nil, err
-		}
-	}
-	gcfg := node.GatewayConfig{NodeName: cfg.NodeName, ClusterSubnets: cfg.ClusterSubnets, Bridge: c.String("gateway-bridge"),
-		PhysNet: c.String("physnet"), SubnetTimeout: cfg.SubnetTimeout}
-	var err error
-	if gcfg.PhysicalIP, err = netip.ParsePrefix(c.String("gateway-ip")); err != nil {
-		return nil, nil, nil, flagError("gateway-ip", fmt.Errorf("%q is not address/length", c.String("gateway-ip")))
-	}
-	if s := c.String("gateway-nexthop"); s != "" {
-		if gcfg.DefaultGW, err = netip.ParseAddr(s); err != nil {
-			return nil, nil, nil, flagError("gateway-nexthop", fmt.Errorf("%q is not an IP address", s))
-		}
-	}
-	if gcfg.JoinSubnet, err = config.ParseCIDR(c.String("join-subnet")); err != nil {
-		return nil, nil, nil, flagError("join-subnet", err)
-	}
-	nbAddr, nbTLS, err := dbConnection(c, "nb")
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return &node.Gateway{Config: gcfg}, nbAddr, nbTLS, nil
-}

@@ -1,0 +1,288 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	libovsdbclient "github.com/ovn-org/libovsdb/client"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
+)
+
+// errNoGateway: the node asks for no gateway (no l3-gateway-config).
+var errNoGateway = errors.New("no gateway asked for")
+
+// errGatewayNotYet: the node asks for a gateway but has not published
+// everything it needs yet (its chassis); its next update queues it again.
+var errGatewayNotYet = errors.New("gateway not ready yet")
+
+// syncGateway makes the node's gateway rows match what its annotations ask
+// for: GR_<node>, its join port, ext_<node>, SNAT and routes, built from
+// k8s.ovn.org/l3-gateway-config (written by the node's gateway-init) and its
+// chassis; removed when the node asks for none. A malformed annotation
+// changes nothing and is reported.
+func (m *Master) syncGateway(ctx context.Context, node *corev1.Node, subnets []netip.Prefix) error {
+	in, err := m.gatewayInput(node, subnets)
+	switch {
+	case errors.Is(err, errNoGateway):
+		return m.removeGateway(ctx, node.Name)
+	case errors.Is(err, errGatewayNotYet):
+		return nil
+	case err != nil:
+		m.log.Error(err, "ignoring the node's gateway annotation; its gateway is left as it is", "node", node.Name)
+		m.recorder.Eventf(node, corev1.EventTypeWarning, "GatewayConfigInvalid",
+			"gateway of node %s not changed: %v; run gateway-init on the node again", node.Name, err)
+		return nil
+	}
+	if err := EnsureGateway(ctx, m.nb, m.committer.Commit, in); err != nil {
+		return fmt.Errorf("gateway of node %s: %w", node.Name, err)
+	}
+	if want := annotations.FormatGatewayJoinIP(in.JoinIP); node.Annotations[annotations.NodeGatewayJoinIP] != want {
+		if err := m.patchAnnotation(ctx, node, annotations.NodeGatewayJoinIP, want); err != nil {
+			return fmt.Errorf("annotating node %s with its gateway join address: %w", node.Name, err)
+		}
+	}
+	return nil
+}
+
+// gatewayInput is what the node's gateway is built from.
+func (m *Master) gatewayInput(node *corev1.Node, subnets []netip.Prefix) (topology.GatewayInput, error) {
+	var in topology.GatewayInput
+	v, ok := node.Annotations[annotations.NodeL3GatewayConfig]
+	if !ok {
+		return in, errNoGateway
+	}
+	gw, err := annotations.ParseL3GatewayConfig(v)
+	if err != nil {
+		return in, err
+	}
+	bridge, err := gatewayBridge(gw, node.Name)
+	if err != nil {
+		return in, err
+	}
+	chassis := node.Annotations[annotations.NodeChassisID]
+	if chassis == "" {
+		return in, errGatewayNotYet
+	}
+	joinIP, err := m.ipam.gatewayJoinIP(node.Name, m.existingJoinIP(node.Name, node.Annotations))
+	if err != nil {
+		return in, err
+	}
+	in = topology.GatewayInput{
+		Node: node.Name, SystemID: chassis, JoinIP: joinIP, JoinSubnet: m.cfg.JoinSubnet,
+		HostSubnets: subnets, PhysicalIP: gw.IPs[0], BridgeMAC: gw.MAC, Bridge: bridge, PhysNet: topology.DefaultPhysNet,
+	}
+	for _, cs := range m.cfg.ClusterSubnets {
+		in.ClusterSubnets = append(in.ClusterSubnets, cs.CIDR)
+	}
+	for _, nh := range gw.NextHops {
+		if nh.Is4() == in.PhysicalIP.Addr().Is4() {
+			in.DefaultGW = nh
+			break
+		}
+	}
+	return in, nil
+}
+
+// gatewayBridge checks a gateway config and returns the bridge its
+// localnet port is named after. The port name must be the node's own
+// (<bridge>_<node>_localnet), so an annotation cannot take another row's name.
+func gatewayBridge(gw annotations.L3GatewayConfig, node string) (string, error) {
+	if gw.Mode != "shared" {
+		return "", fmt.Errorf("%s: mode %q is not supported (only \"shared\")", annotations.NodeL3GatewayConfig, gw.Mode)
+	}
+	if len(gw.IPs) == 0 || !gw.IPs[0].Addr().Is4() {
+		return "", fmt.Errorf("%s: no IPv4 ip-addresses", annotations.NodeL3GatewayConfig)
+	}
+	if len(gw.MAC) != 6 {
+		return "", fmt.Errorf("%s: no mac-address", annotations.NodeL3GatewayConfig)
+	}
+	bridge, ok := strings.CutSuffix(gw.InterfaceID, "_"+node+"_localnet")
+	if !ok || bridge == "" || topology.LocalnetPort(bridge, node) != gw.InterfaceID {
+		return "", fmt.Errorf("%s: interface-id %q is not <bridge>_%s_localnet", annotations.NodeL3GatewayConfig, gw.InterfaceID, node)
+	}
+	return bridge, nil
+}
+
+// existingJoinIP is the join address the node's gateway had: from the
+// master's annotation, else from its join port (stopped between the two).
+func (m *Master) existingJoinIP(node string, ann map[string]string) netip.Prefix {
+	if p, err := annotations.ParseGatewayJoinIP(ann[annotations.NodeGatewayJoinIP]); err == nil {
+		return p
+	}
+	lrp := &nbdb.LogicalRouterPort{Name: topology.RouterToGatewayJoinPort(node)}
+	if m.nb.Get(context.Background(), lrp) == nil && ownedBy(lrp.ExternalIDs, topology.Owner{Type: topology.OwnerNode, Name: node}) && len(lrp.Networks) > 0 {
+		if p, err := netip.ParsePrefix(lrp.Networks[0]); err == nil {
+			return p
+		}
+	}
+	return netip.Prefix{}
+}
+
+// EnsureGateway creates or repairs a node's gateway rows and removes the NAT
+// and routes of its gateway that are no longer wanted. Routers and switches
+// come first; NAT and routes hang off them, so a new gateway takes two
+// transactions.
+func EnsureGateway(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc, in topology.GatewayInput) error {
+	t := ovndb.NewTxn(nb)
+	group := ovndb.Require(t, &nbdb.LoadBalancerGroup{Name: topology.ClusterLBGroup})
+	join := ovndb.Require(t, &nbdb.LogicalSwitch{Name: topology.JoinSwitch})
+	if t.Err() != nil {
+		return t.Err()
+	}
+	in.LBGroup = group.UUID
+	rows := topology.Gateway(in)
+	rtoj := t.Ensure(rows.RouterToJoin, topology.LRPColumns(rows.RouterToJoin), nil)
+	rtoe := t.Ensure(rows.RouterToExt, topology.LRPColumns(rows.RouterToExt), nil)
+	t.Ensure(rows.Router, []any{&rows.Router.Options, &rows.Router.ExternalIDs, &rows.Router.LoadBalancerGroup}, &rows.Router.Ports, rtoj, rtoe)
+	jtor := t.Ensure(rows.JoinToRouter, topology.LSPColumns(rows.JoinToRouter), nil)
+	t.AddChildren(join, &join.Ports, jtor)
+	localnet := t.Ensure(rows.Localnet, topology.LSPColumns(rows.Localnet), nil)
+	etor := t.Ensure(rows.ExtToRouter, topology.LSPColumns(rows.ExtToRouter), nil)
+	t.Ensure(rows.External, []any{&rows.External.ExternalIDs}, &rows.External.Ports, localnet, etor)
+	removeStaleLocalnets(t, nb, in.Node, rows.Localnet.Name)
+	ops, err := t.Ops()
+	if err == nil {
+		err = commit(ctx, ops)
+	}
+	if err != nil {
+		return err
+	}
+	return ensureGatewayChildren(ctx, nb, commit, in.Node, rows)
+}
+
+// ensureGatewayChildren is the second pass: the gateway router's NAT and
+// routes and the cluster router's source routes, exactly as wanted.
+func ensureGatewayChildren(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc, node string, rows topology.GatewayRows) error {
+	t := ovndb.NewTxn(nb)
+	gr := ovndb.Require(t, &nbdb.LogicalRouter{Name: rows.Router.Name})
+	cluster := ovndb.Require(t, &nbdb.LogicalRouter{Name: topology.ClusterRouter})
+	if t.Err() != nil {
+		return t.Err()
+	}
+	want := map[string]bool{}
+	for _, nat := range rows.SNATs {
+		want[nat.ExternalIDs[topology.RowIDKey]] = true
+		t.EnsureChild(gr, &gr.Nat, topology.RowIDKey, nat, topology.NATColumns(nat))
+	}
+	for _, r := range rows.Routes {
+		want[r.ExternalIDs[topology.RowIDKey]] = true
+		t.EnsureChild(gr, &gr.StaticRoutes, topology.RowIDKey, r, topology.RouteColumns(r))
+	}
+	for _, r := range rows.ClusterRoutes {
+		want[r.ExternalIDs[topology.RowIDKey]] = true
+		t.EnsureChild(cluster, &cluster.StaticRoutes, topology.RowIDKey, r, topology.RouteColumns(r))
+	}
+	// Everything on the gateway router is ours; on the cluster router only
+	// the node's gateway source routes are this pass's.
+	t.RemoveChildren(gr, &gr.Nat, pickChildren(ctx, nb, gr.Nat, func(ids map[string]string) bool { return !want[ids[topology.RowIDKey]] }, &nbdb.NAT{})...)
+	t.RemoveChildren(gr, &gr.StaticRoutes, pickChildren(ctx, nb, gr.StaticRoutes, func(ids map[string]string) bool { return !want[ids[topology.RowIDKey]] }, &nbdb.LogicalRouterStaticRoute{})...)
+	t.RemoveChildren(cluster, &cluster.StaticRoutes, gatewaySourceRoutes(ctx, nb, cluster, node, want)...)
+	ops, err := t.Ops()
+	if err != nil {
+		return err
+	}
+	return commit(ctx, ops)
+}
+
+// gatewaySourceRoutes are the node's gateway source routes on the cluster
+// router whose id is not in keep.
+func gatewaySourceRoutes(ctx context.Context, nb libovsdbclient.Client, cluster *nbdb.LogicalRouter, node string, keep map[string]bool) []string {
+	owner := topology.Owner{Type: topology.OwnerNode, Name: node}
+	return pickChildren(ctx, nb, cluster.StaticRoutes, func(ids map[string]string) bool {
+		id := ids[topology.RowIDKey]
+		return ownedBy(ids, owner) && strings.HasPrefix(id, topology.GatewaySourceRouteIDPrefix) && !keep[id]
+	}, &nbdb.LogicalRouterStaticRoute{})
+}
+
+// pickChildren returns the UUIDs among uuids (of NAT or static route rows,
+// as probe says) whose external_ids pick accepts.
+func pickChildren(ctx context.Context, nb libovsdbclient.Client, uuids []string, pick func(map[string]string) bool, probe any) []string {
+	var out []string
+	for _, uuid := range uuids {
+		var ids map[string]string
+		switch probe.(type) {
+		case *nbdb.NAT:
+			r := &nbdb.NAT{UUID: uuid}
+			if nb.Get(ctx, r) != nil {
+				continue
+			}
+			ids = r.ExternalIDs
+		default:
+			r := &nbdb.LogicalRouterStaticRoute{UUID: uuid}
+			if nb.Get(ctx, r) != nil {
+				continue
+			}
+			ids = r.ExternalIDs
+		}
+		if pick(ids) {
+			out = append(out, uuid)
+		}
+	}
+	return out
+}
+
+// removeStaleLocalnets drops localnet ports of ours on ext_<node> other than
+// keep: one named after another bridge, or the name an older version used
+// (<bridge>_<node>, which a pod could take). Two localnet ports on one
+// switch would both deliver the physical network's frames.
+func removeStaleLocalnets(t *ovndb.Txn, nb libovsdbclient.Client, node, keep string) {
+	ext := ovndb.Lookup(t, &nbdb.LogicalSwitch{Name: topology.ExternalSwitch(node)})
+	if ext == nil {
+		return
+	}
+	owner := topology.Owner{Type: topology.OwnerNode, Name: node}
+	var stale []string
+	for _, uuid := range ext.Ports {
+		p := &nbdb.LogicalSwitchPort{UUID: uuid}
+		if nb.Get(context.Background(), p) == nil && p.Type == "localnet" && p.Name != keep && ownedBy(p.ExternalIDs, owner) {
+			stale = append(stale, uuid)
+		}
+	}
+	t.RemoveChildren(ext, &ext.Ports, stale...)
+}
+
+// removeGateway deletes the node's gateway rows and frees its join address.
+func (m *Master) removeGateway(ctx context.Context, name string) error {
+	t := ovndb.NewTxn(m.nb)
+	removeGatewayRows(ctx, t, m.nb, name)
+	ops, err := t.Ops()
+	if err == nil && len(ops) > 0 {
+		err = m.committer.Commit(ctx, ops)
+		if err == nil {
+			m.log.Info("removed node's gateway", "node", name)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("removing gateway of node %s: %w", name, err)
+	}
+	m.ipam.releaseGatewayJoinIP(name)
+	return nil
+}
+
+// removeGatewayRows adds to t the deletion of the node's gateway: its
+// router and external switch (roots: their ports, NAT and routes go with
+// them), its join port and its source routes on the cluster router.
+func removeGatewayRows(ctx context.Context, t *ovndb.Txn, nb libovsdbclient.Client, name string) {
+	owner := topology.Owner{Type: topology.OwnerNode, Name: name}
+	if gr := ovndb.Lookup(t, &nbdb.LogicalRouter{Name: topology.GatewayRouter(name)}); gr != nil && ownedBy(gr.ExternalIDs, owner) {
+		t.Delete(gr)
+	}
+	if ext := ovndb.Lookup(t, &nbdb.LogicalSwitch{Name: topology.ExternalSwitch(name)}); ext != nil && ownedBy(ext.ExternalIDs, owner) {
+		t.Delete(ext)
+	}
+	join := ovndb.Lookup(t, &nbdb.LogicalSwitch{Name: topology.JoinSwitch})
+	if jtor := ovndb.Lookup(t, &nbdb.LogicalSwitchPort{Name: topology.JoinToGatewayPort(name)}); jtor != nil && join != nil && ownedBy(jtor.ExternalIDs, owner) {
+		t.RemoveChildren(join, &join.Ports, jtor.UUID)
+	}
+	if cluster := ovndb.Lookup(t, &nbdb.LogicalRouter{Name: topology.ClusterRouter}); cluster != nil {
+		t.RemoveChildren(cluster, &cluster.StaticRoutes, gatewaySourceRoutes(ctx, nb, cluster, name, nil)...)
+	}
+}

@@ -1,0 +1,186 @@
+package master
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb/ovndbtest"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
+	"github.com/ovn-k8s/ovn-k8s/test/harness"
+)
+
+// annotateGateway writes what gateway-init and minion-init publish.
+func (e *env) annotateGateway(node, ip, value string) {
+	e.t.Helper()
+	mac, _ := net.ParseMAC("0a:58:ac:12:00:02")
+	if value == "" {
+		value = annotations.FormatL3GatewayConfig(annotations.L3GatewayConfig{Mode: "shared", InterfaceID: topology.LocalnetPort("breth0", node),
+			MAC: mac, IPs: []netip.Prefix{netip.MustParsePrefix(ip + "/24")}, NextHops: []netip.Addr{netip.MustParseAddr("172.18.0.1")}, NodePortEnable: true})
+	}
+	e.patchNode(node, map[string]any{annotations.NodeL3GatewayConfig: value, annotations.NodeChassisID: "chassis-" + node})
+}
+
+func (e *env) patchNode(node string, values map[string]any) {
+	e.t.Helper()
+	patch := fmt.Sprintf(`{"metadata":{"annotations":%s}}`, mustJSON(values))
+	if _, err := e.kube.CoreV1().Nodes().Patch(context.Background(), node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func mustJSON(m map[string]any) string {
+	var parts []string
+	for k, v := range m {
+		if v == nil {
+			parts = append(parts, fmt.Sprintf("%q:null", k))
+		} else {
+			parts = append(parts, fmt.Sprintf("%q:%q", k, v))
+		}
+	}
+	return "{" + strings.Join(parts, ",") + "}"
+}
+
+// gatewayState summarises a node's gateway rows ("" when there are none).
+func (e *env) gatewayState(node string) string {
+	ctx := context.Background()
+	var grs []nbdb.LogicalRouter
+	_ = e.nb.WhereCache(func(r *nbdb.LogicalRouter) bool { return r.Name == topology.GatewayRouter(node) }).List(ctx, &grs)
+	if len(grs) != 1 {
+		var ext []nbdb.LogicalSwitch
+		_ = e.nb.WhereCache(func(s *nbdb.LogicalSwitch) bool { return s.Name == topology.ExternalSwitch(node) }).List(ctx, &ext)
+		if len(ext) > 0 {
+			return "ext switch without router"
+		}
+		return ""
+	}
+	gr := grs[0]
+	join := &nbdb.LogicalRouterPort{Name: topology.RouterToGatewayJoinPort(node)}
+	_ = e.nb.Get(ctx, join)
+	var nats []string
+	for _, u := range gr.Nat {
+		n := &nbdb.NAT{UUID: u}
+		if e.nb.Get(ctx, n) == nil {
+			nats = append(nats, n.LogicalIP+">"+n.ExternalIP)
+		}
+	}
+	var routes []string
+	for _, u := range gr.StaticRoutes {
+		r := &nbdb.LogicalRouterStaticRoute{UUID: u}
+		if e.nb.Get(ctx, r) == nil {
+			routes = append(routes, r.IPPrefix+">"+r.Nexthop)
+		}
+	}
+	return fmt.Sprintf("chassis=%s join=%v nat=%v routes=%v", gr.Options["chassis"], join.Networks, nats, routes)
+}
+
+func (e *env) waitGateway(node, want string) {
+	e.t.Helper()
+	harness.Eventually(e.t, 15*time.Second, "gateway of "+node+" = "+want, func() error {
+		if got := e.gatewayState(node); !strings.HasPrefix(got, want) || (want == "" && got != "") {
+			return fmt.Errorf("gateway is %q", got)
+		}
+		return nil
+	})
+}
+
+// Item 2: the master owns a node's gateway rows: it builds them from the
+// node's annotations, rebuilds them when the NB or the router is lost,
+// follows changes (stale NAT and routes go), leaves them alone when the
+// annotation is malformed, and removes them with the annotation or the node.
+func TestGatewayRowsHaveOneOwner(t *testing.T) {
+	e := newEnv(t)
+	e.createNode("n1")
+	e.start()
+	e.annotateGateway("n1", "172.18.0.2", "")
+	built := "chassis=chassis-n1 join=[100.64.0.2/16] nat=[10.244.0.0/16>172.18.0.2] routes=[10.244.0.0/16>100.64.0.1 0.0.0.0/0>172.18.0.1]"
+	e.waitGateway("n1", built)
+	harness.Eventually(t, 10*time.Second, "join address annotated", func() error {
+		n, _ := e.kube.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
+		if v := n.Annotations[annotations.NodeGatewayJoinIP]; v != `{"ipv4":"100.64.0.2/16"}` {
+			return fmt.Errorf("annotation %q", v)
+		}
+		return nil
+	})
+
+	// Deleted by hand, or the NB replaced by an empty one: back within 15 s.
+	txn := ovndb.NewTxn(e.nb)
+	txn.Delete(ovndb.Lookup(txn, &nbdb.LogicalRouter{Name: "GR_n1"}))
+	ops, _ := txn.Ops()
+	if err := ovndb.Transact(context.Background(), e.nb, ops); err != nil {
+		t.Fatal(err)
+	}
+	e.waitGateway("n1", built)
+	e.proxy.SwitchTo(ovndbtest.NewServer(t))
+	e.waitGateway("n1", built)
+
+	// A new address: the NAT follows and the old one goes.
+	e.annotateGateway("n1", "172.18.0.9", "")
+	e.waitGateway("n1", "chassis=chassis-n1 join=[100.64.0.2/16] nat=[10.244.0.0/16>172.18.0.9]")
+
+	// A malformed or foreign annotation changes nothing.
+	e.patchNode("n1", map[string]any{annotations.NodeL3GatewayConfig: `{"default":{"mode":"shared","interface-id":"ns_pod"}}`})
+	e.patchNode("n1", map[string]any{annotations.NodeL3GatewayConfig: `not json`})
+	e.createNode("n2") // a sync after the bad annotations
+	e.waitGateway("n1", "chassis=chassis-n1 join=[100.64.0.2/16] nat=[10.244.0.0/16>172.18.0.9]")
+
+	// The annotation removed: the gateway goes; back again, it returns.
+	e.patchNode("n1", map[string]any{annotations.NodeL3GatewayConfig: nil})
+	e.waitGateway("n1", "")
+	e.annotateGateway("n2", "172.18.0.3", "")
+	e.waitGateway("n2", "chassis=chassis-n2 join=[100.64.0.")
+	e.annotateGateway("n1", "172.18.0.2", "")
+	e.waitGateway("n1", "chassis=chassis-n1 join=[100.64.0.")
+	if a, b := e.gatewayState("n1"), e.gatewayState("n2"); strings.Split(a, " ")[1] == strings.Split(b, " ")[1] {
+		t.Errorf("two gateways share a join address: %s / %s", a, b)
+	}
+
+	// The node deleted: its gateway and its source route go.
+	e.deleteNode("n1")
+	e.waitGateway("n1", "")
+	harness.Eventually(t, 10*time.Second, "n1's gateway source route removed", func() error {
+		var routes []nbdb.LogicalRouterStaticRoute
+		_ = e.nb.List(context.Background(), &routes)
+		for _, r := range routes {
+			if owner, _ := topology.OwnerOf(r.ExternalIDs); owner.Name == "n1" {
+				return fmt.Errorf("route %s via %s remains", r.IPPrefix, r.Nexthop)
+			}
+		}
+		return nil
+	})
+}
+
+// Join addresses return to the pool: node churn far beyond the join
+// subnet's size never exhausts it, and a restart keeps each node's address.
+func TestGatewayJoinAddressesAreReused(t *testing.T) {
+	m := newIPAM(nil, netip.MustParsePrefix("100.64.0.0/29")) // .2 … .7
+	for i := 0; i < 100; i++ {
+		node := fmt.Sprintf("n%d", i)
+		if _, err := m.gatewayJoinIP(node, netip.Prefix{}); err != nil {
+			t.Fatalf("node %d: %v", i, err)
+		}
+		if i >= 4 {
+			m.releaseGatewayJoinIP(fmt.Sprintf("n%d", i-4))
+		}
+	}
+	restarted := newIPAM(nil, netip.MustParsePrefix("100.64.0.0/29"))
+	if p, _ := restarted.gatewayJoinIP("a", netip.MustParsePrefix("100.64.0.5/29")); p.String() != "100.64.0.5/29" {
+		t.Errorf("restored address %s, want 100.64.0.5/29", p)
+	}
+	if p, _ := restarted.gatewayJoinIP("b", netip.MustParsePrefix("100.64.0.5/29")); p.String() == "100.64.0.5/29" {
+		t.Errorf("a taken address was handed out again")
+	}
+	if _, err := restarted.gatewayJoinIP("c", netip.MustParsePrefix("100.64.0.1/29")); err != nil {
+		t.Errorf("the cluster router's address asked for: %v (want a fresh one)", err)
+	}
+}
