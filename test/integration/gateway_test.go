@@ -58,15 +58,16 @@ func TestNICsToBridgeAndGatewayInit(t *testing.T) {
 		t.Errorf("second nics-to-bridge changed the bridge:\n%s\n%s", before, after)
 	}
 
-	gatewayInit := func() {
-		out, err := n1.NS.Exec(ovnkube, "gateway-init", "--node-name", "n1", "--bridge-interface", "breth1",
+	gatewayInit := func(extra ...string) {
+		args := append([]string{ovnkube, "gateway-init", "--node-name", "n1", "--bridge-interface", "breth1",
 			"--physical-ip", "172.18.0.2/24", "--default-gw", "172.18.0.1", "--nb-address", c.ovn.NBAddress(),
-			"--ovs-address", n1.OVSAddress(), "--kubeconfig", c.kube.Kubeconfig)
+			"--ovs-address", n1.OVSAddress(), "--kubeconfig", c.kube.Kubeconfig}, extra...)
+		out, err := n1.NS.Exec(args...)
 		if err != nil {
-			t.Fatalf("gateway-init: %v\n%s", err, out)
+			t.Fatalf("gateway-init %v: %v\n%s", extra, err, out)
 		}
 	}
-	gatewayInit()
+	gatewayInit() // returns once the master has built GR_n1
 	sysID, _ := n1.VSCtl("get", "open_vswitch", ".", "external_ids:system-id")
 	sysID = strings.Trim(strings.TrimSpace(sysID), `"`)
 	gr := c.routerNamed("GR_n1")
@@ -76,14 +77,6 @@ func TestNICsToBridgeAndGatewayInit(t *testing.T) {
 	if g := c.group(); g == nil || !contains(gr.LoadBalancerGroup, g.UUID) {
 		t.Errorf("GR_n1 lacks the cluster load balancer group")
 	}
-	rtoj, rtoe := c.lrp("rtoj-GR_n1"), c.lrp("rtoe-GR_n1")
-	if rtoj == nil || !reflect.DeepEqual(rtoj.Networks, []string{"100.64.0.2/16"}) || !contains(gr.Ports, rtoj.UUID) {
-		t.Errorf("rtoj-GR_n1 = %+v", rtoj)
-	}
-	brMAC, _ := n1.NS.Exec("cat", "/sys/class/net/breth1/address")
-	if rtoe == nil || rtoe.MAC != strings.TrimSpace(brMAC) || !reflect.DeepEqual(rtoe.Networks, []string{"172.18.0.2/24"}) || !contains(gr.Ports, rtoe.UUID) {
-		t.Errorf("rtoe-GR_n1 = %+v (breth1 MAC %s)", rtoe, brMAC)
-	}
 	c.waitPort("join", "jtor-GR_n1", nil)
 	c.waitPort("ext_n1", "breth1_n1_localnet", func(p *nbdb.LogicalSwitchPort) error {
 		if p.Type != "localnet" || p.Options["network_name"] != "physnet" {
@@ -92,20 +85,31 @@ func TestNICsToBridgeAndGatewayInit(t *testing.T) {
 		return nil
 	})
 	c.waitPort("ext_n1", "etor-GR_n1", nil)
-	show, _ := c.ovn.NBCtl("lr-nat-list", "GR_n1")
-	if !strings.Contains(show, "snat") || !strings.Contains(show, "172.18.0.2") || !strings.Contains(show, "10.244.0.0/16") {
-		t.Errorf("GR_n1 NAT:\n%s", show)
-	}
-	grRoutes, _ := c.ovn.NBCtl("lr-route-list", "GR_n1")
-	for _, want := range []string{"10.244.0.0/16", "100.64.0.1", "0.0.0.0/0", "172.18.0.1", "rtoe-GR_n1"} {
-		if !strings.Contains(grRoutes, want) {
-			t.Errorf("GR_n1 routes lack %s:\n%s", want, grRoutes)
+	brMAC, _ := n1.NS.Exec("cat", "/sys/class/net/breth1/address")
+	harness.Eventually(t, 10*time.Second, "GR_n1's NAT, routes and ports", func() error {
+		rtoj, rtoe := c.lrp("rtoj-GR_n1"), c.lrp("rtoe-GR_n1")
+		if rtoj == nil || !reflect.DeepEqual(rtoj.Networks, []string{"100.64.0.2/16"}) {
+			return fmt.Errorf("rtoj-GR_n1 = %+v", rtoj)
 		}
-	}
-	crRoutes, _ := c.ovn.NBCtl("lr-route-list", "ovn_cluster_router")
-	if !strings.Contains(crRoutes, subnet.String()) || !strings.Contains(crRoutes, "100.64.0.2") || !strings.Contains(crRoutes, "src-ip") {
-		t.Errorf("cluster router lacks the src-ip route for %s:\n%s", subnet, crRoutes)
-	}
+		if rtoe == nil || rtoe.MAC != strings.TrimSpace(brMAC) || !reflect.DeepEqual(rtoe.Networks, []string{"172.18.0.2/24"}) {
+			return fmt.Errorf("rtoe-GR_n1 = %+v (breth1 MAC %s)", rtoe, brMAC)
+		}
+		show, _ := c.ovn.NBCtl("lr-nat-list", "GR_n1")
+		if !strings.Contains(show, "snat") || !strings.Contains(show, "172.18.0.2") || !strings.Contains(show, "10.244.0.0/16") {
+			return fmt.Errorf("GR_n1 NAT:\n%s", show)
+		}
+		grRoutes, _ := c.ovn.NBCtl("lr-route-list", "GR_n1")
+		for _, want := range []string{"10.244.0.0/16", "100.64.0.1", "0.0.0.0/0", "172.18.0.1", "rtoe-GR_n1"} {
+			if !strings.Contains(grRoutes, want) {
+				return fmt.Errorf("GR_n1 routes lack %s:\n%s", want, grRoutes)
+			}
+		}
+		crRoutes, _ := c.ovn.NBCtl("lr-route-list", "ovn_cluster_router")
+		if !strings.Contains(crRoutes, subnet.String()) || !strings.Contains(crRoutes, "100.64.0.2") || !strings.Contains(crRoutes, "src-ip") {
+			return fmt.Errorf("cluster router lacks the src-ip route for %s:\n%s", subnet, crRoutes)
+		}
+		return nil
+	})
 	mappings, _ := n1.VSCtl("get", "open_vswitch", ".", "external_ids:ovn-bridge-mappings")
 	if !strings.Contains(mappings, "physnet:breth1") {
 		t.Errorf("ovn-bridge-mappings = %s", mappings)
@@ -115,6 +119,16 @@ func TestNICsToBridgeAndGatewayInit(t *testing.T) {
 	if err != nil || gwCfg.Mode != "shared" || gwCfg.InterfaceID != "breth1_n1_localnet" || gwCfg.IPs[0].String() != "172.18.0.2/24" || gwCfg.NextHops[0].String() != "172.18.0.1" {
 		t.Errorf("l3-gateway-config %+v %v", gwCfg, err)
 	}
+	// The bridge's flows: no learning switch any more, and the host still
+	// reaches the external router through them.
+	flows, err := n1.NS.Exec("ovs-ofctl", "dump-flows", "unix:"+n1.Dir+"/breth1.mgmt")
+	if err != nil || strings.Contains(flows, "NORMAL") || !strings.Contains(flows, "ct(commit,zone=64000") {
+		t.Errorf("breth1 flows (%v):\n%s", err, flows)
+	}
+	harness.Eventually(t, 10*time.Second, "node reaching the external router through breth1's flows", func() error {
+		_, err := n1.NS.Exec("ping", "-c", "1", "-W", "1", "172.18.0.1")
+		return err
+	})
 	// ovn-controller binds the gateway router to this chassis.
 	harness.Eventually(t, 20*time.Second, "GR_n1 bound to n1's chassis", func() error {
 		out, err := c.ovn.SBCtl("--bare", "--columns=chassis", "find", "port_binding", "logical_port=cr-rtoe-GR_n1")
@@ -128,33 +142,27 @@ func TestNICsToBridgeAndGatewayInit(t *testing.T) {
 		return nil
 	})
 
-	// Idempotent; a second node gets the lowest join address no gateway uses.
-	if n := c.changesDuring(gatewayInit); n != 0 {
+	// Idempotent.
+	if n := c.changesDuring(func() { gatewayInit() }); n != 0 {
 		t.Errorf("second gateway-init changed %d NB rows", n)
 	}
-	// An older version's localnet port (named like a pod port) is replaced.
-	if out, err := c.ovn.NBCtl("lsp-add", "ext_n1", "breth1_n1", "--", "lsp-set-type", "breth1_n1", "localnet", "--",
-		"set", "logical_switch_port", "breth1_n1", "external_ids:k8s.ovn.org/owner-controller=ovn-k8s",
-		"external_ids:k8s.ovn.org/owner-type=Node", "external_ids:k8s.ovn.org/name=n1"); err != nil {
-		t.Fatalf("%v %s", err, out)
-	}
-	gatewayInit()
-	harness.Eventually(t, 10*time.Second, "the legacy localnet port removed", func() error {
-		if c.lsp("breth1_n1") != nil {
-			return fmt.Errorf("breth1_n1 still there")
+	// Removed: the master removes the rows, the bridge is a learning switch
+	// again and the host keeps its connectivity.
+	gatewayInit("--remove")
+	harness.Eventually(t, 20*time.Second, "n1 gateway rows removed", func() error {
+		if c.routerNamed("GR_n1") != nil || c.switchNamed("ext_n1") != nil || c.lsp("jtor-GR_n1") != nil {
+			return fmt.Errorf("still there")
 		}
 		return nil
 	})
-	out, err := harness.Run(ovnkube, "gateway-init", "--node-name", "n2", "--bridge-interface", "breth1",
-		"--physical-ip", "172.18.0.3/24", "--nb-address", c.ovn.NBAddress(), "--ovs-address", n1.OVSAddress(),
-		"--minion-switch-subnet", "10.244.77.0/24")
-	if err != nil {
-		t.Fatalf("gateway-init for n2: %v\n%s", err, out)
+	if flows, _ := n1.NS.Exec("ovs-ofctl", "dump-flows", "unix:"+n1.Dir+"/breth1.mgmt"); !strings.Contains(flows, "NORMAL") || strings.Contains(flows, "zone=64000") {
+		t.Errorf("breth1 flows after removal:\n%s", flows)
 	}
-	if p := c.lrp("rtoj-GR_n2"); p == nil || p.Networks[0] != "100.64.0.3/16" {
-		t.Errorf("rtoj-GR_n2 = %+v", p)
+	if _, err := n1.NS.Exec("ping", "-c", "1", "-W", "2", "172.18.0.1"); err != nil {
+		t.Errorf("host lost the external router after the gateway was removed: %v", err)
 	}
 	// Node deleted: its gateway goes with it.
+	gatewayInit()
 	c.deleteNode("n1")
 	harness.Eventually(t, 20*time.Second, "n1 gateway rows removed", func() error {
 		if c.routerNamed("GR_n1") != nil || c.switchNamed("ext_n1") != nil || c.lsp("jtor-GR_n1") != nil {

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -395,9 +396,11 @@ func TestCNIStandaloneAndChained(t *testing.T) {
 	}
 }
 
-// Item 1, node side: the node daemon's gateway comes back when the NB is
-// replaced by an empty database, and when its router is deleted by hand.
-func TestNodeDaemonRebuildsGatewayAfterNBLoss(t *testing.T) {
+// Issue 13, items 1 and 2: the master rebuilds the gateway the node daemon
+// asked for when the NB is replaced by an empty database or its router is
+// deleted by hand; the node daemon keeps the gateway bridge's flows exactly
+// the desired set after a flow is deleted by hand and across its restart.
+func TestNodeDaemonKeepsGatewayFlowsAndRows(t *testing.T) {
 	c := newNodeCluster(t)
 	c.startMaster()
 	n1 := c.addNode("n1")
@@ -406,10 +409,14 @@ func TestNodeDaemonRebuildsGatewayAfterNBLoss(t *testing.T) {
 	if out, err := n1.VSCtl("add-br", "breth1", "--", "set", "bridge", "breth1", "datapath_type=netdev", "--", "add-port", "breth1", "eth1"); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
-	d := harness.Start(t, c.logDir, "node-n1", "ip", "netns", "exec", n1.NS.Name, harness.Binary(t, "ovnkube"), "node",
-		"--node-name", "n1", "--encap-ip", n1.TunnelIP, "--sb-address", "unix:"+c.ovn.SBSock,
-		"--ovs-address", n1.OVSAddress(), "--kubeconfig", c.kube.Kubeconfig, "--datapath-type", "netdev", "--resync-interval", "500ms",
-		"--gateway-bridge", "breth1", "--gateway-ip", "172.18.0.2/24", "--gateway-nexthop", "172.18.0.1", "--nb-address", c.ovn.NBAddress())
+	startDaemon := func() *harness.Process {
+		// The daemon's older flag names (--gateway-bridge, --gateway-ip, --gateway-nexthop) still work.
+		return harness.Start(t, c.logDir, "node-n1", "ip", "netns", "exec", n1.NS.Name, harness.Binary(t, "ovnkube"), "node",
+			"--node-name", "n1", "--encap-ip", n1.TunnelIP, "--sb-address", "unix:"+c.ovn.SBSock,
+			"--ovs-address", n1.OVSAddress(), "--kubeconfig", c.kube.Kubeconfig, "--datapath-type", "netdev", "--resync-interval", "500ms",
+			"--gateway-bridge", "breth1", "--gateway-ip", "172.18.0.2/24", "--default-gw", "172.18.0.1")
+	}
+	d := startDaemon()
 	waitGateway := func(what string) {
 		harness.Eventually(t, 15*time.Second, what, func() error {
 			if d.Exited() {
@@ -421,7 +428,47 @@ func TestNodeDaemonRebuildsGatewayAfterNBLoss(t *testing.T) {
 			return nil
 		})
 	}
-	waitGateway("GR_n1 built by the node daemon")
+	waitGateway("GR_n1 built by the master from the node daemon's annotation")
+	mgmt := "unix:" + n1.Dir + "/breth1.mgmt"
+	dump := func() string {
+		out, _ := n1.NS.Exec("ovs-ofctl", "dump-flows", "--no-stats", mgmt)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		slices.Sort(lines)
+		return strings.Join(lines, "\n")
+	}
+	// The desired set includes the patch port once ovn-controller made it.
+	var desired string
+	harness.Eventually(t, 20*time.Second, "breth1's flows include the patch port", func() error {
+		desired = dump()
+		if !strings.Contains(desired, "priority=9,in_port=") {
+			return fmt.Errorf("flows:\n%s", desired)
+		}
+		return nil
+	})
+	if out, err := n1.NS.Exec("ovs-ofctl", "del-flows", "--strict", mgmt, "table=0,priority=9,in_port=2"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	if out, err := n1.NS.Exec("ovs-ofctl", "add-flow", mgmt, "table=0,priority=1000,actions=NORMAL"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	harness.Eventually(t, 10*time.Second, "breth1's flows restored exactly", func() error {
+		if got := dump(); got != desired {
+			return fmt.Errorf("flows:\n%s", got)
+		}
+		return nil
+	})
+	d.Stop()
+	d = startDaemon()
+	harness.Eventually(t, 10*time.Second, "the restarted daemon leaves breth1's flows as they were", func() error {
+		if d.Exited() {
+			t.Fatalf("ovnkube node exited:\n%s", d.Tail(20))
+		}
+		if got := dump(); got != desired {
+			return fmt.Errorf("flows:\n%s", got)
+		}
+		return nil
+	})
+
 	c.ovn.ResetNB()
 	c.nb = harness.WatchNB(t, c.ovn)
 	waitGateway("GR_n1 rebuilt after the NB was replaced")

@@ -257,7 +257,8 @@ func TestNodePortOnGatewayRouters(t *testing.T) {
 	if c.lb("Service_ns/np_TCP_node_router_n1") != nil {
 		t.Fatal("NodePort LB without a gateway router")
 	}
-	// The node's gateway router appears (as gateway-init will create it).
+	// The node's gateway router appears (as the master builds it for a node
+	// whose gateway-init asked for one).
 	// A router named like a gateway but not ours is never used.
 	if _, err := c.ovn.NBCtl("lr-add", "GR_n1"); err != nil {
 		t.Fatal(err)
