@@ -18,7 +18,7 @@ export OVN
 GO_SOURCES := $(shell find go-controller -name '*.go') go.mod go.sum
 
 .PHONY: all build deps deps-packages generate verify-generate lint test unit fuzz integration e2e demo demo-down bench bench-quick clean \
-	images conformance conformance-subset cluster-up cluster-down
+	images conformance conformance-subset northsouth cluster-up cluster-down
 
 all: build
 
@@ -132,6 +132,10 @@ PARALLEL ?= 4
 conformance: deps build images $(BIN)/ovnk-cluster
 	$(BIN)/ovnk-cluster -focus '$(FOCUS)' -skip '$(SKIP)' -parallel $(PARALLEL) conformance
 
+## northsouth: the real cluster with a shared gateway on every node and an external host: every north-south path, a gateway removed and restored, teardown
+northsouth: deps build images $(BIN)/ovnk-cluster
+	$(BIN)/ovnk-cluster northsouth
+
 ## cluster-up / cluster-down: the conformance cluster alone (`_output/bin/ovnk-cluster kubectl get nodes`)
 cluster-up: deps build images $(BIN)/ovnk-cluster
 	$(BIN)/ovnk-cluster up
@@ -159,7 +163,7 @@ bench-quick: deps build $(BIN)/ovnk-bench
 	$(BIN)/ovnk-bench -stacks $(BENCH_STACKS) -nodes 10 -pods 500 -latency-rate 50 -latency-duration 5s -services 100 -limit-ports 2000 -limit-patches 500 -limit-services 100 -out _output/bench-quick
 
 ## test: everything CI checks: the whole suite and Kubernetes' network conformance on the current stack, integration and e2e on every other
-test: deps build lint verify-generate bench-quick unit fuzz integration e2e conformance
+test: deps build lint verify-generate bench-quick unit fuzz integration e2e conformance northsouth
 	@for s in $(filter-out $(firstword $(STACKS)),$(STACKS)); do \
 		echo "=== integration and e2e on the OVN $$s stack"; \
 		$(MAKE) --no-print-directory OVN=$$s integration e2e || exit 1; \

@@ -26,6 +26,9 @@ func (c *Cluster) Demo(ctx context.Context) (string, error) {
 	if err := c.demoObjects(ctx); err != nil {
 		return "", err
 	}
+	if err := c.northSouthObjects(ctx); err != nil {
+		return "", err
+	}
 	if err := poll(ctx, 120*time.Second, "demo pods Running", c.demoReady); err != nil {
 		return "", err
 	}
@@ -43,21 +46,7 @@ func (c *Cluster) Demo(ctx context.Context) (string, error) {
 	out, err = c.kubectlExec("client", "nslookup", "web."+demoNS+".svc."+clusterDomain)
 	fmt.Fprintf(&b, "=== DNS: nslookup web.demo.svc.cluster.local (from pod client) ===\n%s%v\n", answer(out), errOrEmpty(err))
 
-	var rows []string
-	failed := false
-	check := func(from, to, path string, probe func() (string, error)) {
-		var got string
-		err := poll(ctx, 20*time.Second, to, func() error {
-			var err error
-			got, err = probe()
-			return err
-		})
-		result := "OK   " + got
-		if err != nil {
-			result, failed = "FAIL "+err.Error(), true
-		}
-		rows = append(rows, fmt.Sprintf("  %-26s %-36s %-38s %s", from, to, path, result))
-	}
+	r := &report{ctx: ctx}
 	fromClient := func(url string) func() (string, error) {
 		return func() (string, error) { return c.kubectlExec("client", "curl", "-s", "-m", "2", url) }
 	}
@@ -66,32 +55,27 @@ func (c *Cluster) Demo(ctx context.Context) (string, error) {
 		if p.Spec.NodeName != "" && p.Spec.NodeName != c.Nodes[1].Name {
 			path = "router, Geneve to " + p.Spec.NodeName
 		}
-		check("client ("+c.Nodes[1].Name+")", p.Name+" "+p.Status.PodIP+":8080", path, fromClient("http://"+p.Status.PodIP+":8080/hostname"))
+		r.check("client ("+c.Nodes[1].Name+")", p.Name+" "+p.Status.PodIP+":8080", path, fromClient("http://"+p.Status.PodIP+":8080/hostname"))
 	}
 	vip := svc.Spec.ClusterIP
-	check("client", "web "+vip+":80", "ClusterIP: clusterLBGroup", func() (string, error) {
-		seen := map[string]bool{}
-		for i := 0; i < 20 && len(seen) < 2; i++ {
-			if got, err := c.kubectlExec("client", "curl", "-s", "-m", "2", "http://"+vip+"/hostname"); err == nil {
-				seen[got] = true
-			}
-		}
-		if len(seen) < 2 {
-			return "", fmt.Errorf("backends reached: %v", seen)
-		}
-		return "both backends", nil
+	r.check("client", "web "+vip+":80", "ClusterIP: clusterLBGroup", func() (string, error) {
+		return c.allBackends(func() (string, error) { return c.kubectlExec("client", "curl", "-s", "-m", "2", "http://"+vip+"/hostname") })
 	})
-	check("client", "web.demo:80 (DNS)", "CoreDNS, then the ClusterIP", fromClient("http://web.demo/hostname"))
+	r.check("client", "web.demo:80 (DNS)", "CoreDNS, then the ClusterIP", fromClient("http://web.demo/hostname"))
 	nodePort := svc.Spec.Ports[0].NodePort
 	for _, n := range c.Nodes {
-		check("client", fmt.Sprintf("%s:%d", n.IP, nodePort), "NodePort: clusterSwitchLBGroup", fromClient(fmt.Sprintf("http://%s:%d/hostname", n.IP, nodePort)))
+		r.check("client", fmt.Sprintf("%s:%d", n.IP, nodePort), "NodePort: clusterSwitchLBGroup", fromClient(fmt.Sprintf("http://%s:%d/hostname", n.IP, nodePort)))
 	}
 	for _, n := range []*Node{c.ControlPlane(), c.Nodes[len(c.Nodes)-1]} {
 		node := n
-		check("node "+node.Name, "web "+vip+":80", "ovn-k8s-mp0, then the ClusterIP", func() (string, error) {
+		r.check("node "+node.Name, "web "+vip+":80", "ovn-k8s-mp0, then the ClusterIP", func() (string, error) {
 			return c.Exec(node, "curl", "-s", "-m", "2", "http://"+vip+"/hostname")
 		})
 	}
+	if err := c.northSouthPaths(ctx, r); err != nil {
+		return "", err
+	}
+	rows, failed := r.rows, r.failed
 	verdict := "all paths OK"
 	if failed {
 		verdict = "SOME PATHS FAILED"
@@ -110,6 +94,42 @@ stop it and remove everything: make demo-down
 		return b.String(), fmt.Errorf("connectivity check failed")
 	}
 	return b.String(), nil
+}
+
+// report collects the connectivity rows: each path is polled until it
+// answers (or 20 s pass) and shown with what it answered.
+type report struct {
+	ctx    context.Context
+	rows   []string
+	failed bool
+}
+
+func (r *report) check(from, to, path string, probe func() (string, error)) {
+	var got string
+	err := poll(r.ctx, 20*time.Second, to, func() error {
+		var err error
+		got, err = probe()
+		return err
+	})
+	result := "OK   " + got
+	if err != nil {
+		result, r.failed = "FAIL "+err.Error(), true
+	}
+	r.rows = append(r.rows, fmt.Sprintf("  %-26s %-36s %-38s %s", from, to, path, result))
+}
+
+// allBackends calls probe until both web pods have answered.
+func (c *Cluster) allBackends(probe func() (string, error)) (string, error) {
+	seen := map[string]bool{}
+	for i := 0; i < 30 && len(seen) < 2; i++ {
+		if got, err := probe(); err == nil {
+			seen[got] = true
+		}
+	}
+	if len(seen) < 2 {
+		return "", fmt.Errorf("backends reached: %v", seen)
+	}
+	return "both backends", nil
 }
 
 func (c *Cluster) kubectlExec(pod string, args ...string) (string, error) {
@@ -137,8 +157,8 @@ func (c *Cluster) demoObjects(ctx context.Context) error {
 								LabelSelector: &metav1.LabelSelector{MatchLabels: labels}, TopologyKey: "kubernetes.io/hostname",
 							}},
 						}},
-						Containers: []corev1.Container{{Name: "web", Image: agnhostImg, Args: []string{"netexec", "--http-port=8080"},
-							Ports: []corev1.ContainerPort{{ContainerPort: 8080}}}},
+						Containers: []corev1.Container{{Name: "web", Image: agnhostImg, Args: []string{"netexec", "--http-port=8080", "--udp-port=8081"},
+							Ports: []corev1.ContainerPort{{ContainerPort: 8080}, {ContainerPort: 8081, Protocol: corev1.ProtocolUDP}}}},
 					},
 				},
 			},
@@ -146,12 +166,14 @@ func (c *Cluster) demoObjects(ctx context.Context) error {
 		ignoreExists(cs.CoreV1().Services(demoNS).Create(ctx, &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Name: "web"},
 			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: labels,
-				Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+				Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)},
+					{Name: "udp", Port: 81, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromInt32(8081)}}},
 		}, metav1.CreateOptions{})),
 		ignoreExists(cs.CoreV1().Pods(demoNS).Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "client"},
+			// A web server too, so it can reach itself through a service (hairpin).
+			ObjectMeta: metav1.ObjectMeta{Name: "client", Labels: map[string]string{"app": "client"}},
 			Spec: corev1.PodSpec{NodeName: c.Nodes[1].Name,
-				Containers: []corev1.Container{{Name: "client", Image: agnhostImg, Args: []string{"pause"}}}},
+				Containers: []corev1.Container{{Name: "client", Image: agnhostImg, Args: []string{"netexec", "--http-port=8080"}}}},
 		}, metav1.CreateOptions{})),
 	} {
 		if err != nil {

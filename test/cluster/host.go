@@ -201,3 +201,17 @@ func mountedAt(dir string) []string {
 	}
 	return out
 }
+
+// cmdline is a process's command line, spaces between the arguments ("" once it is gone).
+func cmdline(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
+}
+
+// killPID stops one process the cluster started (SIGTERM).
+func killPID(pid int) error {
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && err != syscall.ESRCH {
+		return fmt.Errorf("stopping pid %d: %w", pid, err)
+	}
+	return nil
+}

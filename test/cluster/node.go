@@ -149,8 +149,9 @@ func (c *Cluster) makeUnderlay() error {
 }
 
 // startOVS starts the node's ovsdb-server and ovs-vswitchd (userspace
-// datapath) and moves the node address onto br-phy, the bridge holding the
-// underlay port, so Geneve leaves through OVS.
+// datapath) and, as a user would, moves the node's NIC (ul0, holding its
+// address) onto an OVS bridge with `ovnkube nics-to-bridge`: brul0 then
+// carries the host's traffic, Geneve and the gateway router's.
 func (c *Cluster) startOVS(n *Node, schema string) error {
 	if _, err := c.Exec(n, "ovsdb-tool", "create", "/etc/openvswitch/conf.db", schema); err != nil {
 		return err
@@ -172,17 +173,11 @@ func (c *Cluster) startOVS(n *Node, schema string) error {
 		"--unixctl=/run/openvswitch/ovs-vswitchd.ctl", "--no-chdir", "--monitor"); err != nil {
 		return err
 	}
-	if _, err := c.Exec(n, "ovs-vsctl", "--timeout=30", "add-br", "br-phy", "--", "set", "bridge", "br-phy", "datapath_type=netdev",
-		"other-config:disable-in-band=true", "--", "add-port", "br-phy", "ul0"); err != nil {
+	if _, err := c.Exec(n, "ip", "addr", "add", fmt.Sprintf("%s/%d", n.IP, underlayLen), "dev", "ul0"); err != nil {
 		return err
 	}
-	for _, args := range [][]string{
-		{"ip", "addr", "add", fmt.Sprintf("%s/%d", n.IP, underlayLen), "dev", "br-phy"},
-		{"ip", "link", "set", "br-phy", "up"},
-	} {
-		if _, err := c.Exec(n, args...); err != nil {
-			return err
-		}
+	if _, err := c.Exec(n, c.bin("ovnkube"), "nics-to-bridge", "--datapath-type", "netdev", "ul0"); err != nil {
+		return err
 	}
 	return nil
 }

@@ -40,15 +40,24 @@ func (c *Cluster) startMaster(n *Node) error {
 		"--cluster-subnet", clusterSubnet+"/24", "--service-cidr", serviceCIDR)
 }
 
+// gatewayBridge is the bridge nics-to-bridge made of every node's NIC.
+const gatewayBridge = "brul0"
+
 // startOVNNode starts ovn-controller and `ovnkube node` (which writes OVS's
-// external_ids for ovn-controller and builds the management port).
+// external_ids for ovn-controller, builds the management port and gives the
+// node its shared gateway on brul0).
 func (c *Cluster) startOVNNode(n *Node) error {
 	if err := c.start(n, "ovn-controller", "ovn-controller", "unix:/run/openvswitch/db.sock", "--no-chdir", "--monitor"); err != nil {
 		return err
 	}
+	return c.startNodeDaemon(n)
+}
+
+func (c *Cluster) startNodeDaemon(n *Node) error {
 	return c.start(n, "ovnkube-node", c.bin("ovnkube"), "--loglevel", "4", "node",
 		"--node-name", n.Name, "--encap-ip", n.IP,
 		"--sb-address", fmt.Sprintf("tcp:%s:%d", c.ControlPlane().IP, sbPort),
 		"--kubeconfig", Kubeconfig, "--datapath-type", "netdev",
-		"--cluster-ip-subnet", clusterSubnet, "--service-cidr", serviceCIDR)
+		"--cluster-ip-subnet", clusterSubnet, "--service-cidr", serviceCIDR,
+		"--bridge-interface", gatewayBridge, "--physical-ip", fmt.Sprintf("%s/%d", n.IP, underlayLen))
 }

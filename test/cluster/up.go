@@ -79,6 +79,9 @@ func (c *Cluster) Up(ctx context.Context) error {
 	if err := c.makeUnderlay(); err != nil {
 		return err
 	}
+	if err := c.makeExternalHost(); err != nil {
+		return err
+	}
 	for _, n := range c.Nodes {
 		if err := c.makeNamespaces(n); err != nil {
 			return err

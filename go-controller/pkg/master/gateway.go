@@ -192,13 +192,13 @@ func ensureGatewayChildren(ctx context.Context, nb libovsdbclient.Client, commit
 	return commit(ctx, ops)
 }
 
-// gatewaySourceRoutes are the node's gateway source routes on the cluster
-// router whose id is not in keep.
+// gatewaySourceRoutes are the node's gateway routes on the cluster router
+// whose id is not in keep.
 func gatewaySourceRoutes(ctx context.Context, nb libovsdbclient.Client, cluster *nbdb.LogicalRouter, node string, keep map[string]bool) []string {
 	owner := topology.Owner{Type: topology.OwnerNode, Name: node}
 	return pickChildren(ctx, nb, cluster.StaticRoutes, func(ids map[string]string) bool {
 		id := ids[topology.RowIDKey]
-		return ownedBy(ids, owner) && strings.HasPrefix(id, topology.GatewaySourceRouteIDPrefix) && !keep[id]
+		return ownedBy(ids, owner) && strings.HasPrefix(id, topology.GatewayClusterRouteIDPrefix) && !keep[id]
 	}, &nbdb.LogicalRouterStaticRoute{})
 }
 

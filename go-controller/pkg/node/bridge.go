@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -144,6 +146,9 @@ func (mv *nicMover) run() error {
 	if err := mv.attachNIC(); err != nil {
 		return err
 	}
+	if err := mv.isolateNIC(); err != nil {
+		return err
+	}
 	if err := mv.step(StepNICAttached); err != nil {
 		return err
 	}
@@ -215,6 +220,35 @@ func (mv *nicMover) attachNIC() error {
 		return fmt.Errorf("adding %s to %s: %w", mv.m.NIC, mv.bridge, err)
 	}
 	mv.undo = append(mv.undo, func() error { return mv.sw.DeletePort(context.Background(), mv.m.NIC) })
+	return nil
+}
+
+// isolateNIC keeps the host's own IP stack off the NIC under a userspace
+// bridge. The kernel datapath takes a port's frames away from the stack;
+// the userspace one reads them through a packet socket, which leaves the
+// kernel seeing them too, and it would answer ARP for the bridge's
+// addresses and reset the connections meant for the gateway router (the
+// frames carry the shared MAC, which is the NIC's). ARP on the NIC is
+// ignored and IPv4 from it fails the strict reverse-path check (its
+// sources are routed through the bridge).
+func (mv *nicMover) isolateNIC() error {
+	if mv.m.DatapathType != "netdev" {
+		return nil
+	}
+	for key, value := range map[string]string{"arp_ignore": "8", "rp_filter": "1"} {
+		path := "/proc/sys/net/ipv4/conf/" + mv.m.NIC + "/" + key
+		old, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", path, err)
+		}
+		if strings.TrimSpace(string(old)) == value {
+			continue
+		}
+		if err := os.WriteFile(path, []byte(value), 0o644); err != nil {
+			return fmt.Errorf("setting %s: %w", path, err)
+		}
+		mv.undo = append(mv.undo, func() error { return os.WriteFile(path, old, 0o644) })
+	}
 	return nil
 }
 

@@ -10,9 +10,13 @@ import (
 // RowIDKey identifies nameless rows (NAT, static routes) among those of one owner.
 const RowIDKey = "k8s.ovn.org/id"
 
-// GatewaySourceRouteIDPrefix starts the RowIDKey of the cluster router's
-// source routes that send a node's pods out through its gateway router.
-const GatewaySourceRouteIDPrefix = "gateway-src:"
+// GatewayClusterRouteIDPrefix starts the RowIDKey of the cluster router's
+// routes that belong to a node's gateway: "gateway-src:<subnet>" sends the
+// node's pods out through its gateway router, "gateway-join:<ip>" sends
+// replies to that router's join address straight to it (without it a reply
+// from another node's pod would follow that node's source route to the
+// wrong gateway router).
+const GatewayClusterRouteIDPrefix = "gateway-"
 
 // DefaultPhysNet is the localnet network name the gateway's bridge maps to.
 const DefaultPhysNet = "physnet"
@@ -148,8 +152,13 @@ func Gateway(in GatewayInput) GatewayRows {
 		}
 		rows.ClusterRoutes = append(rows.ClusterRoutes, &nbdb.LogicalRouterStaticRoute{
 			IPPrefix: hs.String(), Nexthop: in.JoinIP.Addr().String(), Policy: &policy,
-			ExternalIDs: withID(GatewaySourceRouteIDPrefix + hs.String()),
+			ExternalIDs: withID(GatewayClusterRouteIDPrefix + "src:" + hs.String()),
 		})
 	}
+	join := netip.PrefixFrom(in.JoinIP.Addr(), in.JoinIP.Addr().BitLen())
+	rows.ClusterRoutes = append(rows.ClusterRoutes, &nbdb.LogicalRouterStaticRoute{
+		IPPrefix: join.String(), Nexthop: in.JoinIP.Addr().String(),
+		ExternalIDs: withID(GatewayClusterRouteIDPrefix + "join:" + join.Addr().String()),
+	})
 	return rows
 }

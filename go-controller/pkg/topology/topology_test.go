@@ -182,8 +182,9 @@ func TestGateway(t *testing.T) {
 		t.Errorf("routes %+v", rows.Routes)
 	}
 	cr := rows.ClusterRoutes
-	if len(cr) != 1 || cr[0].IPPrefix != "10.244.1.0/24" || cr[0].Nexthop != "100.64.0.2" || *cr[0].Policy != "src-ip" {
-		t.Errorf("cluster routes %+v", cr)
+	if len(cr) != 2 || cr[0].IPPrefix != "10.244.1.0/24" || cr[0].Nexthop != "100.64.0.2" || *cr[0].Policy != "src-ip" ||
+		cr[1].IPPrefix != "100.64.0.2/32" || cr[1].Nexthop != "100.64.0.2" || cr[1].Policy != nil {
+		t.Errorf("cluster routes %+v %+v", cr[0], cr[len(cr)-1])
 	}
 	ids := map[string]bool{}
 	for _, r := range append(rows.Routes, cr...) {

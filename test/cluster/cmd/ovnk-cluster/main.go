@@ -14,7 +14,7 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/test/cluster"
 )
 
-const usage = `usage: ovnk-cluster [flags] up|down|kubectl ARGS...|e2e|conformance|demo
+const usage = `usage: ovnk-cluster [flags] up|down|kubectl ARGS...|e2e|conformance|demo|northsouth
 
   up           build the cluster (control plane + workers) and wait until it is Ready
   down         stop everything the cluster started and undo every host change
@@ -22,6 +22,7 @@ const usage = `usage: ovnk-cluster [flags] up|down|kubectl ARGS...|e2e|conforman
   e2e          run the e2e tests (-focus, -skip) against the running cluster
   conformance  up, e2e, down (down also on failure or interrupt)
   demo         up (unless running), a Deployment, a Service and a client pod, and a report
+  northsouth   up, the demo's paths, a node's gateway removed and restored, down
 
 flags:
 `
@@ -86,6 +87,21 @@ func main() {
 		fmt.Print(report)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "ovnk-cluster demo:", err)
+			code = 1
+		}
+	case "northsouth":
+		err := c.Up(ctx)
+		var report string
+		if err == nil {
+			report, err = c.NorthSouth(ctx)
+		}
+		fmt.Print(report)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "ovnk-cluster northsouth:", err)
+			code = 1
+		}
+		if derr := cluster.Down(c.Dir, c.Log); derr != nil {
+			fmt.Fprintln(os.Stderr, "ovnk-cluster down:", derr)
 			code = 1
 		}
 	case "conformance":

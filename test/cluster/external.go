@@ -1,0 +1,145 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+)
+
+// The external host: a namespace on the underlay, outside the cluster, with
+// routes to nothing but the node addresses (and the service addresses the
+// "outside network" routes to a node, as a router in front of a cluster would).
+const (
+	externalIP  = underlayPrefix + "100"
+	externalIPs = "192.0.2.10" // a Service's spec.externalIPs, routed to the first worker
+	ingressIP   = "192.0.2.20" // a LoadBalancer's ingress IP, routed to the last worker
+	externalWeb = 8080         // the external host's HTTP server
+)
+
+func (c *Cluster) externalNS() string { return prefix + "-external" }
+
+// makeExternalHost creates the external host's namespace and wires it to the underlay.
+func (c *Cluster) makeExternalHost() error {
+	if err := c.record(func(st *state) { st.NetNS = append(st.NetNS, c.externalNS()) }); err != nil {
+		return err
+	}
+	ext := c.externalNS()
+	cmds := [][]string{
+		{"ip", "netns", "add", ext},
+		{"ip", "-n", ext, "link", "set", "lo", "up"},
+		{"ip", "link", "add", "eth0", "netns", ext, "type", "veth", "peer", "name", "ul-external", "netns", c.underlayNS()},
+		{"ip", "-n", c.underlayNS(), "link", "set", "ul-external", "master", "br0", "up"},
+		{"ip", "-n", ext, "addr", "add", externalIP + "/32", "dev", "eth0"},
+		{"ip", "-n", ext, "link", "set", "eth0", "up"},
+		// A veth leaves TCP/UDP checksums to "hardware" that never fills
+		// them in; a real host's NIC does, and OVS's userspace conntrack
+		// drops segments with bad checksums. So the host computes them.
+		{"ip", "netns", "exec", ext, "ethtool", "-K", "eth0", "tx", "off"},
+	}
+	for _, n := range c.Nodes {
+		cmds = append(cmds, []string{"ip", "-n", ext, "route", "add", n.IP + "/32", "dev", "eth0"})
+	}
+	cmds = append(cmds,
+		[]string{"ip", "-n", ext, "route", "add", externalIPs + "/32", "via", c.Nodes[1].IP},
+		[]string{"ip", "-n", ext, "route", "add", ingressIP + "/32", "via", c.Nodes[len(c.Nodes)-1].IP})
+	for _, args := range cmds {
+		if _, err := run(args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// inExternal runs f with the calling goroutine's thread in the external
+// namespace (sockets it opens stay there).
+func (c *Cluster) inExternal(f func() error) error {
+	return ns.WithNetNSPath("/var/run/netns/"+c.externalNS(), func(ns.NetNS) error { return f() })
+}
+
+// externalDial opens a connection from the external host.
+func (c *Cluster) externalDial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var conn net.Conn
+	err := c.inExternal(func() error {
+		var err error
+		conn, err = (&net.Dialer{Timeout: 2 * time.Second}).DialContext(ctx, network, addr)
+		return err
+	})
+	return conn, err
+}
+
+// externalGet is an HTTP GET from the external host.
+func (c *Cluster) externalGet(url string) (string, error) {
+	client := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DialContext: c.externalDial, DisableKeepAlives: true}}
+	resp, err := client.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return strings.TrimSpace(string(b)), err
+}
+
+// externalUDP sends an agnhost netexec UDP command from the external host
+// and returns the answer.
+func (c *Cluster) externalUDP(addr, command string) (string, error) {
+	conn, err := c.externalDial(bg, "udp", addr)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := conn.Write([]byte(command + "\n")); err != nil {
+		return "", err
+	}
+	buf := make([]byte, 1024)
+	n, err := conn.Read(buf)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(buf[:n])), nil
+}
+
+// externalConnect opens and closes a TCP connection from the external host.
+func (c *Cluster) externalConnect(addr string) (string, error) {
+	conn, err := c.externalDial(bg, "tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	return "connected from " + conn.LocalAddr().String(), conn.Close()
+}
+
+// serveExternal starts the external host's HTTP server, which answers every
+// request with the client's address as it arrived; stop closes it.
+func (c *Cluster) serveExternal() (stop func(), err error) {
+	var l net.Listener
+	err = c.inExternal(func() error {
+		var err error
+		l, err = net.Listen("tcp", fmt.Sprintf("%s:%d", externalIP, externalWeb))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("external server: %w", err)
+	}
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, _ := net.SplitHostPort(r.RemoteAddr)
+		fmt.Fprintln(w, host)
+	})}
+	go func() { _ = srv.Serve(l) }()
+	return func() { _ = srv.Close() }, nil
+}
+
+// firstLine is s up to its first newline.
+func firstLine(s string) string {
+	line, _, _ := bufio.NewReader(strings.NewReader(s)).ReadLine()
+	return string(line)
+}
