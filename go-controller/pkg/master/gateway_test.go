@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -103,6 +105,13 @@ func TestGatewayRowsHaveOneOwner(t *testing.T) {
 	e.createNode("n1")
 	e.start()
 	e.annotateGateway("n1", "172.18.0.2", "")
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "np"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, ClusterIP: "10.96.0.30", ClusterIPs: []string{"10.96.0.30"},
+			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30080}}}}
+	if _, err := e.kube.CoreV1().Services("ns").Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.createSlice("ns", "np-x", "np", "10.244.0.5")
 	built := "chassis=chassis-n1 join=[100.64.0.2/16] nat=[10.244.0.0/16>172.18.0.2] routes=[10.244.0.0/16>100.64.0.1 0.0.0.0/0>172.18.0.1]"
 	e.waitGateway("n1", built)
 	harness.Eventually(t, 10*time.Second, "join address annotated", func() error {
@@ -141,6 +150,22 @@ func TestGatewayRowsHaveOneOwner(t *testing.T) {
 	e.waitGateway("n2", "chassis=chassis-n2 join=[100.64.0.")
 	e.annotateGateway("n1", "172.18.0.2", "")
 	e.waitGateway("n1", "chassis=chassis-n1 join=[100.64.0.")
+	// The rebuilt router gets the NodePort balancer back.
+	e.waitVIPs("Service_ns/np_TCP_node_router_n1", map[string]string{"172.18.0.2:30080": "10.244.0.5:8080"})
+	harness.Eventually(t, 10*time.Second, "GR_n1 carries its NodePort balancer", func() error {
+		lb := &nbdb.LoadBalancer{}
+		var lbs []nbdb.LoadBalancer
+		_ = e.nb.WhereCache(func(l *nbdb.LoadBalancer) bool { return l.Name == "Service_ns/np_TCP_node_router_n1" }).List(context.Background(), &lbs)
+		var grs []nbdb.LogicalRouter
+		_ = e.nb.WhereCache(func(r *nbdb.LogicalRouter) bool { return r.Name == "GR_n1" }).List(context.Background(), &grs)
+		if len(lbs) == 1 {
+			lb = &lbs[0]
+		}
+		if len(grs) != 1 || lb.UUID == "" || !slices.Contains(grs[0].LoadBalancer, lb.UUID) {
+			return fmt.Errorf("GR_n1 %v, balancer %q", grs, lb.UUID)
+		}
+		return nil
+	})
 	if a, b := e.gatewayState("n1"), e.gatewayState("n2"); strings.Split(a, " ")[1] == strings.Split(b, " ")[1] {
 		t.Errorf("two gateways share a join address: %s / %s", a, b)
 	}

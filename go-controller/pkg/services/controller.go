@@ -98,23 +98,32 @@ func New(factory informers.SharedInformerFactory, nb libovsdbclient.Client, comm
 		},
 	})
 	nb.Cache().AddEventHandler(&ovsdbcache.EventHandlerFuncs{
-		AddFunc:    func(table string, m model.Model) { c.nbRowChanged(m, false) },
-		UpdateFunc: func(table string, _, m model.Model) { c.nbRowChanged(m, false) },
-		DeleteFunc: func(table string, m model.Model) { c.nbRowChanged(m, true) },
+		AddFunc:    func(table string, m model.Model) { c.nbRowChanged(m, rowAdded) },
+		UpdateFunc: func(table string, _, m model.Model) { c.nbRowChanged(m, rowUpdated) },
+		DeleteFunc: func(table string, m model.Model) { c.nbRowChanged(m, rowDeleted) },
 	})
 	return c
 }
 
+type rowEvent int
+
+const (
+	rowAdded rowEvent = iota
+	rowUpdated
+	rowDeleted
+)
+
 // nbRowChanged re-syncs a service whose load balancer vanished behind our
-// back, and NodePort services when a gateway router comes or goes.
-func (c *Controller) nbRowChanged(m model.Model, deleted bool) {
+// back, and NodePort services when a gateway router comes, goes or lost
+// the cluster group.
+func (c *Controller) nbRowChanged(m model.Model, ev rowEvent) {
 	switch row := m.(type) {
 	case *nbdb.LoadBalancer:
-		if owner, ok := topology.OwnerOf(row.ExternalIDs); ok && owner.Type == topology.OwnerService && deleted {
+		if owner, ok := topology.OwnerOf(row.ExternalIDs); ok && owner.Type == topology.OwnerService && ev == rowDeleted {
 			c.queue.Add(owner.Name)
 		}
 	case *nbdb.LogicalRouter:
-		if _, ok := gatewayNode(row); ok && (deleted || !slices.Contains(row.LoadBalancerGroup, c.groupUUID())) {
+		if _, ok := gatewayNode(row); ok && (ev != rowUpdated || !slices.Contains(row.LoadBalancerGroup, c.groupUUID())) {
 			c.gatewaysChanged()
 		}
 	}
