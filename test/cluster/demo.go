@@ -59,7 +59,9 @@ func (c *Cluster) Demo(ctx context.Context) (string, error) {
 	}
 	vip := svc.Spec.ClusterIP
 	r.check("client", "web "+vip+":80", "ClusterIP: clusterLBGroup", func() (string, error) {
-		return c.allBackends(func() (string, error) { return c.kubectlExec("client", "curl", "-s", "-m", "2", "http://"+vip+"/hostname") })
+		return c.allBackends(func() (string, error) {
+			return c.kubectlExec("client", "curl", "-s", "-m", "2", "http://"+vip+"/hostname")
+		})
 	})
 	r.check("client", "web.demo:80 (DNS)", "CoreDNS, then the ClusterIP", fromClient("http://web.demo/hostname"))
 	nodePort := svc.Spec.Ports[0].NodePort

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -138,8 +137,8 @@ func (c *Cluster) serveExternal() (stop func(), err error) {
 	return func() { _ = srv.Close() }, nil
 }
 
-// firstLine is s up to its first newline.
-func firstLine(s string) string {
-	line, _, _ := bufio.NewReader(strings.NewReader(s)).ReadLine()
-	return string(line)
+// lastLine is the last non-empty line of s.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
 }

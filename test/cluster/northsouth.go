@@ -83,11 +83,11 @@ func (c *Cluster) northSouthPaths(ctx context.Context, r *report) error {
 	worker, last := c.Nodes[1], c.Nodes[len(c.Nodes)-1]
 	for _, n := range c.Nodes {
 		url := fmt.Sprintf("http://%s:%d/hostname", n.IP, ports["web"])
-		r.check(ext, fmt.Sprintf("NodePort %s:%d", n.IP, ports["web"]), gatewayBridge + " → GR_"+n.Name+", backends local+remote", func() (string, error) {
+		r.check(ext, fmt.Sprintf("NodePort %s:%d", n.IP, ports["web"]), gatewayBridge+" → GR_"+n.Name+", backends local+remote", func() (string, error) {
 			return c.allBackends(func() (string, error) { return c.externalGet(url) })
 		})
 		udp := fmt.Sprintf("%s:%d", n.IP, udpPort)
-		r.check(ext, "NodePort "+udp+"/udp", gatewayBridge + " → GR_"+n.Name+" (UDP)", func() (string, error) { return c.externalUDP(udp, "hostname") })
+		r.check(ext, "NodePort "+udp+"/udp", gatewayBridge+" → GR_"+n.Name+" (UDP)", func() (string, error) { return c.externalUDP(udp, "hostname") })
 	}
 	r.check(ext, "ExternalIP "+externalIPs+":80", "routed to "+worker.Name+" → GR", func() (string, error) {
 		return c.externalGet("http://" + externalIPs + "/hostname")
@@ -120,7 +120,7 @@ func (c *Cluster) northSouthPaths(ctx context.Context, r *report) error {
 	})
 	for _, n := range c.Nodes {
 		addr := n.IP + ":10250"
-		r.check(ext, "kubelet "+addr, gatewayBridge + " → host (host traffic intact)", func() (string, error) { return c.externalConnect(addr) })
+		r.check(ext, "kubelet "+addr, gatewayBridge+" → host (host traffic intact)", func() (string, error) { return c.externalConnect(addr) })
 	}
 	r.check("client ("+worker.Name+")", fmt.Sprintf("external %s:%d", externalIP, externalWeb), "GR_"+worker.Name+" SNAT → "+gatewayBridge, func() (string, error) {
 		got, err := c.kubectlExec("client", "curl", "-s", "-m", "2", fmt.Sprintf("http://%s:%d/", externalIP, externalWeb))
@@ -171,7 +171,7 @@ func (c *Cluster) NorthSouth(ctx context.Context) (string, error) {
 	r.check("node "+n.Name, "gateway-init --remove", "annotation, bridge mapping, flows", func() (string, error) {
 		o, err := c.Exec(n, c.bin("ovnkube"), "gateway-init", "--remove", "--node-name", n.Name, "--bridge-interface", gatewayBridge,
 			"--physical-ip", physIP, "--kubeconfig", Kubeconfig)
-		return firstLine(o), err
+		return lastLine(o), err
 	})
 	r.check("master", "GR_"+n.Name+" removed", "the master owns the rows", func() (string, error) {
 		o, err := c.Exec(c.ControlPlane(), "ovn-nbctl", "--db=unix:/run/ovn/ovnnb_db.sock", "--bare", "--columns=name", "find", "logical_router", "name=GR_"+n.Name)

@@ -241,7 +241,7 @@ func vip(ip netip.Addr, port int32) string {
 
 // endpoints are the usable endpoints of a service, per service port name and protocol.
 type endpoints struct {
-	byPort map[string]backendSet   // key: port name + "/" + protocol
+	byPort map[string]backendSet // key: port name + "/" + protocol
 	nodes  map[netip.Addr]string // endpoint address → its node
 }
 

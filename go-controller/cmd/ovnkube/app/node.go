@@ -168,4 +168,3 @@ func nodeCommand() *cli.Command {
 		},
 	}
 }
-
