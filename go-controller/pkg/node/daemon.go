@@ -65,6 +65,7 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	poke(nodeKick)
+	ready := false // minion-init succeeded
 	for {
 		full := false
 		select {
@@ -84,8 +85,10 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 		var err error
 		if full {
 			_, err = MinionInit(ctx, cfg, sw, kube, log)
+			ready = err == nil
 		}
-		if err == nil && gw != nil {
+		// The gateway needs minion-init's chassis: it waits for a success.
+		if err == nil && ready && gw != nil {
 			err = syncGateway(ctx, *gw, sw, kube, svcs, log)
 		}
 		if err != nil {
