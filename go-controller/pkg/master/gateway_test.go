@@ -133,9 +133,29 @@ func TestGatewayRowsHaveOneOwner(t *testing.T) {
 	e.proxy.SwitchTo(ovndbtest.NewServer(t))
 	e.waitGateway("n1", built)
 
-	// A new address: the NAT follows and the old one goes.
+	// An older version's localnet port (named like a pod's port) on ext_n1.
+	harness.Eventually(t, 10*time.Second, "legacy localnet port added (the client reconnects after the NB switch)", func() error {
+		txn := ovndb.NewTxn(e.nb)
+		ext := ovndb.Require(txn, &nbdb.LogicalSwitch{Name: "ext_n1"})
+		legacy := &nbdb.LogicalSwitchPort{Name: "breth0_n1", Type: "localnet", ExternalIDs: topology.Owner{Type: topology.OwnerNode, Name: "n1"}.ExternalIDs()}
+		txn.AddChildren(ext, &ext.Ports, txn.Ensure(legacy, nil, nil))
+		ops, err := txn.Ops()
+		if err != nil {
+			return err
+		}
+		return ovndb.Transact(context.Background(), e.nb, ops)
+	})
+	// A new address: the NAT follows, the old one and the legacy port go.
 	e.annotateGateway("n1", "172.18.0.9", "")
 	e.waitGateway("n1", "chassis=chassis-n1 join=[100.64.0.2/16] nat=[10.244.0.0/16>172.18.0.9]")
+	harness.Eventually(t, 10*time.Second, "the legacy localnet port removed", func() error {
+		var lsps []nbdb.LogicalSwitchPort
+		_ = e.nb.WhereCache(func(p *nbdb.LogicalSwitchPort) bool { return p.Name == "breth0_n1" }).List(context.Background(), &lsps)
+		if len(lsps) != 0 {
+			return fmt.Errorf("breth0_n1 still there")
+		}
+		return nil
+	})
 
 	// A malformed or foreign annotation changes nothing.
 	e.patchNode("n1", map[string]any{annotations.NodeL3GatewayConfig: `{"default":{"mode":"shared","interface-id":"ns_pod"}}`})
