@@ -137,6 +137,9 @@ func TestGatewayRowsHaveOneOwner(t *testing.T) {
 	harness.Eventually(t, 10*time.Second, "legacy localnet port added (the client reconnects after the NB switch)", func() error {
 		txn := ovndb.NewTxn(e.nb)
 		ext := ovndb.Require(txn, &nbdb.LogicalSwitch{Name: "ext_n1"})
+		if txn.Err() != nil {
+			return txn.Err()
+		}
 		legacy := &nbdb.LogicalSwitchPort{Name: "breth0_n1", Type: "localnet", ExternalIDs: topology.Owner{Type: topology.OwnerNode, Name: "n1"}.ExternalIDs()}
 		txn.AddChildren(ext, &ext.Ports, txn.Ensure(legacy, nil, nil))
 		ops, err := txn.Ops()
