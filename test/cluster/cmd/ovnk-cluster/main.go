@@ -90,38 +90,37 @@ func main() {
 			code = 1
 		}
 	case "northsouth":
-		err := c.Up(ctx)
-		var report string
-		if err == nil {
-			report, err = c.NorthSouth(ctx)
-		}
-		fmt.Print(report)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "ovnk-cluster northsouth:", err)
-			code = 1
-		}
-		if derr := cluster.Down(c.Dir, c.Log); derr != nil {
-			fmt.Fprintln(os.Stderr, "ovnk-cluster down:", derr)
-			code = 1
-		}
+		code = upRunDown(ctx, c, "northsouth", func() error {
+			report, err := c.NorthSouth(ctx)
+			fmt.Print(report)
+			return err
+		})
 	case "conformance":
-		err := c.Up(ctx)
-		if err == nil {
-			err = c.E2E(ctx, e2eCfg)
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "ovnk-cluster conformance:", err)
-			code = 1
-		}
-		if derr := cluster.Down(c.Dir, c.Log); derr != nil {
-			fmt.Fprintln(os.Stderr, "ovnk-cluster down:", derr)
-			code = 1
-		}
+		code = upRunDown(ctx, c, "conformance", func() error { return c.E2E(ctx, e2eCfg) })
 	default:
 		fs.Usage()
 		code = 2
 	}
 	os.Exit(code)
+}
+
+// upRunDown brings the cluster up, runs f on it and tears it down, also
+// when up or f failed; it returns the exit code.
+func upRunDown(ctx context.Context, c *cluster.Cluster, name string, f func() error) int {
+	code := 0
+	err := c.Up(ctx)
+	if err == nil {
+		err = f()
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "ovnk-cluster %s: %v\n", name, err)
+		code = 1
+	}
+	if derr := cluster.Down(c.Dir, c.Log); derr != nil {
+		fmt.Fprintln(os.Stderr, "ovnk-cluster down:", derr)
+		code = 1
+	}
+	return code
 }
 
 func repoRoot() (string, error) {
