@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -88,8 +89,9 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 			ready = err == nil
 		}
 		// The gateway needs minion-init's chassis: it waits for a success.
+		// A service change only touches the bridge's flows and the chain.
 		if err == nil && ready && gw != nil {
-			err = syncGateway(ctx, *gw, sw, kube, svcs, log)
+			err = syncGateway(ctx, *gw, full, sw, kube, svcs, log)
 		}
 		if err != nil {
 			log.Error(err, "node setup failed; retrying")
@@ -98,14 +100,23 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 	}
 }
 
-// syncGateway runs GatewayInit with the current services and replaces the
-// host's NodePort chain.
-func syncGateway(ctx context.Context, gw GatewayConfig, sw *ovs.Client, kube kubernetes.Interface, svcs corelisters.ServiceLister, log logr.Logger) error {
+// syncGateway replaces the gateway bridge's flows and the host's NodePort
+// chain from the current services; full runs all of GatewayInit first
+// (bridge mapping, annotation).
+func syncGateway(ctx context.Context, gw GatewayConfig, full bool, sw *ovs.Client, kube kubernetes.Interface, svcs corelisters.ServiceLister, log logr.Logger) error {
 	list, err := svcs.List(labels.Everything())
 	if err != nil {
 		return err
 	}
-	if err := GatewayInit(ctx, gw, sw, kube, ServiceFlows(list), log); err != nil {
+	if full {
+		err = GatewayInit(ctx, gw, sw, kube, ServiceFlows(list), log)
+	} else {
+		var mac net.HardwareAddr
+		if mac, err = bridgeMAC(ctx, sw, gw.Bridge); err == nil {
+			err = replaceBridgeFlows(ctx, gw, sw, mac, ServiceFlows(list), log)
+		}
+	}
+	if err != nil {
 		return err
 	}
 	return hostNAT{}.replace(ctx, HostNodePortRules(list))
@@ -132,20 +143,15 @@ func missingParts(ctx context.Context, cfg Config, sw *ovs.Client, gw *GatewayCo
 	if err != nil {
 		return err.Error()
 	}
-	if d, err := NewFlowTable(gw.Bridge, gw.OVSAddress).Drift(ctx, flows); err != nil || d != "" {
-		return fmt.Sprintf("flows of %s differ: %s%v", gw.Bridge, d, errText(err))
+	if d, err := NewFlowTable(gw.Bridge, gw.OVSAddress).Drift(ctx, flows); err != nil {
+		return err.Error()
+	} else if d != "" {
+		return fmt.Sprintf("flows of %s differ: %s", gw.Bridge, d)
 	}
 	if d := (hostNAT{}).drift(ctx, HostNodePortRules(list)); d != "" {
 		return "host NodePort chain: " + d
 	}
 	return ""
-}
-
-func errText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
 }
 
 func managementPortPresent(ctx context.Context, sw *ovs.Client) bool {

@@ -42,6 +42,11 @@ func GatewayInit(ctx context.Context, cfg GatewayConfig, sw *ovs.Client, kube ku
 	if err := annotateNode(ctx, kube, cfg.NodeName, map[string]string{annotations.NodeL3GatewayConfig: gatewayAnnotation(cfg, mac)}); err != nil {
 		return err
 	}
+	return replaceBridgeFlows(ctx, cfg, sw, mac, services, log)
+}
+
+// replaceBridgeFlows makes the bridge's flow table exactly the desired one.
+func replaceBridgeFlows(ctx context.Context, cfg GatewayConfig, sw *ovs.Client, mac net.HardwareAddr, services []ServiceFlow, log logr.Logger) error {
 	flows, err := bridgeFlows(ctx, cfg, sw, mac, services)
 	if err != nil {
 		return err
@@ -49,7 +54,7 @@ func GatewayInit(ctx context.Context, cfg GatewayConfig, sw *ovs.Client, kube ku
 	if err := NewFlowTable(cfg.Bridge, cfg.OVSAddress).Replace(ctx, flows); err != nil {
 		return err
 	}
-	log.V(2).Info("gateway configured", "node", cfg.NodeName, "bridge", cfg.Bridge, "physicalIP", cfg.PhysicalIP, "flows", len(flows))
+	log.V(2).Info("gateway bridge flows replaced", "node", cfg.NodeName, "bridge", cfg.Bridge, "physicalIP", cfg.PhysicalIP, "flows", len(flows))
 	return nil
 }
 

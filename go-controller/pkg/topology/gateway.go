@@ -29,11 +29,6 @@ func ExternalToGatewayPort(node string) string   { return "etor-" + GatewayRoute
 func GatewayToExternalPort(node string) string   { return "rtoe-" + GatewayRouter(node) }
 func LocalnetPort(bridge, node string) string    { return bridge + "_" + node + "_localnet" }
 
-// LegacyLocalnetPort is the localnet port's name before 2026-11: it could
-// equal a pod's port (namespace <bridge>, pod named like the node), so it
-// was given a second underscore, which no namespace_pod name has.
-func LegacyLocalnetPort(bridge, node string) string { return bridge + "_" + node }
-
 // GatewayInput is what a node's gateway depends on.
 type GatewayInput struct {
 	Node           string
