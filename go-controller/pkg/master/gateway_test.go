@@ -232,3 +232,34 @@ func TestGatewayJoinAddressesAreReused(t *testing.T) {
 		t.Errorf("the cluster router's address asked for: %v (want a fresh one)", err)
 	}
 }
+
+// A gateway transaction committed while its reply is lost (the connection
+// drops) is not sent again from the stale cache: the retry finds the rows
+// and there is exactly one of each.
+func TestGatewayAfterLostReply(t *testing.T) {
+	e := newEnv(t)
+	e.createNode("n1")
+	e.start()
+	e.waitGateway("n1", "") // synced, no gateway
+	lost := e.proxy.LoseNextReply()
+	e.annotateGateway("n1", "172.18.0.2", "")
+	select {
+	case <-lost:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no transaction lost its reply")
+	}
+	e.waitGateway("n1", "chassis=chassis-n1 join=[100.64.0.2/16] nat=[10.244.0.0/16>172.18.0.2]")
+	harness.Eventually(t, 10*time.Second, "one row of each", func() error {
+		ctx := context.Background()
+		var grs []nbdb.LogicalRouter
+		_ = e.nb.WhereCache(func(r *nbdb.LogicalRouter) bool { return r.Name == "GR_n1" }).List(ctx, &grs)
+		var exts []nbdb.LogicalSwitch
+		_ = e.nb.WhereCache(func(s *nbdb.LogicalSwitch) bool { return s.Name == "ext_n1" }).List(ctx, &exts)
+		var nats []nbdb.NAT
+		_ = e.nb.List(ctx, &nats)
+		if len(grs) != 1 || len(exts) != 1 || len(nats) != 1 {
+			return fmt.Errorf("%d routers, %d external switches, %d NAT rows", len(grs), len(exts), len(nats))
+		}
+		return nil
+	})
+}
