@@ -2,6 +2,7 @@ package ovndb_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -160,5 +161,27 @@ func TestDuplicatesOfOursAreMerged(t *testing.T) {
 	txn.Ensure(b, []any{&b.Vips}, nil)
 	if _, err := txn.Ops(); err == nil {
 		t.Fatal("a duplicate owned by someone else was merged")
+	}
+}
+
+// A transaction built while the client has no cache (closed, or between a
+// drop and the reconnect) fails with an error instead of panicking.
+func TestTxnWithoutCacheFails(t *testing.T) {
+	c := ovndbtest.Connect(t, ovndbtest.NewServer(t))
+	c.Close()
+	harness.Eventually(t, 5*time.Second, "the closed client drops its cache", func() error {
+		if c.Cache() != nil {
+			return fmt.Errorf("cache still there")
+		}
+		return nil
+	})
+	txn := ovndb.NewTxn(c)
+	if r := ovndb.Lookup(txn, &nbdb.LogicalRouter{Name: "r"}); r != nil || !errors.Is(txn.Err(), ovndb.ErrNotConnected) {
+		t.Fatalf("Lookup = %v, err %v; want nil and ErrNotConnected", r, txn.Err())
+	}
+	txn = ovndb.NewTxn(c)
+	txn.EnsureChild(&nbdb.LogicalRouter{}, &[]string{}, "id", &nbdb.NAT{ExternalIDs: map[string]string{"id": "x"}}, nil)
+	if !errors.Is(txn.Err(), ovndb.ErrNotConnected) {
+		t.Fatalf("EnsureChild err %v, want ErrNotConnected", txn.Err())
 	}
 }

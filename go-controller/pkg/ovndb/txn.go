@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync/atomic"
 
+	"github.com/ovn-org/libovsdb/cache"
 	"github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/model"
 	"github.com/ovn-org/libovsdb/ovsdb"
@@ -49,6 +50,22 @@ func (t *Txn) fail(err error) {
 	}
 }
 
+// tableCache is the client cache of want's table, or nil after failing the
+// transaction (disconnected, or a table the client does not monitor).
+func (t *Txn) tableCache(want model.Model) (string, *cache.RowCache) {
+	tc := t.c.Cache()
+	if tc == nil {
+		t.fail(ErrNotConnected)
+		return "", nil
+	}
+	table := tc.DatabaseModel().FindTable(reflect.TypeOf(want))
+	rc := tc.Table(table)
+	if rc == nil {
+		t.fail(fmt.Errorf("table %s is not in the client cache", table))
+	}
+	return table, rc
+}
+
 // Lookup finds the cached row matching want's name (or UUID) and returns a
 // copy, or nil when there is none. Two rows sharing a name is an error: this
 // controller never creates that, so someone else did and a human must choose.
@@ -56,10 +73,8 @@ func (t *Txn) Lookup(want model.Model) model.Model {
 	if t.err != nil {
 		return nil
 	}
-	table := t.c.Cache().DatabaseModel().FindTable(reflect.TypeOf(want))
-	rc := t.c.Cache().Table(table)
+	table, rc := t.tableCache(want)
 	if rc == nil {
-		t.fail(fmt.Errorf("table %s is not in the client cache", table))
 		return nil
 	}
 	rows, err := rc.RowsByModels([]model.Model{want})
@@ -182,7 +197,12 @@ func (t *Txn) failOnDuplicate(want model.Model) {
 	if !f.IsValid() || f.Kind() != reflect.String || f.String() == "" {
 		return
 	}
-	dbm := t.c.Cache().DatabaseModel()
+	tc := t.c.Cache()
+	if tc == nil {
+		t.fail(ErrNotConnected)
+		return
+	}
+	dbm := tc.DatabaseModel()
 	ts := dbm.Schema.Table(dbm.FindTable(reflect.TypeOf(want)))
 	if ts == nil {
 		return
@@ -341,10 +361,8 @@ func (t *Txn) EnsureChild(parent model.Model, childField any, idKey string, want
 		return ""
 	}
 	id := externalIDs(want)[idKey]
-	table := t.c.Cache().DatabaseModel().FindTable(reflect.TypeOf(want))
-	rc := t.c.Cache().Table(table)
+	_, rc := t.tableCache(want)
 	if rc == nil {
-		t.fail(fmt.Errorf("table %s is not in the client cache", table))
 		return ""
 	}
 	for _, uuid := range reflect.ValueOf(childField).Elem().Interface().([]string) {
