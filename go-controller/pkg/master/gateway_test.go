@@ -263,3 +263,28 @@ func TestGatewayAfterLostReply(t *testing.T) {
 		return nil
 	})
 }
+
+// Killed after the gateway's rows were committed but before its join
+// address was annotated: the restarted master reads the address from the
+// join port, keeps it, and hands another node a different one.
+func TestGatewayJoinAddressSurvivesRestartWithoutAnnotation(t *testing.T) {
+	e := newEnv(t)
+	e.createNode("n1")
+	e.createNode("n2")
+	e.start()
+	e.annotateGateway("n1", "172.18.0.2", "")
+	e.waitGateway("n1", "chassis=chassis-n1 join=[100.64.0.2/16]")
+	e.stop()
+	e.patchNode("n1", map[string]any{annotations.NodeGatewayJoinIP: nil})
+	e.annotateGateway("n2", "172.18.0.3", "") // asks for a gateway while no master runs
+	e.start()
+	e.waitGateway("n2", "chassis=chassis-n2 join=[100.64.0.3/16]")
+	e.waitGateway("n1", "chassis=chassis-n1 join=[100.64.0.2/16]")
+	harness.Eventually(t, 10*time.Second, "n1's join address annotated again", func() error {
+		n, _ := e.kube.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
+		if v := n.Annotations[annotations.NodeGatewayJoinIP]; v != `{"ipv4":"100.64.0.2/16"}` {
+			return fmt.Errorf("annotation %q", v)
+		}
+		return nil
+	})
+}
