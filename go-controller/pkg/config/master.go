@@ -13,6 +13,9 @@ type Kube struct {
 	Burst      int
 }
 
+// DefaultPolicyWorkers is how many NetworkPolicy keys sync at once.
+const DefaultPolicyWorkers = 8
+
 // Master configures `ovnkube master`.
 type Master struct {
 	Kube           Kube
@@ -26,6 +29,8 @@ type Master struct {
 	PodWorkers     int
 	NodeWorkers    int
 	ServiceWorkers int
+	// PolicyWorkers bounds concurrent NetworkPolicy, peer set and namespace syncs.
+	PolicyWorkers int
 	// RetryMaxDelay caps the backoff of a failing object's retries.
 	RetryMaxDelay time.Duration
 	// ResyncInterval is how often every object is synced again whatever the

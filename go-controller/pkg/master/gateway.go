@@ -182,9 +182,9 @@ func ensureGatewayChildren(ctx context.Context, nb libovsdbclient.Client, commit
 	}
 	// Everything on the gateway router is ours; on the cluster router only
 	// the node's gateway source routes are this pass's.
-	t.RemoveChildren(gr, &gr.Nat, pickChildren(ctx, nb, gr.Nat, func(ids map[string]string) bool { return !want[ids[topology.RowIDKey]] }, &nbdb.NAT{})...)
-	t.RemoveChildren(gr, &gr.StaticRoutes, pickChildren(ctx, nb, gr.StaticRoutes, func(ids map[string]string) bool { return !want[ids[topology.RowIDKey]] }, &nbdb.LogicalRouterStaticRoute{})...)
-	t.RemoveChildren(cluster, &cluster.StaticRoutes, gatewaySourceRoutes(ctx, nb, cluster, node, want)...)
+	t.RemoveChildren(gr, &gr.Nat, t.ChildrenWhere(gr.Nat, func(ids map[string]string) bool { return !want[ids[topology.RowIDKey]] }, &nbdb.NAT{})...)
+	t.RemoveChildren(gr, &gr.StaticRoutes, t.ChildrenWhere(gr.StaticRoutes, func(ids map[string]string) bool { return !want[ids[topology.RowIDKey]] }, &nbdb.LogicalRouterStaticRoute{})...)
+	t.RemoveChildren(cluster, &cluster.StaticRoutes, gatewaySourceRoutes(t, cluster, node, want)...)
 	ops, err := t.Ops()
 	if err != nil {
 		return err
@@ -194,39 +194,12 @@ func ensureGatewayChildren(ctx context.Context, nb libovsdbclient.Client, commit
 
 // gatewaySourceRoutes are the node's gateway routes on the cluster router
 // whose id is not in keep.
-func gatewaySourceRoutes(ctx context.Context, nb libovsdbclient.Client, cluster *nbdb.LogicalRouter, node string, keep map[string]bool) []string {
+func gatewaySourceRoutes(t *ovndb.Txn, cluster *nbdb.LogicalRouter, node string, keep map[string]bool) []string {
 	owner := topology.Owner{Type: topology.OwnerNode, Name: node}
-	return pickChildren(ctx, nb, cluster.StaticRoutes, func(ids map[string]string) bool {
+	return t.ChildrenWhere(cluster.StaticRoutes, func(ids map[string]string) bool {
 		id := ids[topology.RowIDKey]
 		return ownedBy(ids, owner) && strings.HasPrefix(id, topology.GatewayClusterRouteIDPrefix) && !keep[id]
 	}, &nbdb.LogicalRouterStaticRoute{})
-}
-
-// pickChildren returns the UUIDs among uuids (of NAT or static route rows,
-// as probe says) whose external_ids pick accepts.
-func pickChildren(ctx context.Context, nb libovsdbclient.Client, uuids []string, pick func(map[string]string) bool, probe any) []string {
-	var out []string
-	for _, uuid := range uuids {
-		var ids map[string]string
-		switch probe.(type) {
-		case *nbdb.NAT:
-			r := &nbdb.NAT{UUID: uuid}
-			if nb.Get(ctx, r) != nil {
-				continue
-			}
-			ids = r.ExternalIDs
-		default:
-			r := &nbdb.LogicalRouterStaticRoute{UUID: uuid}
-			if nb.Get(ctx, r) != nil {
-				continue
-			}
-			ids = r.ExternalIDs
-		}
-		if pick(ids) {
-			out = append(out, uuid)
-		}
-	}
-	return out
 }
 
 // removeStaleLocalnets drops localnet ports of ours on ext_<node> other than
@@ -283,6 +256,6 @@ func removeGatewayRows(ctx context.Context, t *ovndb.Txn, nb libovsdbclient.Clie
 		t.RemoveChildren(join, &join.Ports, jtor.UUID)
 	}
 	if cluster := ovndb.Lookup(t, &nbdb.LogicalRouter{Name: topology.ClusterRouter}); cluster != nil {
-		t.RemoveChildren(cluster, &cluster.StaticRoutes, gatewaySourceRoutes(ctx, nb, cluster, name, nil)...)
+		t.RemoveChildren(cluster, &cluster.StaticRoutes, gatewaySourceRoutes(t, cluster, name, nil)...)
 	}
 }

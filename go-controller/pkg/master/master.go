@@ -29,6 +29,7 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/controller"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/policy"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/services"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
@@ -52,6 +53,7 @@ type Master struct {
 	nodeQueue  *controller.Queue
 	podQueue   *controller.Queue
 	services   *services.Controller
+	policies   *policy.Controller
 
 	// synced is closed once startup (rebuild + first full sync) is done.
 	synced     chan struct{}
@@ -70,6 +72,9 @@ func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client,
 	}
 	if cfg.ServiceWorkers <= 0 {
 		cfg.ServiceWorkers = 8
+	}
+	if cfg.PolicyWorkers <= 0 {
+		cfg.PolicyWorkers = config.DefaultPolicyWorkers
 	}
 	if cfg.NodeWorkers <= 0 {
 		cfg.NodeWorkers = 4
@@ -124,6 +129,7 @@ func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client,
 	})
 	nb.Cache().AddEventHandler(&ovsdbcache.EventHandlerFuncs{DeleteFunc: m.nbRowDeleted})
 	m.services = services.New(factory, nb, m.committer.Commit, log.WithName("services"), cfg.RetryMaxDelay)
+	m.policies = policy.New(factory, nb, m.committer.Commit, log.WithName("policy"), cfg.RetryMaxDelay)
 	return m
 }
 
@@ -201,6 +207,7 @@ func (m *Master) Run(ctx context.Context) error {
 		m.podQueue.Run(ctx, m.cfg.PodWorkers)
 	})
 	spawn(func() { m.services.Run(ctx, m.cfg.ServiceWorkers) })
+	spawn(func() { m.policies.Run(ctx, m.cfg.PolicyWorkers) })
 	spawn(func() {
 		ovndb.WatchReconnects(ctx, m.nb, 100*time.Millisecond, m.log.WithName("nb"), func() { m.resync(ctx, "NB reconnect") })
 	})
@@ -255,7 +262,8 @@ func (m *Master) resync(ctx context.Context, reason string) {
 	}
 	nodes, pods := m.enqueueAll(true)
 	services := m.services.Resync()
-	m.log.Info("full resync queued; repairs are logged per object", "reason", reason, "nodes", nodes, "pods", pods, "services", services)
+	policies := m.policies.Resync()
+	m.log.Info("full resync queued; repairs are logged per object", "reason", reason, "nodes", nodes, "pods", pods, "services", services, "networkPolicies", policies)
 }
 
 func (m *Master) resyncPeriodically(ctx context.Context) {
@@ -271,7 +279,7 @@ func (m *Master) resyncPeriodically(ctx context.Context) {
 // signalSynced closes m.synced once the first full pass has drained.
 func (m *Master) signalSynced(ctx context.Context) {
 	_ = wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
-		return m.nodeQueue.Idle() && m.podQueue.Idle() && m.services.Idle(), nil
+		return m.nodeQueue.Idle() && m.podQueue.Idle() && m.services.Idle() && m.policies.Idle(), nil
 	})
 	if ctx.Err() == nil {
 		m.syncedOnce.Do(func() {

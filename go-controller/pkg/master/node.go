@@ -118,7 +118,14 @@ func EnsureNode(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc
 	rows := topology.Node(name, subnets, hostIPs, mac, group.UUID, switchGroup.UUID)
 	stor := t.Ensure(rows.SwitchToRouter, topology.LSPColumns(rows.SwitchToRouter), nil)
 	mgmt := t.Ensure(rows.Management, topology.LSPColumns(rows.Management), nil)
+	sw := ovndb.Lookup(t, &nbdb.LogicalSwitch{Name: name})
+	if sw == nil && rows.MgmtAllow != nil {
+		rows.Switch.ACLs = []string{t.Create(rows.MgmtAllow)}
+	}
 	t.Ensure(rows.Switch, []any{&rows.Switch.OtherConfig, &rows.Switch.ExternalIDs, &rows.Switch.LoadBalancerGroup}, &rows.Switch.Ports, stor, mgmt)
+	if sw != nil && rows.MgmtAllow != nil {
+		t.EnsureChild(sw, &sw.ACLs, topology.RowIDKey, rows.MgmtAllow, topology.ACLColumns(rows.MgmtAllow))
+	}
 	rtos := t.Ensure(rows.RouterToSwitch, topology.LRPColumns(rows.RouterToSwitch), nil)
 	t.AddChildren(router, &router.Ports, rtos)
 	wanted := map[string]bool{}
@@ -127,7 +134,7 @@ func EnsureNode(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc
 		t.EnsureChild(router, &router.StaticRoutes, topology.RowIDKey, r, topology.RouteColumns(r))
 	}
 	owner := topology.Owner{Type: topology.OwnerNode, Name: name}
-	t.RemoveChildren(router, &router.StaticRoutes, pickChildren(ctx, nb, router.StaticRoutes, func(ids map[string]string) bool {
+	t.RemoveChildren(router, &router.StaticRoutes, t.ChildrenWhere(router.StaticRoutes, func(ids map[string]string) bool {
 		id := ids[topology.RowIDKey]
 		return ownedBy(ids, owner) && strings.HasPrefix(id, topology.HostRouteIDPrefix) && !wanted[id]
 	}, &nbdb.LogicalRouterStaticRoute{})...)
@@ -161,7 +168,7 @@ func (m *Master) deleteNode(ctx context.Context, name string) error {
 	}
 	removeGatewayRows(ctx, t, m.nb, name)
 	if router != nil {
-		t.RemoveChildren(router, &router.StaticRoutes, pickChildren(ctx, m.nb, router.StaticRoutes,
+		t.RemoveChildren(router, &router.StaticRoutes, t.ChildrenWhere(router.StaticRoutes,
 			func(ids map[string]string) bool { return ownedBy(ids, owner) }, &nbdb.LogicalRouterStaticRoute{})...)
 	}
 	ops, err := t.Ops()

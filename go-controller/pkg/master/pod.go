@@ -280,17 +280,34 @@ func trimPod(obj any) (any, error) {
 		acc.SetManagedFields(nil)
 	}
 	if pod, ok := obj.(*corev1.Pod); ok {
-		pod.Spec = corev1.PodSpec{NodeName: pod.Spec.NodeName, HostNetwork: pod.Spec.HostNetwork}
+		// Labels and named container ports are what NetworkPolicies read.
+		pod.Spec = corev1.PodSpec{NodeName: pod.Spec.NodeName, HostNetwork: pod.Spec.HostNetwork, Containers: namedPorts(pod.Spec.Containers)}
 		pod.Status = corev1.PodStatus{Phase: pod.Status.Phase}
 		kept := map[string]string{}
 		if v, ok := pod.Annotations[annotations.PodNetworks]; ok {
 			kept[annotations.PodNetworks] = v
 		}
 		pod.Annotations = kept
-		pod.Labels = nil
 		pod.OwnerReferences = nil
 	}
 	return obj, nil
+}
+
+// namedPorts keeps, of a pod's containers, only their named ports.
+func namedPorts(cs []corev1.Container) []corev1.Container {
+	var out []corev1.Container
+	for _, c := range cs {
+		var ports []corev1.ContainerPort
+		for _, p := range c.Ports {
+			if p.Name != "" {
+				ports = append(ports, corev1.ContainerPort{Name: p.Name, Protocol: p.Protocol, ContainerPort: p.ContainerPort})
+			}
+		}
+		if len(ports) > 0 {
+			out = append(out, corev1.Container{Ports: ports})
+		}
+	}
+	return out
 }
 
 func splitKey(key string) (string, string, error) {

@@ -376,13 +376,65 @@ func (t *Txn) EnsureChild(parent model.Model, childField any, idKey string, want
 		}
 		return uuid
 	}
-	uuid := newNamedUUID()
-	setUUID(want, uuid)
-	ops, err := t.c.Create(want)
-	t.fail(err)
-	t.ops = append(t.ops, ops...)
+	uuid := t.Create(want)
 	t.AddChildren(parent, childField, uuid)
 	return uuid
+}
+
+// Create inserts a new nameless row (an ACL) and returns the named UUID to
+// reference it by in this transaction.
+func (t *Txn) Create(row model.Model) string {
+	if t.err != nil {
+		return ""
+	}
+	uuid := newNamedUUID()
+	setUUID(row, uuid)
+	ops, err := t.c.Create(row)
+	t.fail(err)
+	t.ops = append(t.ops, ops...)
+	return uuid
+}
+
+// SetMembers makes a set column of a cached row (field points into it) hold
+// exactly want, by inserting what is missing and deleting what is extra: a
+// change of a few members of a large set sends only those members.
+func (t *Txn) SetMembers(row model.Model, field any, want []string) {
+	have := reflect.ValueOf(field).Elem().Interface().([]string)
+	haveSet := make(map[string]bool, len(have))
+	for _, h := range have {
+		haveSet[h] = true
+	}
+	wantSet := make(map[string]bool, len(want))
+	var add, del []string
+	for _, w := range want {
+		wantSet[w] = true
+		if !haveSet[w] {
+			add = append(add, w)
+		}
+	}
+	for _, h := range have {
+		if !wantSet[h] {
+			del = append(del, h)
+		}
+	}
+	t.mutateSet(row, field, ovsdb.MutateOperationDelete, del)
+	t.mutateSet(row, field, ovsdb.MutateOperationInsert, add)
+}
+
+// ChildrenWhere returns the UUIDs among uuids (rows of probe's table, such
+// as a parent's NAT, route or ACL set) whose cached external_ids pick accepts.
+func (t *Txn) ChildrenWhere(uuids []string, pick func(ids map[string]string) bool, probe model.Model) []string {
+	_, rc := t.tableCache(probe)
+	if rc == nil {
+		return nil
+	}
+	var out []string
+	for _, uuid := range uuids {
+		if row := rc.Row(uuid); row != nil && pick(externalIDs(row)) {
+			out = append(out, uuid)
+		}
+	}
+	return out
 }
 
 // Wait adds a guard: the transaction fails unless the cached row's listed

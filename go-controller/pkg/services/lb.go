@@ -166,7 +166,9 @@ func newLB(svc *corev1.Service, name string, proto nbdb.LoadBalancerProtocol) *n
 	// reject=true: a VIP without backends answers with a TCP reset or ICMP
 	// unreachable at once instead of letting clients time out. It only acts
 	// on VIPs without backends, so it is set on every service LB.
-	opts := map[string]string{"reject": "true", "event": "false"}
+	// hairpin_snat_ip: a pod balanced back to itself sees this source, which
+	// NetworkPolicy always allows (upstream uses the same address).
+	opts := map[string]string{"reject": "true", "event": "false", "hairpin_snat_ip": topology.HairpinSNATIP}
 	if svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
 		timeout := int32(defaultAffinityTimeout)
 		if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -74,13 +75,13 @@ func TestLoadBalancers(t *testing.T) {
 			wantVIPs: map[string]map[string]string{
 				"Service_ns/web_TCP_cluster": {"10.96.0.10:80": "10.244.1.5:8080,10.244.2.6:9090"},
 			},
-			wantOpts: map[string]string{"reject": "true", "event": "false"},
+			wantOpts: map[string]string{"reject": "true", "event": "false", "hairpin_snat_ip": topology.HairpinSNATIP},
 		},
 		{
 			name:     "no endpoints: VIP kept, rejecting",
 			svc:      service(),
 			wantVIPs: map[string]map[string]string{"Service_ns/web_TCP_cluster": {"10.96.0.10:80": ""}},
-			wantOpts: map[string]string{"reject": "true", "event": "false"},
+			wantOpts: map[string]string{"reject": "true", "event": "false", "hairpin_snat_ip": topology.HairpinSNATIP},
 		},
 		{
 			name:     "none ready: serving and terminating used",
@@ -112,7 +113,7 @@ func TestLoadBalancers(t *testing.T) {
 				"Service_ns/web_TCP_cluster": {"10.96.0.10:80": "10.244.1.5:8080", "192.0.2.10:80": "10.244.1.5:8080", "198.51.100.7:80": "10.244.1.5:8080"},
 				"Service_ns/web_UDP_cluster": {"10.96.0.10:53": "10.244.1.5:5353", "192.0.2.10:53": "10.244.1.5:5353", "198.51.100.7:53": "10.244.1.5:5353"},
 			},
-			wantOpts: map[string]string{"reject": "true", "event": "false", "affinity_timeout": "600"},
+			wantOpts: map[string]string{"reject": "true", "event": "false", "hairpin_snat_ip": topology.HairpinSNATIP, "affinity_timeout": "600"},
 		},
 		{
 			name: "an ingress IP left on a ClusterIP service opens nothing",

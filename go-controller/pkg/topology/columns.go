@@ -25,3 +25,8 @@ func RouteColumns(r *nbdb.LogicalRouterStaticRoute) []any {
 func NATColumns(n *nbdb.NAT) []any {
 	return []any{&n.Type, &n.LogicalIP, &n.ExternalIP, &n.ExternalIDs}
 }
+
+// ACLColumns of an ACL.
+func ACLColumns(a *nbdb.ACL) []any {
+	return []any{&a.Priority, &a.Match, &a.Action, &a.Direction, &a.Options, &a.Log, &a.Severity, &a.Meter, &a.Name, &a.ExternalIDs}
+}

@@ -27,6 +27,13 @@ const (
 	// NodePort is balanced where it starts, as upstream's switch balancers do.
 	ClusterSwitchLBGroup = "clusterSwitchLBGroup"
 	gatewayRouterPrefix  = "GR_"
+	// HairpinSNATIP is the source OVN gives a pod's packets that a service
+	// balanced back to the pod itself (load balancer option hairpin_snat_ip),
+	// so policies can tell hairpin traffic apart and always allow it.
+	HairpinSNATIP = "169.254.169.5"
+	// ACLPriorityAlways is the priority of what no policy can deny (node →
+	// pod through the management port, ARP/ND, hairpin); see package policy.
+	ACLPriorityAlways = 30000
 )
 
 // Owner external_ids: every row ovn-k8s writes names its controller, the kind

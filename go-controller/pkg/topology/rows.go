@@ -51,12 +51,18 @@ type NodeRows struct {
 	RouterToSwitch *nbdb.LogicalRouterPort
 	SwitchToRouter *nbdb.LogicalSwitchPort
 	Management     *nbdb.LogicalSwitchPort
+	// MgmtAllow, on the switch, lets the node's management port reach its
+	// pods whatever their policies say (kubelet probes), above every tier.
+	MgmtAllow *nbdb.ACL
 	// HostRoutes, on ovn_cluster_router, send pod traffic for the node's own
 	// addresses into its management port, so pods reach host-network
 	// endpoints (the API server, hostNetwork pods) on every node without a
 	// gateway and the host sees the pod's address.
 	HostRoutes []*nbdb.LogicalRouterStaticRoute
 }
+
+// MgmtAllowACLID is the RowIDKey of a node switch's management-port ACL.
+const MgmtAllowACLID = "mgmt-port-allow"
 
 // HostRouteIDPrefix starts the RowIDKey of a node's host routes.
 const HostRouteIDPrefix = "node-ip:"
@@ -109,7 +115,23 @@ func Node(name string, subnets []netip.Prefix, hostIPs []netip.Addr, mgmtMAC net
 			break
 		}
 	}
+	var mgmtAllow *nbdb.ACL
+	if len(mgmtAddrs) > 0 {
+		ids := Owner{Type: OwnerNode, Name: name}.ExternalIDs()
+		ids[RowIDKey] = MgmtAllowACLID
+		var clauses []string
+		for _, a := range mgmtAddrs {
+			fam := "ip4"
+			if a.Is6() {
+				fam = "ip6"
+			}
+			clauses = append(clauses, fam+".src == "+a.String())
+		}
+		mgmtAllow = &nbdb.ACL{Direction: nbdb.ACLDirectionToLport, Priority: ACLPriorityAlways, Match: strings.Join(clauses, " || "),
+			Action: nbdb.ACLActionAllowRelated, ExternalIDs: ids, Options: map[string]string{}}
+	}
 	return NodeRows{
+		MgmtAllow:  mgmtAllow,
 		HostRoutes: hostRoutes,
 		Switch:     &nbdb.LogicalSwitch{Name: name, OtherConfig: otherConfig, ExternalIDs: owner, LoadBalancerGroup: lbGroups},
 		RouterToSwitch: &nbdb.LogicalRouterPort{

@@ -1,0 +1,649 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	ovsdbcache "github.com/ovn-org/libovsdb/cache"
+	libovsdbclient "github.com/ovn-org/libovsdb/client"
+	"github.com/ovn-org/libovsdb/model"
+	"github.com/ovn-org/libovsdb/ovsdb"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	networkinglisters "k8s.io/client-go/listers/networking/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/controller"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
+)
+
+// CommitFunc sends operations to the NB.
+type CommitFunc func(context.Context, []ovsdb.Operation) error
+
+// Keys of the controller's queue: one kind of row set each.
+const (
+	policyKey    = "policy/"    // a policy's port group and ACLs
+	peersKey     = "peers/"     // one peer address set
+	namespaceKey = "namespace/" // a namespace's default-deny port groups
+)
+
+// Controller keeps the NB's port groups, address sets and ACLs in line with
+// the NetworkPolicies, pods and namespaces. Each key is synced on its own,
+// level-triggered: a pod change queues only the keys whose rows it can
+// change, and each sync sends only the members that differ.
+type Controller struct {
+	log       logr.Logger
+	nb        libovsdbclient.Client
+	commit    CommitFunc
+	npLister  networkinglisters.NetworkPolicyLister
+	podLister corelisters.PodLister
+	nsLister  corelisters.NamespaceLister
+	queue     *controller.Queue
+	// started: events before the first full queueing are covered by it.
+	started atomic.Bool
+
+	mu sync.RWMutex
+	// sets are the peer sets some policy names, by address set name, with
+	// the policies naming them.
+	sets map[string]*peerEntry
+	// policies are what pod events need of each policy: its namespace,
+	// selector and the sets it names.
+	policies map[string]*policyEntry
+}
+
+type peerEntry struct {
+	set   PeerSet
+	users map[string]bool
+}
+
+type policyEntry struct {
+	namespace string
+	pods      labels.Selector
+	sets      []string
+	namedPort bool
+}
+
+// New wires the controller onto shared informers (pods, namespaces and
+// network policies) and the NB client.
+func New(factory informers.SharedInformerFactory, nb libovsdbclient.Client, commit CommitFunc, log logr.Logger, maxDelay time.Duration) *Controller {
+	c := &Controller{
+		log:       log,
+		nb:        nb,
+		commit:    commit,
+		npLister:  factory.Networking().V1().NetworkPolicies().Lister(),
+		podLister: factory.Core().V1().Pods().Lister(),
+		nsLister:  factory.Core().V1().Namespaces().Lister(),
+		sets:      map[string]*peerEntry{},
+		policies:  map[string]*policyEntry{},
+	}
+	c.queue = controller.NewQueue("networkpolicies", maxDelay, c.sync, log)
+	_, _ = factory.Networking().V1().NetworkPolicies().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.policyChanged,
+		UpdateFunc: func(_, cur any) { c.policyChanged(cur) },
+		DeleteFunc: c.policyChanged,
+	})
+	_, _ = factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.podChanged(nil, podOf(obj)) },
+		UpdateFunc: func(old, cur any) { c.podChanged(podOf(old), podOf(cur)) },
+		DeleteFunc: func(obj any) { c.podChanged(podOf(obj), nil) },
+	})
+	_, _ = factory.Core().V1().Namespaces().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.namespaceChanged(nil, nsOf(obj)) },
+		UpdateFunc: func(old, cur any) { c.namespaceChanged(nsOf(old), nsOf(cur)) },
+		DeleteFunc: func(obj any) { c.namespaceChanged(nsOf(obj), nil) },
+	})
+	nb.Cache().AddEventHandler(&ovsdbcache.EventHandlerFuncs{
+		AddFunc:    func(_ string, m model.Model) { c.nbRowChanged(m, false) },
+		DeleteFunc: func(_ string, m model.Model) { c.nbRowChanged(m, true) },
+	})
+	return c
+}
+
+// Run queues every policy, namespace and row of ours, then follows changes
+// until ctx ends.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	c.registerAll()
+	c.started.Store(true)
+	c.enqueueAll(c.queue.Add)
+	c.queue.Run(ctx, workers)
+}
+
+// Idle reports whether nothing is queued or being synced.
+func (c *Controller) Idle() bool { return c.queue.Idle() }
+
+// Resync queues everything for a check whose repairs are logged.
+func (c *Controller) Resync() int { return c.enqueueAll(c.queue.Resync) }
+
+// registerAll parses every policy before the first sync, so that the peer
+// sets they share are known (and not deleted as unused) from the start.
+func (c *Controller) registerAll() {
+	nps, _ := c.npLister.List(labels.Everything())
+	for _, np := range nps {
+		rows := Policy(np, c.resolve, Logging{})
+		c.register(np.Namespace+"/"+np.Name, &rows)
+	}
+}
+
+func (c *Controller) enqueueAll(add func(string)) int {
+	n := 0
+	nps, _ := c.npLister.List(labels.Everything())
+	for _, np := range nps {
+		add(policyKey + np.Namespace + "/" + np.Name)
+		n++
+	}
+	nss, _ := c.nsLister.List(labels.Everything())
+	for _, ns := range nss {
+		add(namespaceKey + ns.Name)
+	}
+	c.mu.RLock()
+	for name := range c.sets {
+		add(peersKey + name)
+	}
+	c.mu.RUnlock()
+	// Rows of ours whose object is gone.
+	var pgs []nbdb.PortGroup
+	_ = c.nb.WhereCache(func(pg *nbdb.PortGroup) bool { _, ok := ownerKey(pg.ExternalIDs); return ok }).List(context.Background(), &pgs)
+	for _, pg := range pgs {
+		k, _ := ownerKey(pg.ExternalIDs)
+		add(k)
+	}
+	var ass []nbdb.AddressSet
+	_ = c.nb.WhereCache(func(as *nbdb.AddressSet) bool { _, ok := ownerKey(as.ExternalIDs); return ok }).List(context.Background(), &ass)
+	for _, as := range ass {
+		k, _ := ownerKey(as.ExternalIDs)
+		add(k)
+	}
+	return n
+}
+
+// ownerKey is the queue key of a row of ours.
+func ownerKey(ids map[string]string) (string, bool) {
+	o, ok := topology.OwnerOf(ids)
+	if !ok {
+		return "", false
+	}
+	switch o.Type {
+	case OwnerPolicy:
+		return policyKey + o.Name, true
+	case OwnerNamespace:
+		return namespaceKey + o.Name, true
+	case OwnerPeers:
+		return peersKey + o.Name, true
+	}
+	return "", false
+}
+
+func (c *Controller) sync(ctx context.Context, key string) error {
+	switch {
+	case strings.HasPrefix(key, policyKey):
+		return c.syncPolicy(ctx, strings.TrimPrefix(key, policyKey))
+	case strings.HasPrefix(key, peersKey):
+		return c.syncPeers(ctx, strings.TrimPrefix(key, peersKey))
+	case strings.HasPrefix(key, namespaceKey):
+		return c.syncNamespace(ctx, strings.TrimPrefix(key, namespaceKey))
+	}
+	return nil
+}
+
+// register records the peer sets and selector of a policy (nil: deleted)
+// and returns the sets no policy names any more.
+func (c *Controller) register(key string, rows *Rows) (unused []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old := c.policies[key]; old != nil {
+		for _, name := range old.sets {
+			e := c.sets[name]
+			delete(e.users, key)
+			if len(e.users) == 0 {
+				delete(c.sets, name)
+				unused = append(unused, name)
+			}
+		}
+		delete(c.policies, key)
+	}
+	if rows == nil {
+		return unused
+	}
+	ns, _, _ := strings.Cut(key, "/")
+	p := &policyEntry{namespace: ns, pods: rows.PodSelector}
+	for _, s := range rows.PeerSets {
+		name := s.Name()
+		p.sets = append(p.sets, name)
+		p.namedPort = p.namedPort || s.Port != nil
+		e := c.sets[name]
+		if e == nil {
+			e = &peerEntry{set: s, users: map[string]bool{}}
+			c.sets[name] = e
+		}
+		e.users[key] = true
+	}
+	c.policies[key] = p
+	return slices.DeleteFunc(unused, func(n string) bool { return c.sets[n] != nil })
+}
+
+// syncPolicy makes a policy's port group (members and ACLs) match it, and
+// creates the peer address sets it names that do not exist yet.
+func (c *Controller) syncPolicy(ctx context.Context, key string) error {
+	ns, name, _ := strings.Cut(key, "/")
+	np, err := c.npLister.NetworkPolicies(ns).Get(name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	owner := topology.Owner{Type: OwnerPolicy, Name: key}
+	t := ovndb.NewTxn(c.nb)
+	var unused []string
+	if np == nil {
+		unused = c.register(key, nil)
+		if pg := ovndb.Lookup(t, &nbdb.PortGroup{Name: PolicyPortGroup(ns, name)}); pg != nil && ownedBy(pg.ExternalIDs, owner) {
+			t.Delete(pg) // its ACLs go with it
+		}
+	} else {
+		rows := Policy(np, c.resolve, c.logging(ns))
+		for _, p := range rows.Problems {
+			c.log.Info("ignoring part of a network policy", "policy", key, "problem", p)
+		}
+		unused = c.register(key, &rows)
+		for _, s := range rows.PeerSets {
+			c.ensurePeerSet(t, s)
+		}
+		c.ensurePortGroup(t, rows.PortGroup, rows.ACLs, c.selectedPorts(t, ns, func(p *corev1.Pod) bool {
+			return rows.PodSelector.Matches(labels.Set(p.Labels))
+		}))
+	}
+	if err := c.commitTxn(ctx, t); err != nil {
+		return fmt.Errorf("network policy %s: %w", key, err)
+	}
+	for _, n := range unused {
+		c.queue.Add(peersKey + n)
+	}
+	c.queue.Add(namespaceKey + ns)
+	return nil
+}
+
+func (c *Controller) commitTxn(ctx context.Context, t *ovndb.Txn) error {
+	ops, err := t.Ops()
+	if err != nil {
+		return err
+	}
+	return c.commit(ctx, ops)
+}
+
+// ensurePeerSet creates a peer address set that does not exist yet, with its
+// members; an existing one is kept up to date by its own key.
+func (c *Controller) ensurePeerSet(t *ovndb.Txn, s PeerSet) {
+	if ovndb.Lookup(t, &nbdb.AddressSet{Name: s.Name()}) != nil {
+		return
+	}
+	as := s.AddressSet(c.members(s))
+	t.Ensure(as, []any{&as.ExternalIDs}, nil)
+}
+
+// syncPeers makes one peer address set hold the addresses of exactly the
+// pods it selects, or deletes it when no policy names it.
+func (c *Controller) syncPeers(ctx context.Context, name string) error {
+	c.mu.RLock()
+	e := c.sets[name]
+	c.mu.RUnlock()
+	t := ovndb.NewTxn(c.nb)
+	cached := ovndb.Lookup(t, &nbdb.AddressSet{Name: name})
+	switch {
+	case e == nil && cached != nil:
+		if ownedBy(cached.ExternalIDs, topology.Owner{Type: OwnerPeers, Name: name}) {
+			t.Delete(cached)
+		}
+	case e != nil && cached == nil:
+		c.ensurePeerSet(t, e.set)
+	case e != nil:
+		want := e.set.AddressSet(nil)
+		t.Ensure(want, []any{&want.ExternalIDs}, nil)
+		t.SetMembers(cached, &cached.Addresses, c.members(e.set))
+	}
+	if err := c.commitTxn(ctx, t); err != nil {
+		return fmt.Errorf("address set %s: %w", name, err)
+	}
+	return nil
+}
+
+// members are the addresses of the networked pods a set selects.
+func (c *Controller) members(s PeerSet) []string {
+	var out []string
+	for _, p := range c.podsIn(s) {
+		for _, ip := range podIPs(p) {
+			out = append(out, ip)
+		}
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+// podsIn lists the pods a set selects (networked or not).
+func (c *Controller) podsIn(s PeerSet) []*corev1.Pod {
+	var namespaces []string
+	if s.Namespace != "" {
+		namespaces = []string{s.Namespace}
+	} else {
+		nss, _ := c.nsLister.List(s.Namespaces)
+		for _, ns := range nss {
+			namespaces = append(namespaces, ns.Name)
+		}
+	}
+	var out []*corev1.Pod
+	for _, ns := range namespaces {
+		pods, _ := c.podLister.Pods(ns).List(s.Pods)
+		for _, p := range pods {
+			if s.Port == nil {
+				out = append(out, p)
+			} else if n, ok := ContainerPort(p, s.Port.Name, s.Port.Protocol); ok && n == s.Port.Number {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// resolve answers the distinct numbers a named port has among a set's pods.
+func (c *Controller) resolve(s PeerSet, name string, proto corev1.Protocol) []int32 {
+	seen := map[int32]bool{}
+	var out []int32
+	for _, p := range c.podsIn(s) {
+		if n, ok := ContainerPort(p, name, proto); ok && !seen[n] && len(podIPs(p)) > 0 {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// podIPs are the IPv4 addresses the master gave a pod that is networked
+// now; finished pods' addresses go back to the pool, so they never count.
+func podIPs(p *corev1.Pod) []string {
+	if p.Spec.HostNetwork || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return nil
+	}
+	v, ok := p.Annotations[annotations.PodNetworks]
+	if !ok {
+		return nil
+	}
+	pn, err := annotations.ParsePodNetworks(v)
+	if err != nil || !pn.WrittenFor(string(p.UID)) {
+		return nil
+	}
+	var out []string
+	for _, ip := range pn.IPs {
+		if ip.Addr().Is4() {
+			out = append(out, ip.Addr().String())
+		}
+	}
+	return out
+}
+
+// selectedPorts are the UUIDs of the ports of the namespace's pods that
+// match, among those whose port exists.
+func (c *Controller) selectedPorts(t *ovndb.Txn, ns string, match func(*corev1.Pod) bool) []string {
+	pods, _ := c.podLister.Pods(ns).List(labels.Everything())
+	var out []string
+	for _, p := range pods {
+		if !match(p) || len(podIPs(p)) == 0 {
+			continue
+		}
+		lsp := ovndb.Lookup(t, &nbdb.LogicalSwitchPort{Name: topology.PodPort(p.Namespace, p.Name)})
+		if lsp != nil && ownedBy(lsp.ExternalIDs, topology.Owner{Type: topology.OwnerPod, Name: p.Namespace + "/" + p.Name}) {
+			out = append(out, lsp.UUID)
+		}
+	}
+	return out
+}
+
+// ensurePortGroup makes a port group exist with exactly these ports and
+// ACLs of ours (ACLs found by their id; stale ones removed, which deletes them).
+func (c *Controller) ensurePortGroup(t *ovndb.Txn, want *nbdb.PortGroup, acls []*nbdb.ACL, ports []string) {
+	cached := ovndb.Lookup(t, &nbdb.PortGroup{Name: want.Name})
+	if t.Err() != nil {
+		return
+	}
+	if cached == nil {
+		for _, a := range acls {
+			want.ACLs = append(want.ACLs, t.Create(a))
+		}
+		want.Ports = ports
+		t.Ensure(want, []any{&want.ExternalIDs}, nil)
+		return
+	}
+	if t.Ensure(want, []any{&want.ExternalIDs}, nil); t.Err() != nil {
+		return
+	}
+	ids := map[string]bool{}
+	for _, a := range acls {
+		ids[a.ExternalIDs[ACLIDKey]] = true
+		t.EnsureChild(cached, &cached.ACLs, ACLIDKey, a, topology.ACLColumns(a))
+	}
+	t.RemoveChildren(cached, &cached.ACLs, t.ChildrenWhere(cached.ACLs, func(m map[string]string) bool {
+		return !ids[m[ACLIDKey]]
+	}, &nbdb.ACL{})...)
+	t.SetMembers(cached, &cached.Ports, ports)
+}
+
+// syncNamespace makes the namespace's default-deny port groups hold the pods
+// some policy selects for each direction (deleting a group no policy needs).
+func (c *Controller) syncNamespace(ctx context.Context, ns string) error {
+	nps, _ := c.npLister.NetworkPolicies(ns).List(labels.Everything())
+	var in, eg []labels.Selector
+	for _, np := range nps {
+		rows := Policy(np, noResolve, Logging{})
+		if rows.Ingress {
+			in = append(in, rows.PodSelector)
+		}
+		if rows.Egress {
+			eg = append(eg, rows.PodSelector)
+		}
+	}
+	t := ovndb.NewTxn(c.nb)
+	log := c.logging(ns)
+	for d, sels := range map[Direction][]labels.Selector{Ingress: in, Egress: eg} {
+		if len(sels) == 0 {
+			if pg := ovndb.Lookup(t, &nbdb.PortGroup{Name: DefaultDenyPortGroup(ns, d)}); pg != nil &&
+				ownedBy(pg.ExternalIDs, topology.Owner{Type: OwnerNamespace, Name: ns}) {
+				t.Delete(pg)
+			}
+			continue
+		}
+		pg, acls := DefaultDeny(ns, d, log)
+		c.ensurePortGroup(t, pg, acls, c.selectedPorts(t, ns, func(p *corev1.Pod) bool {
+			return slices.ContainsFunc(sels, func(s labels.Selector) bool { return s.Matches(labels.Set(p.Labels)) })
+		}))
+	}
+	if err := c.commitTxn(ctx, t); err != nil {
+		return fmt.Errorf("namespace %s: %w", ns, err)
+	}
+	return nil
+}
+
+func noResolve(PeerSet, string, corev1.Protocol) []int32 { return nil }
+
+// logging is a namespace's ACL logging (none yet).
+func (c *Controller) logging(string) Logging { return Logging{} }
+
+func ownedBy(ids map[string]string, want topology.Owner) bool {
+	o, ok := topology.OwnerOf(ids)
+	return ok && o == want
+}
+
+func (c *Controller) policyChanged(obj any) {
+	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+		c.queue.Add(policyKey + key)
+	}
+}
+
+// podChanged queues the keys whose rows a pod change can alter: the
+// policies of its namespace selecting it (before or after), its
+// namespace's default-deny groups, and the peer sets it enters, leaves or
+// changes the address of.
+func (c *Controller) podChanged(old, cur *corev1.Pod) {
+	if !c.started.Load() {
+		return
+	}
+	pod := cur
+	if pod == nil {
+		pod = old
+	}
+	if pod == nil || old != nil && cur != nil && samePolicyView(old, cur) {
+		return
+	}
+	nsLabels := c.nsLabels(pod.Namespace)
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	nsQueued := false
+	for key, p := range c.policies {
+		if p.namespace == pod.Namespace && (selects(p.pods, old) || selects(p.pods, cur)) {
+			c.queue.Add(policyKey + key)
+			if !nsQueued {
+				c.queue.Add(namespaceKey + pod.Namespace)
+				nsQueued = true
+			}
+		}
+		if p.namedPort && (hasNamedPorts(old) || hasNamedPorts(cur)) {
+			c.queue.Add(policyKey + key) // a number may appear or vanish
+		}
+	}
+	for name, e := range c.sets {
+		was := old != nil && e.set.Selects(old, nsLabels) && len(podIPs(old)) > 0
+		is := cur != nil && e.set.Selects(cur, nsLabels) && len(podIPs(cur)) > 0
+		if was || is {
+			c.queue.Add(peersKey + name)
+		}
+	}
+}
+
+func selects(s labels.Selector, p *corev1.Pod) bool {
+	return p != nil && s.Matches(labels.Set(p.Labels))
+}
+
+// samePolicyView says two versions of a pod look the same to policies.
+func samePolicyView(a, b *corev1.Pod) bool {
+	return labels.Equals(a.Labels, b.Labels) && slices.Equal(podIPs(a), podIPs(b)) &&
+		portsEqual(a, b)
+}
+
+func portsEqual(a, b *corev1.Pod) bool {
+	if len(a.Spec.Containers) != len(b.Spec.Containers) {
+		return false
+	}
+	for i := range a.Spec.Containers {
+		if !slices.Equal(a.Spec.Containers[i].Ports, b.Spec.Containers[i].Ports) {
+			return false
+		}
+	}
+	return true
+}
+
+func hasNamedPorts(p *corev1.Pod) bool {
+	if p == nil {
+		return false
+	}
+	for _, c := range p.Spec.Containers {
+		for _, port := range c.Ports {
+			if port.Name != "" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (c *Controller) nsLabels(ns string) labels.Set {
+	n, err := c.nsLister.Get(ns)
+	if err != nil {
+		return nil
+	}
+	return n.Labels
+}
+
+// namespaceChanged queues the peer sets whose namespace selector the change
+// flips, and the namespace's own rows.
+func (c *Controller) namespaceChanged(old, cur *corev1.Namespace) {
+	if !c.started.Load() {
+		return
+	}
+	ns := cur
+	if ns == nil {
+		ns = old
+	}
+	if ns == nil {
+		return
+	}
+	c.queue.Add(namespaceKey + ns.Name)
+	var oldL, curL labels.Set
+	if old != nil {
+		oldL = old.Labels
+	}
+	if cur != nil {
+		curL = cur.Labels
+	}
+	if old != nil && cur != nil && labels.Equals(oldL, curL) {
+		return
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for name, e := range c.sets {
+		if e.set.Namespace == "" && (old == nil || cur == nil || e.set.Namespaces.Matches(oldL) != e.set.Namespaces.Matches(curL)) {
+			c.queue.Add(peersKey + name)
+		}
+	}
+}
+
+// nbRowChanged follows pod ports coming and going (a pod's port appears
+// after its address, and port groups hold ports) and rows of ours deleted
+// behind our back.
+func (c *Controller) nbRowChanged(m model.Model, deleted bool) {
+	if !c.started.Load() {
+		return
+	}
+	switch row := m.(type) {
+	case *nbdb.LogicalSwitchPort:
+		o, ok := topology.OwnerOf(row.ExternalIDs)
+		if !ok || o.Type != topology.OwnerPod || deleted {
+			return // a deleted port leaves port groups by itself
+		}
+		ns, name, _ := strings.Cut(o.Name, "/")
+		if pod, err := c.podLister.Pods(ns).Get(name); err == nil {
+			c.podChanged(nil, pod)
+		}
+	case *nbdb.PortGroup:
+		if k, ok := ownerKey(row.ExternalIDs); ok && deleted {
+			c.queue.Add(k)
+		}
+	case *nbdb.AddressSet:
+		if k, ok := ownerKey(row.ExternalIDs); ok && deleted {
+			c.queue.Add(k)
+		}
+	}
+}
+
+func podOf(obj any) *corev1.Pod {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	p, _ := obj.(*corev1.Pod)
+	return p
+}
+
+func nsOf(obj any) *corev1.Namespace {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	n, _ := obj.(*corev1.Namespace)
+	return n
+}

@@ -1,0 +1,579 @@
+// Package policy turns NetworkPolicies into OVN port groups, address sets
+// and ACLs. rows.go is its pure core: a policy (and, for named ports, what
+// the pods declare) in, the desired rows out, with no I/O.
+//
+// The NB design:
+//   - a port group per policy (np.<namespace>.<name>) holding the ports of
+//     the pods it selects, carrying the policy's ACLs: one per rule, plus one
+//     per number a named port resolves to;
+//   - a port group per namespace and direction (ns.<namespace>.ingressDefaultDeny)
+//     holding every pod some policy selects for that direction, carrying the
+//     default deny and what is always allowed (ARP/ND, hairpin);
+//   - an address set per peer selector (peers.<hash>), shared by every policy
+//     naming the same selector;
+//   - on each node switch, an ACL letting the node's management port reach
+//     its pods (kubelet probes), above every policy tier.
+//
+// Priorities leave room for tiers above and below NetworkPolicy:
+//
+//	30000        always allowed (node → pod, ARP/ND, hairpin)
+//	20000–29999  reserved for administrator tiers
+//	2000         namespace isolation drop
+//	1001         NetworkPolicy allow
+//	1000         NetworkPolicy default deny
+//	below 1000   reserved for a baseline administrator tier
+package policy
+
+import (
+	"fmt"
+	"hash/fnv"
+	"net/netip"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
+)
+
+// ACL priorities (see the package comment).
+const (
+	PriorityDefaultDeny = 1000
+	PriorityAllow       = 1001
+	PriorityIsolation   = 2000
+	PriorityAlways      = topology.ACLPriorityAlways
+)
+
+// Owner types of the rows this package writes.
+const (
+	OwnerPolicy    = "NetworkPolicy"
+	OwnerNamespace = "Namespace"
+	OwnerPeers     = "PeerSelector"
+)
+
+// ACLIDKey identifies an ACL among those of one port group.
+const ACLIDKey = topology.RowIDKey
+
+// PeersKey is the external_id naming, for people, what a peer address set holds.
+const PeersKey = "k8s.ovn.org/peers"
+
+// Direction is a policy direction.
+type Direction string
+
+// The two directions of a policy.
+const (
+	Ingress Direction = "ingress"
+	Egress  Direction = "egress"
+)
+
+// PolicyPortGroup is the port group of the pods a policy selects.
+func PolicyPortGroup(namespace, name string) string {
+	return "np." + identifier(namespace) + "." + identifier(name)
+}
+
+// DefaultDenyPortGroup is the port group of a namespace's pods that some
+// policy selects for direction d.
+func DefaultDenyPortGroup(namespace string, d Direction) string {
+	return "ns." + identifier(namespace) + "." + string(d) + "DefaultDeny"
+}
+
+// identifier maps a namespace or object name (DNS labels and subdomains:
+// [a-z0-9.-]) into OVN's identifier alphabet ([a-zA-Z0-9_.]) one to one:
+// '-' becomes '_', which Kubernetes names never contain. A namespace has no
+// '.', so the first '.' after "np." ends it and names cannot collide.
+func identifier(s string) string { return strings.ReplaceAll(s, "-", "_") }
+
+// NamedPort narrows a peer set to the pods whose containers declare a port
+// of this name and protocol, with this number.
+type NamedPort struct {
+	Name     string
+	Protocol corev1.Protocol
+	Number   int32
+}
+
+// PeerSet is the pods one address set holds: pods matching Pods in
+// Namespace, or in every namespace matching Namespaces when Namespace is
+// empty; optionally narrowed by a named port.
+type PeerSet struct {
+	Namespace  string
+	Namespaces labels.Selector
+	Pods       labels.Selector
+	Port       *NamedPort
+}
+
+// Key is the canonical text of the set: equal sets have equal keys.
+func (p PeerSet) Key() string {
+	var b strings.Builder
+	if p.Namespace != "" {
+		b.WriteString("namespace=" + p.Namespace)
+	} else {
+		b.WriteString("namespaces=[" + p.Namespaces.String() + "]")
+	}
+	b.WriteString(" pods=[" + p.Pods.String() + "]")
+	if p.Port != nil {
+		fmt.Fprintf(&b, " port=%s/%s/%d", p.Port.Name, p.Port.Protocol, p.Port.Number)
+	}
+	return b.String()
+}
+
+// Name is the address set's name: a hash of the key (selectors do not fit
+// OVN's identifier alphabet), which external_ids spell out.
+func (p PeerSet) Name() string {
+	h := fnv.New64a()
+	h.Write([]byte(p.Key()))
+	return fmt.Sprintf("peers.%016x", h.Sum64())
+}
+
+// Selects says whether a pod (with its namespace's labels) belongs to the
+// set, leaving aside whether it has an address.
+func (p PeerSet) Selects(pod *corev1.Pod, nsLabels labels.Set) bool {
+	if p.Namespace != "" {
+		if pod.Namespace != p.Namespace {
+			return false
+		}
+	} else if !p.Namespaces.Matches(nsLabels) {
+		return false
+	}
+	if !p.Pods.Matches(labels.Set(pod.Labels)) {
+		return false
+	}
+	if p.Port != nil {
+		n, ok := ContainerPort(pod, p.Port.Name, p.Port.Protocol)
+		return ok && n == p.Port.Number
+	}
+	return true
+}
+
+// AddressSet is the set's row, with the given addresses.
+func (p PeerSet) AddressSet(addrs []string) *nbdb.AddressSet {
+	ids := topology.Owner{Type: OwnerPeers, Name: p.Name()}.ExternalIDs()
+	ids[PeersKey] = p.Key()
+	return &nbdb.AddressSet{Name: p.Name(), Addresses: addrs, ExternalIDs: ids}
+}
+
+// ContainerPort resolves a named port on a pod: the number of the first
+// container port with that name and protocol.
+func ContainerPort(pod *corev1.Pod, name string, proto corev1.Protocol) (int32, bool) {
+	for _, c := range pod.Spec.Containers {
+		for _, p := range c.Ports {
+			pp := p.Protocol
+			if pp == "" {
+				pp = corev1.ProtocolTCP
+			}
+			if p.Name == name && pp == proto {
+				return p.ContainerPort, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// Resolver lists the distinct numbers a named port has among the pods of a
+// set (the controller answers from its pod cache).
+type Resolver func(set PeerSet, name string, proto corev1.Protocol) []int32
+
+// Logging is a namespace's ACL logging: the severity for allowed and denied
+// packets, "" for none.
+type Logging struct {
+	Allow, Deny string
+	Meter       string
+}
+
+// Rows are one policy's desired rows.
+type Rows struct {
+	PortGroup *nbdb.PortGroup // without ports: the controller fills them
+	ACLs      []*nbdb.ACL
+	// PeerSets are the address sets the ACLs name.
+	PeerSets []PeerSet
+	// PodSelector selects the pods of the port group in the policy's namespace.
+	PodSelector labels.Selector
+	// Ingress and Egress say which directions the policy isolates.
+	Ingress, Egress bool
+	// Problems are parts of the policy that could not be turned into rows
+	// (which the API server's validation should have refused).
+	Problems []string
+}
+
+// Policy computes a policy's rows. resolve answers named ports; log is its
+// namespace's ACL logging.
+func Policy(np *networkingv1.NetworkPolicy, resolve Resolver, log Logging) Rows {
+	pg := PolicyPortGroup(np.Namespace, np.Name)
+	key := np.Namespace + "/" + np.Name
+	r := Rows{PortGroup: &nbdb.PortGroup{Name: pg, ExternalIDs: topology.Owner{Type: OwnerPolicy, Name: key}.ExternalIDs()}}
+	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+	if err != nil {
+		r.Problems = append(r.Problems, fmt.Sprintf("podSelector: %v", err))
+		sel = labels.Nothing()
+	}
+	r.PodSelector = sel
+	r.Ingress, r.Egress = directions(np)
+	b := builder{policy: np, key: key, pg: pg, resolve: resolve, log: log, rows: &r, seen: map[string]bool{}}
+	if r.Ingress {
+		for i, rule := range np.Spec.Ingress {
+			b.rule(Ingress, i, rule.From, rule.Ports)
+		}
+	}
+	if r.Egress {
+		for i, rule := range np.Spec.Egress {
+			b.rule(Egress, i, rule.To, rule.Ports)
+		}
+	}
+	return r
+}
+
+// directions applies the API's defaults: Ingress always, Egress when the
+// policy has egress rules, unless policyTypes says otherwise.
+func directions(np *networkingv1.NetworkPolicy) (ingress, egress bool) {
+	if len(np.Spec.PolicyTypes) == 0 {
+		return true, len(np.Spec.Egress) > 0
+	}
+	for _, t := range np.Spec.PolicyTypes {
+		switch t {
+		case networkingv1.PolicyTypeIngress:
+			ingress = true
+		case networkingv1.PolicyTypeEgress:
+			egress = true
+		}
+	}
+	return ingress, egress
+}
+
+type builder struct {
+	policy  *networkingv1.NetworkPolicy
+	key, pg string
+	resolve Resolver
+	log     Logging
+	rows    *Rows
+	seen    map[string]bool // peer set names already listed
+}
+
+// rule adds the ACLs of one rule: one for its numbered ports (or for every
+// port when it lists none) and one per number each named port resolves to.
+func (b *builder) rule(d Direction, i int, peers []networkingv1.NetworkPolicyPeer, ports []networkingv1.NetworkPolicyPort) {
+	where := fmt.Sprintf("%s[%d]", d, i)
+	sets, blocks, any := b.peers(where, peers)
+	peerClause := b.peerClause(d, sets, blocks, any)
+	if peerClause == "false" {
+		return // only unusable peers: the rule allows nothing
+	}
+	numbered, named := b.ports(where, ports)
+	if len(ports) == 0 || len(numbered) > 0 {
+		b.acl(d, where+"/ports", and(peerClause, or(numbered...)))
+	}
+	for _, np := range named {
+		b.namedPortACLs(d, where, np, sets, any, peerClause)
+	}
+}
+
+// namedPortACLs resolves a named port: on the selected pods for ingress, on
+// the peer pods for egress (an ipBlock peer has no ports to name).
+func (b *builder) namedPortACLs(d Direction, where string, np namedPortRef, sets []PeerSet, any bool, peerClause string) {
+	if d == Ingress {
+		target := PeerSet{Namespace: b.policy.Namespace, Pods: b.rows.PodSelector}
+		for _, n := range sortedNumbers(b.resolve(target, np.name, np.proto)) {
+			t := target
+			t.Port = &NamedPort{Name: np.name, Protocol: np.proto, Number: n}
+			b.addSet(t)
+			b.acl(d, fmt.Sprintf("%s/port:%s/%s/%d", where, np.name, np.proto, n),
+				and(peerClause, "ip4.dst == $"+t.Name(), portMatch(np.proto, n, 0)))
+		}
+		return
+	}
+	if any {
+		sets = []PeerSet{{Namespaces: labels.Everything(), Pods: labels.Everything()}}
+	}
+	numbers := map[int32][]PeerSet{}
+	for _, s := range sets {
+		for _, n := range b.resolve(s, np.name, np.proto) {
+			t := s
+			t.Port = &NamedPort{Name: np.name, Protocol: np.proto, Number: n}
+			numbers[n] = append(numbers[n], t)
+		}
+	}
+	for _, n := range sortedKeys(numbers) {
+		var names []string
+		for _, t := range numbers[n] {
+			b.addSet(t)
+			names = append(names, "$"+t.Name())
+		}
+		b.acl(d, fmt.Sprintf("%s/port:%s/%s/%d", where, np.name, np.proto, n),
+			and("ip4.dst == "+setOf(names), portMatch(np.proto, n, 0)))
+	}
+}
+
+// peers sorts a rule's peers into selector sets and ipBlocks; any is true
+// when the rule has no peers (every address).
+func (b *builder) peers(where string, peers []networkingv1.NetworkPolicyPeer) (sets []PeerSet, blocks []*networkingv1.IPBlock, any bool) {
+	if len(peers) == 0 {
+		return nil, nil, true
+	}
+	for j, p := range peers {
+		switch {
+		case p.IPBlock != nil:
+			blocks = append(blocks, p.IPBlock)
+		case p.PodSelector != nil || p.NamespaceSelector != nil:
+			s, err := b.peerSet(p)
+			if err != nil {
+				b.rows.Problems = append(b.rows.Problems, fmt.Sprintf("%s.peers[%d]: %v", where, j, err))
+				continue
+			}
+			sets = append(sets, s)
+		}
+	}
+	return sets, blocks, false
+}
+
+func (b *builder) peerSet(p networkingv1.NetworkPolicyPeer) (PeerSet, error) {
+	s := PeerSet{Namespace: b.policy.Namespace, Pods: labels.Everything()}
+	if p.NamespaceSelector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(p.NamespaceSelector)
+		if err != nil {
+			return s, err
+		}
+		s.Namespace, s.Namespaces = "", sel
+	}
+	if p.PodSelector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(p.PodSelector)
+		if err != nil {
+			return s, err
+		}
+		s.Pods = sel
+	}
+	return s, nil
+}
+
+// peerClause matches the remote address of a rule: "" for any, "false" when
+// every peer was unusable.
+func (b *builder) peerClause(d Direction, sets []PeerSet, blocks []*networkingv1.IPBlock, any bool) string {
+	if any {
+		return ""
+	}
+	field := "src"
+	if d == Egress {
+		field = "dst"
+	}
+	var clauses, names []string
+	for _, s := range sets {
+		b.addSet(s)
+		names = append(names, "$"+s.Name())
+	}
+	if len(names) > 0 {
+		clauses = append(clauses, "ip4."+field+" == "+setOf(names))
+	}
+	for _, blk := range blocks {
+		if c, ok := blockClause(field, blk); ok {
+			clauses = append(clauses, c)
+		} else {
+			b.rows.Problems = append(b.rows.Problems, fmt.Sprintf("ipBlock %q: not a CIDR", blk.CIDR))
+		}
+	}
+	if len(clauses) == 0 {
+		return "false"
+	}
+	return or(clauses...)
+}
+
+// blockClause matches an ipBlock: its CIDR, less its exceptions.
+func blockClause(field string, blk *networkingv1.IPBlock) (string, bool) {
+	cidr, err := netip.ParsePrefix(blk.CIDR)
+	if err != nil {
+		return "", false
+	}
+	fam := "ip4."
+	if cidr.Addr().Is6() {
+		fam = "ip6."
+	}
+	c := fam + field + " == " + cidr.Masked().String()
+	var except []string
+	for _, e := range blk.Except {
+		p, err := netip.ParsePrefix(e)
+		if err != nil || p.Addr().Is6() != cidr.Addr().Is6() {
+			return "", false
+		}
+		except = append(except, p.Masked().String())
+	}
+	if len(except) > 0 {
+		c += " && " + fam + field + " != " + setOf(except)
+	}
+	return c, true
+}
+
+type namedPortRef struct {
+	name  string
+	proto corev1.Protocol
+}
+
+// ports sorts a rule's ports into match clauses for numbers and ranges, and
+// named ports to resolve.
+func (b *builder) ports(where string, ports []networkingv1.NetworkPolicyPort) (numbered []string, named []namedPortRef) {
+	for j, p := range ports {
+		proto := corev1.ProtocolTCP
+		if p.Protocol != nil {
+			proto = *p.Protocol
+		}
+		if protoName(proto) == "" {
+			b.rows.Problems = append(b.rows.Problems, fmt.Sprintf("%s.ports[%d]: protocol %q is not TCP, UDP or SCTP", where, j, proto))
+			continue
+		}
+		switch {
+		case p.Port == nil:
+			numbered = append(numbered, protoName(proto))
+		case p.Port.Type == intstr.String:
+			named = append(named, namedPortRef{name: p.Port.StrVal, proto: proto})
+		default:
+			end := int32(0)
+			if p.EndPort != nil {
+				end = *p.EndPort
+			}
+			numbered = append(numbered, portMatch(proto, p.Port.IntVal, end))
+		}
+	}
+	return numbered, named
+}
+
+func protoName(p corev1.Protocol) string {
+	switch p {
+	case corev1.ProtocolTCP:
+		return "tcp"
+	case corev1.ProtocolUDP:
+		return "udp"
+	case corev1.ProtocolSCTP:
+		return "sctp"
+	}
+	return ""
+}
+
+// portMatch matches a destination port or range of one protocol.
+func portMatch(proto corev1.Protocol, port, end int32) string {
+	p := protoName(proto)
+	if end > port {
+		return fmt.Sprintf("%s && %s.dst >= %d && %s.dst <= %d", p, p, port, p, end)
+	}
+	return fmt.Sprintf("%s && %s.dst == %d", p, p, port)
+}
+
+func (b *builder) addSet(s PeerSet) {
+	if !b.seen[s.Name()] {
+		b.seen[s.Name()] = true
+		b.rows.PeerSets = append(b.rows.PeerSets, s)
+	}
+}
+
+// acl adds an allow ACL for the selected pods with a match on the traffic.
+func (b *builder) acl(d Direction, id, traffic string) {
+	port := "outport"
+	if d == Egress {
+		port = "inport"
+	}
+	acl := NewACL(d, PriorityAllow, and(port+" == @"+b.pg, traffic), nbdb.ACLActionAllowRelated,
+		topology.Owner{Type: OwnerPolicy, Name: b.key}, id, b.log.Allow, b.log.Meter)
+	acl.Name = aclName(b.policy.Namespace + "_" + b.policy.Name)
+	b.rows.ACLs = append(b.rows.ACLs, acl)
+}
+
+// NewACL builds an ACL of ours. Egress ACLs apply after load balancing, so
+// they judge a service's backend rather than its VIP. severity "" logs nothing.
+func NewACL(d Direction, priority int, match, action string, owner topology.Owner, id, severity, meter string) *nbdb.ACL {
+	ids := owner.ExternalIDs()
+	ids[ACLIDKey] = id
+	acl := &nbdb.ACL{Priority: priority, Match: match, Action: action, ExternalIDs: ids, Options: map[string]string{}}
+	if d == Ingress {
+		acl.Direction = nbdb.ACLDirectionToLport
+	} else {
+		acl.Direction = nbdb.ACLDirectionFromLport
+		acl.Options["apply-after-lb"] = "true"
+	}
+	if severity != "" {
+		sev := severity
+		acl.Log, acl.Severity = true, &sev
+		if meter != "" {
+			m := meter
+			acl.Meter = &m
+		}
+	}
+	return acl
+}
+
+// aclName fits OVN's 63-character limit on ACL names.
+func aclName(s string) *string {
+	if len(s) > 63 {
+		s = s[:63]
+	}
+	return &s
+}
+
+// DefaultDeny computes a namespace's default-deny port group for direction
+// d (without ports) and its ACLs: drop everything, except ARP/ND and
+// (ingress) the pod's own traffic coming back through a service (hairpin).
+func DefaultDeny(namespace string, d Direction, log Logging) (*nbdb.PortGroup, []*nbdb.ACL) {
+	pg := DefaultDenyPortGroup(namespace, d)
+	owner := topology.Owner{Type: OwnerNamespace, Name: namespace}
+	port := "outport"
+	if d == Egress {
+		port = "inport"
+	}
+	acls := []*nbdb.ACL{
+		NewACL(d, PriorityDefaultDeny, port+" == @"+pg, nbdb.ACLActionDrop, owner, string(d)+"/deny", log.Deny, log.Meter),
+		NewACL(d, PriorityAlways, port+" == @"+pg+" && (arp || nd)", nbdb.ACLActionAllow, owner, string(d)+"/arp", "", ""),
+	}
+	if d == Ingress {
+		acls = append(acls, NewACL(d, PriorityAlways, port+" == @"+pg+" && ip4.src == "+topology.HairpinSNATIP,
+			nbdb.ACLActionAllowRelated, owner, string(d)+"/hairpin", "", ""))
+	}
+	return &nbdb.PortGroup{Name: pg, ExternalIDs: owner.ExternalIDs()}, acls
+}
+
+func and(parts ...string) string {
+	var kept []string
+	for _, p := range parts {
+		if p == "" {
+			continue
+		}
+		if strings.Contains(p, "||") {
+			p = "(" + p + ")"
+		}
+		kept = append(kept, p)
+	}
+	return strings.Join(kept, " && ")
+}
+
+func or(parts ...string) string {
+	if len(parts) == 1 {
+		return parts[0]
+	}
+	var wrapped []string
+	for _, p := range parts {
+		if strings.Contains(p, "&&") {
+			p = "(" + p + ")"
+		}
+		wrapped = append(wrapped, p)
+	}
+	return strings.Join(wrapped, " || ")
+}
+
+func setOf(items []string) string {
+	if len(items) == 1 {
+		return items[0]
+	}
+	return "{" + strings.Join(items, ", ") + "}"
+}
+
+func sortedNumbers(ns []int32) []int32 {
+	out := append([]int32(nil), ns...)
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+func sortedKeys(m map[int32][]PeerSet) []int32 {
+	var out []int32
+	for k := range m {
+		out = append(out, k)
+	}
+	return sortedNumbers(out)
+}
+
