@@ -257,23 +257,23 @@ type builder struct {
 func (b *builder) rule(d Direction, i int, peers []networkingv1.NetworkPolicyPeer, ports []networkingv1.NetworkPolicyPort) {
 	where := fmt.Sprintf("%s[%d]", d, i)
 	sets, blocks, any := b.peers(where, peers)
-	peerClause := b.peerClause(d, sets, blocks, any)
-	if peerClause == "false" {
+	if !any && len(sets) == 0 && len(blocks) == 0 {
 		return // only unusable peers: the rule allows nothing
 	}
 	numbered, named := b.ports(where, ports)
 	if len(ports) == 0 || len(numbered) > 0 {
-		b.acl(d, where+"/ports", and(peerClause, or(numbered...)))
+		b.acl(d, where+"/ports", and(b.peerClause(d, sets, blocks, any), or(numbered...)))
 	}
 	for _, np := range named {
-		b.namedPortACLs(d, where, np, sets, any, peerClause)
+		b.namedPortACLs(d, where, np, sets, blocks, any)
 	}
 }
 
 // namedPortACLs resolves a named port: on the selected pods for ingress, on
 // the peer pods for egress (an ipBlock peer has no ports to name).
-func (b *builder) namedPortACLs(d Direction, where string, np namedPortRef, sets []PeerSet, any bool, peerClause string) {
+func (b *builder) namedPortACLs(d Direction, where string, np namedPortRef, sets []PeerSet, blocks []*networkingv1.IPBlock, any bool) {
 	if d == Ingress {
+		peerClause := b.peerClause(d, sets, blocks, any)
 		target := PeerSet{Namespace: b.policy.Namespace, Pods: b.rows.PodSelector}
 		for _, n := range sortedNumbers(b.resolve(target, np.name, np.proto)) {
 			t := target
@@ -315,6 +315,10 @@ func (b *builder) peers(where string, peers []networkingv1.NetworkPolicyPeer) (s
 	for j, p := range peers {
 		switch {
 		case p.IPBlock != nil:
+			if _, ok := blockClause("src", p.IPBlock); !ok {
+				b.rows.Problems = append(b.rows.Problems, fmt.Sprintf("%s.peers[%d]: ipBlock %q except %q: not CIDRs of one family", where, j, p.IPBlock.CIDR, p.IPBlock.Except))
+				continue
+			}
 			blocks = append(blocks, p.IPBlock)
 		case p.PodSelector != nil || p.NamespaceSelector != nil:
 			s, err := b.peerSet(p)
@@ -347,8 +351,8 @@ func (b *builder) peerSet(p networkingv1.NetworkPolicyPeer) (PeerSet, error) {
 	return s, nil
 }
 
-// peerClause matches the remote address of a rule: "" for any, "false" when
-// every peer was unusable.
+// peerClause matches the remote address of a rule ("" for any) and lists
+// the address sets it names.
 func (b *builder) peerClause(d Direction, sets []PeerSet, blocks []*networkingv1.IPBlock, any bool) string {
 	if any {
 		return ""
@@ -366,14 +370,8 @@ func (b *builder) peerClause(d Direction, sets []PeerSet, blocks []*networkingv1
 		clauses = append(clauses, "ip4."+field+" == "+setOf(names))
 	}
 	for _, blk := range blocks {
-		if c, ok := blockClause(field, blk); ok {
-			clauses = append(clauses, c)
-		} else {
-			b.rows.Problems = append(b.rows.Problems, fmt.Sprintf("ipBlock %q: not a CIDR", blk.CIDR))
-		}
-	}
-	if len(clauses) == 0 {
-		return "false"
+		c, _ := blockClause(field, blk)
+		clauses = append(clauses, c)
 	}
 	return or(clauses...)
 }
@@ -528,23 +526,20 @@ func DefaultDeny(namespace string, d Direction, log Logging) (*nbdb.PortGroup, [
 	return &nbdb.PortGroup{Name: pg, ExternalIDs: owner.ExternalIDs()}, acls
 }
 
+// and joins clauses; or parenthesises what it joins, so and never needs to.
 func and(parts ...string) string {
 	var kept []string
 	for _, p := range parts {
-		if p == "" {
-			continue
+		if p != "" {
+			kept = append(kept, p)
 		}
-		if strings.Contains(p, "||") {
-			p = "(" + p + ")"
-		}
-		kept = append(kept, p)
 	}
 	return strings.Join(kept, " && ")
 }
 
 func or(parts ...string) string {
-	if len(parts) == 1 {
-		return parts[0]
+	if len(parts) <= 1 {
+		return strings.Join(parts, "")
 	}
 	var wrapped []string
 	for _, p := range parts {
@@ -553,7 +548,7 @@ func or(parts ...string) string {
 		}
 		wrapped = append(wrapped, p)
 	}
-	return strings.Join(wrapped, " || ")
+	return "(" + strings.Join(wrapped, " || ") + ")"
 }
 
 func setOf(items []string) string {
@@ -576,4 +571,3 @@ func sortedKeys(m map[int32][]PeerSet) []int32 {
 	}
 	return sortedNumbers(out)
 }
-

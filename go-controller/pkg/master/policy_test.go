@@ -1,0 +1,272 @@
+package master
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/ovn-org/libovsdb/ovsdb"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/policy"
+	"github.com/ovn-k8s/ovn-k8s/test/harness"
+)
+
+func (e *env) createNamespace(name string, lbls map[string]string) {
+	e.t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbls}}
+	if _, err := e.kube.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) createPolicy(ns, name string, spec networkingv1.NetworkPolicySpec) {
+	e.t.Helper()
+	np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: spec}
+	if _, err := e.kube.NetworkingV1().NetworkPolicies(ns).Create(context.Background(), np, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) deletePolicy(ns, name string) {
+	e.t.Helper()
+	if err := e.kube.NetworkingV1().NetworkPolicies(ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) labelPod(ns, name string, lbls map[string]string) {
+	e.t.Helper()
+	p, err := e.kube.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	p.Labels = lbls
+	if _, err := e.kube.CoreV1().Pods(ns).Update(context.Background(), p, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func labelled(kv ...string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Labels = map[string]string{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			p.Labels[kv[i]] = kv[i+1]
+		}
+	}
+}
+
+// portGroupPorts waits until a port group holds exactly the named pods' ports.
+func (e *env) waitPortGroup(name string, pods ...string) *nbdb.PortGroup {
+	e.t.Helper()
+	var pg *nbdb.PortGroup
+	harness.Eventually(e.t, 10*time.Second, "port group "+name, func() error {
+		pg = &nbdb.PortGroup{Name: name}
+		if err := e.nb.Get(context.Background(), pg); err != nil {
+			return err
+		}
+		var got []string
+		for _, uuid := range pg.Ports {
+			lsp := &nbdb.LogicalSwitchPort{UUID: uuid}
+			if err := e.nb.Get(context.Background(), lsp); err != nil {
+				return err
+			}
+			got = append(got, lsp.Name)
+		}
+		sort.Strings(got)
+		if !slices.Equal(got, pods) {
+			return fmt.Errorf("ports %v, want %v", got, pods)
+		}
+		return nil
+	})
+	return pg
+}
+
+// waitAddressSet waits until the one address set of ours whose peers key is
+// key holds exactly addrs.
+func (e *env) waitAddressSet(key string, addrs ...string) {
+	e.t.Helper()
+	sort.Strings(addrs)
+	harness.Eventually(e.t, 10*time.Second, "address set "+key, func() error {
+		var sets []nbdb.AddressSet
+		_ = e.nb.WhereCache(func(a *nbdb.AddressSet) bool { return a.ExternalIDs[policy.PeersKey] == key }).List(context.Background(), &sets)
+		if len(sets) != 1 {
+			return fmt.Errorf("%d address sets for %s", len(sets), key)
+		}
+		got := append([]string(nil), sets[0].Addresses...)
+		sort.Strings(got)
+		if !slices.Equal(got, addrs) {
+			return fmt.Errorf("addresses %v, want %v", got, addrs)
+		}
+		return nil
+	})
+}
+
+func (e *env) waitGone(what string, exists func() bool) {
+	e.t.Helper()
+	harness.Eventually(e.t, 10*time.Second, what+" gone", func() error {
+		if exists() {
+			return fmt.Errorf("still there")
+		}
+		return nil
+	})
+}
+
+func (e *env) podIP(ns, name string) string {
+	return e.podNetwork(ns, name).IPs[0].Addr().String()
+}
+
+func (e *env) countRows() (pgs, sets, acls int) {
+	var p []nbdb.PortGroup
+	var s []nbdb.AddressSet
+	var a []nbdb.ACL
+	_ = e.nb.List(context.Background(), &p)
+	_ = e.nb.List(context.Background(), &s)
+	_ = e.nb.List(context.Background(), &a)
+	return len(p), len(s), len(a)
+}
+
+var fromTeamA = networkingv1.NetworkPolicySpec{
+	PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
+	Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}},
+		PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"role": "client"}},
+	}}}},
+}
+
+const fromTeamAKey = "namespaces=[team=a] pods=[role=client]"
+
+// A policy's rows follow its pods, their labels and their namespaces'
+// labels, and go with it.
+func TestNetworkPolicyRowsFollowPods(t *testing.T) {
+	e := newEnv(t)
+	e.createNode("n1")
+	e.createNamespace("db", nil)
+	e.createNamespace("front", map[string]string{"team": "a"})
+	e.createNamespace("other", map[string]string{"team": "b"})
+	e.start()
+	e.createPod("db", "db1", "n1", labelled("app", "db"))
+	e.createPod("db", "web", "n1", labelled("app", "web"))
+	e.createPod("front", "c1", "n1", labelled("role", "client"))
+	e.createPod("front", "c2", "n1", labelled("role", "server"))
+	e.createPod("other", "c3", "n1", labelled("role", "client"))
+	e.createPolicy("db", "from-team-a", fromTeamA)
+
+	e.waitPortGroup(policy.PolicyPortGroup("db", "from-team-a"), "db_db1")
+	e.waitPortGroup(policy.DefaultDenyPortGroup("db", policy.Ingress), "db_db1")
+	e.waitAddressSet(fromTeamAKey, e.podIP("front", "c1"))
+
+	// A pod relabelled into the peers, and one into the selected pods: a
+	// handful of mutations, not a rewrite.
+	before := e.m.Committer().Operations()
+	e.labelPod("front", "c2", map[string]string{"role": "client"})
+	e.waitAddressSet(fromTeamAKey, e.podIP("front", "c1"), e.podIP("front", "c2"))
+	e.labelPod("db", "web", map[string]string{"app": "db"})
+	e.waitPortGroup(policy.PolicyPortGroup("db", "from-team-a"), "db_db1", "db_web")
+	e.waitPortGroup(policy.DefaultDenyPortGroup("db", policy.Ingress), "db_db1", "db_web")
+	if ops := e.m.Committer().Operations() - before; ops > 6 {
+		t.Errorf("two label changes sent %d operations; want at most 6 (one mutation per changed set)", ops)
+	}
+
+	// A namespace relabelled into the selector brings its pods.
+	ns, _ := e.kube.CoreV1().Namespaces().Get(context.Background(), "other", metav1.GetOptions{})
+	ns.Labels["team"] = "a"
+	if _, err := e.kube.CoreV1().Namespaces().Update(context.Background(), ns, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitAddressSet(fromTeamAKey, e.podIP("front", "c1"), e.podIP("front", "c2"), e.podIP("other", "c3"))
+
+	// A deleted pod leaves the sets (its port leaves port groups by itself).
+	e.deletePod("front", "c1")
+	e.waitAddressSet(fromTeamAKey, e.podIP("front", "c2"), e.podIP("other", "c3"))
+
+	e.deletePolicy("db", "from-team-a")
+	e.waitGone("policy rows", func() bool { pgs, sets, acls := e.countRows(); return pgs+sets+acls > 1 })
+	if _, _, acls := e.countRows(); acls != 1 {
+		t.Errorf("%d ACLs left; want only the node's management-port ACL", acls)
+	}
+}
+
+// Policies naming the same selector share its address set, which lives
+// as long as one of them does.
+func TestPeerAddressSetShared(t *testing.T) {
+	e := newEnv(t)
+	e.createNode("n1")
+	e.createNamespace("db", nil)
+	e.createNamespace("front", map[string]string{"team": "a"})
+	e.start()
+	e.createPod("front", "c1", "n1", labelled("role", "client"))
+	e.createPolicy("db", "one", fromTeamA)
+	e.createPolicy("db", "two", fromTeamA)
+	e.waitAddressSet(fromTeamAKey, e.podIP("front", "c1"))
+	e.deletePolicy("db", "one")
+	e.waitGone("policy one's port group", func() bool {
+		return e.nb.Get(context.Background(), &nbdb.PortGroup{Name: policy.PolicyPortGroup("db", "one")}) == nil
+	})
+	e.waitAddressSet(fromTeamAKey, e.podIP("front", "c1"))
+	e.deletePolicy("db", "two")
+	e.waitGone("shared address set", func() bool { _, sets, _ := e.countRows(); return sets > 0 })
+}
+
+// An idle restart writes nothing; rows deleted or wiped come back.
+func TestNetworkPolicyRestartAndRepair(t *testing.T) {
+	e := newEnv(t)
+	e.createNode("n1")
+	e.createNamespace("db", nil)
+	e.createNamespace("front", map[string]string{"team": "a"})
+	e.start()
+	e.createPod("db", "db1", "n1", labelled("app", "db"))
+	e.createPod("front", "c1", "n1", labelled("role", "client"))
+	e.createPolicy("db", "from-team-a", fromTeamA)
+	e.waitPortGroup(policy.PolicyPortGroup("db", "from-team-a"), "db_db1")
+	e.waitAddressSet(fromTeamAKey, e.podIP("front", "c1"))
+	pgs, sets, acls := e.countRows()
+
+	e.stop()
+	e.start()
+	harness.Eventually(t, 5*time.Second, "restarted master idle", func() error {
+		if !e.m.policies.Idle() {
+			return fmt.Errorf("policy queue busy")
+		}
+		return nil
+	})
+	if n := e.m.Committer().Transactions(); n != 0 {
+		t.Errorf("idle restart sent %d transactions; want 0", n)
+	}
+
+	// Someone deletes the policy's port group and the address set.
+	var ops []ovsdb.Operation
+	pg := &nbdb.PortGroup{Name: policy.PolicyPortGroup("db", "from-team-a")}
+	del, err := e.nb.Where(pg).Delete()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops = append(ops, del...)
+	var all []nbdb.AddressSet
+	_ = e.nb.List(context.Background(), &all)
+	for i := range all {
+		d, err := e.nb.Where(&all[i]).Delete()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ops = append(ops, d...)
+	}
+	if _, err := e.nb.Transact(context.Background(), ops...); err != nil {
+		t.Fatal(err)
+	}
+	e.waitPortGroup(policy.PolicyPortGroup("db", "from-team-a"), "db_db1")
+	e.waitAddressSet(fromTeamAKey, e.podIP("front", "c1"))
+	harness.Eventually(t, 5*time.Second, "rows restored", func() error {
+		p, s, a := e.countRows()
+		if p != pgs || s != sets || a != acls {
+			return fmt.Errorf("port groups/sets/ACLs %d/%d/%d, want %d/%d/%d", p, s, a, pgs, sets, acls)
+		}
+		return nil
+	})
+}
