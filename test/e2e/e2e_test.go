@@ -41,8 +41,13 @@ func runServers(t *testing.T, p *harness.Pod) {
 }
 
 func (e *env) service(name string, backends ...*harness.Pod) string {
+	return e.serviceIn(ns, name, backends...)
+}
+
+// serviceIn creates a service in a namespace with the backends as endpoints.
+func (e *env) serviceIn(namespace, name string, backends ...*harness.Pod) string {
 	ctx := context.Background()
-	svc, err := e.c.Kube.Client.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+	svc, err := e.c.Kube.Client.CoreV1().Services(namespace).Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
 			{Name: "tcp", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt(tcpPort)},
@@ -52,12 +57,16 @@ func (e *env) service(name string, backends ...*harness.Pod) string {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.setEndpoints(name, backends...)
+	e.setEndpointsIn(namespace, name, backends...)
 	return svc.Spec.ClusterIP
 }
 
-// setEndpoints writes the service's EndpointSlice (no controller-manager runs).
 func (e *env) setEndpoints(svc string, backends ...*harness.Pod) {
+	e.setEndpointsIn(ns, svc, backends...)
+}
+
+// setEndpointsIn writes the service's EndpointSlice (no controller-manager runs).
+func (e *env) setEndpointsIn(namespace, svc string, backends ...*harness.Pod) {
 	ctx := context.Background()
 	slice := &discovery.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Name: svc + "-1", Labels: map[string]string{discovery.LabelServiceName: svc}},
@@ -71,7 +80,7 @@ func (e *env) setEndpoints(svc string, backends ...*harness.Pod) {
 		slice.Endpoints = append(slice.Endpoints, discovery.Endpoint{Addresses: []string{b.IP.String()},
 			NodeName: ptr(b.Node), Conditions: discovery.EndpointConditions{Ready: ptr(true)}})
 	}
-	cl := e.c.Kube.Client.DiscoveryV1().EndpointSlices(ns)
+	cl := e.c.Kube.Client.DiscoveryV1().EndpointSlices(namespace)
 	if old, err := cl.Get(ctx, slice.Name, metav1.GetOptions{}); err == nil {
 		slice.ResourceVersion = old.ResourceVersion
 		if _, err := cl.Update(ctx, slice, metav1.UpdateOptions{}); err != nil {

@@ -113,18 +113,23 @@ func (c *Cluster) EnsureNamespace(name string) { c.Kube.EnsureNamespace(c.T, nam
 
 // RunPod creates the Pod object on a node, then its sandbox: a netns wired by
 // ovn_cni (ADD through libcni with the dist conflist), as the runtime would.
-func (c *Cluster) RunPod(namespace, name, node string, labels map[string]string) *Pod {
+// mutate may change the object before it is created (container ports).
+func (c *Cluster) RunPod(namespace, name, node string, labels map[string]string, mutate ...func(*corev1.Pod)) *Pod {
 	t := c.T
 	t.Helper()
 	n := c.Nodes[node]
 	if n == nil {
 		t.Fatalf("no node %s", node)
 	}
-	obj, err := c.Kube.Client.CoreV1().Pods(namespace).Create(context.Background(), &corev1.Pod{
+	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels},
 		Spec: corev1.PodSpec{NodeName: node, AutomountServiceAccountToken: new(bool),
 			Containers: []corev1.Container{{Name: "app", Image: "busybox"}}},
-	}, metav1.CreateOptions{})
+	}
+	for _, f := range mutate {
+		f(pod)
+	}
+	obj, err := c.Kube.Client.CoreV1().Pods(namespace).Create(context.Background(), pod, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
