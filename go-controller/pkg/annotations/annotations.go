@@ -24,6 +24,9 @@ const (
 	// NodeGatewayJoinIP is the join address of the node's gateway router,
 	// written by the master (upstream's name).
 	NodeGatewayJoinIP = "k8s.ovn.org/node-gateway-router-lrp-ifaddr"
+	// NamespaceACLLogging asks for the namespace's NetworkPolicy verdicts to
+	// be logged (upstream's name and format): {"deny": "alert", "allow": "notice"}.
+	NamespaceACLLogging = "k8s.ovn.org/acl-logging"
 
 	// DefaultNetwork is the key of the default network in every per-network map.
 	DefaultNetwork = "default"

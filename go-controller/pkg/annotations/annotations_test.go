@@ -182,3 +182,17 @@ func TestMergePatch(t *testing.T) {
 		t.Fatalf("patch %v, want %v", got, want)
 	}
 }
+
+func TestParseACLLogging(t *testing.T) {
+	if l, err := ParseACLLogging(`{"deny": "alert", "allow": "notice"}`); err != nil || l.Deny != "alert" || l.Allow != "notice" {
+		t.Errorf("got %+v, %v", l, err)
+	}
+	if l, err := ParseACLLogging(`{"deny": "info"}`); err != nil || l.Allow != "" {
+		t.Errorf("deny only: %+v, %v", l, err)
+	}
+	for _, bad := range []string{`{"deny": "loud"}`, `deny=alert`, `{"allow": 3}`} {
+		if _, err := ParseACLLogging(bad); err == nil {
+			t.Errorf("%s: no error", bad)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	libovsdbclient "github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/ovsdb"
 
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
@@ -26,6 +27,10 @@ func EnsureCluster(ctx context.Context, nb libovsdbclient.Client, commit CommitF
 	t.Ensure(rows.Join, nil, &rows.Join.Ports, jtor)
 	t.Ensure(rows.LBGroup, nil, nil)
 	t.Ensure(rows.SwitchLBGroup, nil, nil)
+	if ovndb.Lookup(t, &nbdb.Meter{Name: topology.ACLLogMeter}) == nil {
+		band := t.Create(rows.ACLLogMeterBand)
+		t.Ensure(rows.ACLLogMeter, nil, &rows.ACLLogMeter.Bands, band)
+	}
 	ops, err := t.Ops()
 	if err != nil {
 		return err

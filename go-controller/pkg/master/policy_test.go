@@ -13,8 +13,10 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/policy"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 	"github.com/ovn-k8s/ovn-k8s/test/harness"
 )
 
@@ -269,4 +271,67 @@ func TestNetworkPolicyRestartAndRepair(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A namespace's k8s.ovn.org/acl-logging annotation turns logging on for its
+// policies' allow ACLs and its default deny, through the cluster's meter;
+// changing it re-writes them, a malformed one logs nothing.
+func TestACLLoggingFollowsNamespaceAnnotation(t *testing.T) {
+	e := newEnv(t)
+	e.createNode("n1")
+	e.createNamespace("db", nil)
+	e.createNamespace("front", map[string]string{"team": "a"})
+	e.start()
+	e.createPolicy("db", "from-team-a", fromTeamA)
+	setAnnotation := func(v string) {
+		ns, err := e.kube.CoreV1().Namespaces().Get(context.Background(), "db", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns.Annotations = map[string]string{annotations.NamespaceACLLogging: v}
+		if _, err := e.kube.CoreV1().Namespaces().Update(context.Background(), ns, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// waitLogging waits until every ACL of the namespace's rows logs at the
+	// wanted severity ("" for not at all).
+	waitLogging := func(allow, deny string) {
+		t.Helper()
+		harness.Eventually(t, 10*time.Second, fmt.Sprintf("ACL logging allow=%q deny=%q", allow, deny), func() error {
+			var acls []nbdb.ACL
+			_ = e.nb.WhereCache(func(a *nbdb.ACL) bool {
+				o, ok := topology.OwnerOf(a.ExternalIDs)
+				return ok && (o.Type == policy.OwnerPolicy || o.Type == policy.OwnerNamespace)
+			}).List(context.Background(), &acls)
+			if len(acls) < 2 {
+				return fmt.Errorf("%d ACLs", len(acls))
+			}
+			for _, a := range acls {
+				want := ""
+				switch {
+				case a.Action == nbdb.ACLActionDrop:
+					want = deny
+				case a.Priority == policy.PriorityAllow:
+					want = allow
+				}
+				got := ""
+				if a.Log && a.Severity != nil {
+					got = *a.Severity
+				}
+				if got != want || (want != "" && (a.Meter == nil || *a.Meter != topology.ACLLogMeter)) {
+					return fmt.Errorf("ACL %q logs %q (meter %v), want %q", a.Match, got, a.Meter, want)
+				}
+			}
+			return nil
+		})
+	}
+	waitLogging("", "")
+	setAnnotation(`{"deny": "alert", "allow": "notice"}`)
+	waitLogging("notice", "alert")
+	setAnnotation(`{"deny": "loud"}`)
+	waitLogging("", "")
+	meter := &nbdb.Meter{Name: topology.ACLLogMeter}
+	if err := e.nb.Get(context.Background(), meter); err != nil || len(meter.Bands) != 1 {
+		t.Fatalf("meter %s: %+v, %v", topology.ACLLogMeter, meter, err)
+	}
 }

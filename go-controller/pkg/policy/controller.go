@@ -473,8 +473,24 @@ func (c *Controller) syncNamespace(ctx context.Context, ns string) error {
 
 func noResolve(PeerSet, string, corev1.Protocol) []int32 { return nil }
 
-// logging is a namespace's ACL logging (none yet).
-func (c *Controller) logging(string) Logging { return Logging{} }
+// logging is a namespace's ACL logging, from its k8s.ovn.org/acl-logging
+// annotation; a malformed one logs nothing and says why.
+func (c *Controller) logging(namespace string) Logging {
+	ns, err := c.nsLister.Get(namespace)
+	if err != nil {
+		return Logging{}
+	}
+	v, ok := ns.Annotations[annotations.NamespaceACLLogging]
+	if !ok {
+		return Logging{}
+	}
+	l, err := annotations.ParseACLLogging(v)
+	if err != nil {
+		c.log.Info("ignoring the namespace's ACL logging annotation", "namespace", namespace, "error", err.Error())
+		return Logging{}
+	}
+	return Logging{Allow: l.Allow, Deny: l.Deny, Meter: topology.ACLLogMeter}
+}
 
 func ownedBy(ids map[string]string, want topology.Owner) bool {
 	o, ok := topology.OwnerOf(ids)
@@ -585,6 +601,12 @@ func (c *Controller) namespaceChanged(old, cur *corev1.Namespace) {
 		return
 	}
 	c.queue.Add(namespaceKey + ns.Name)
+	if old != nil && cur != nil && old.Annotations[annotations.NamespaceACLLogging] != cur.Annotations[annotations.NamespaceACLLogging] {
+		nps, _ := c.npLister.NetworkPolicies(ns.Name).List(labels.Everything())
+		for _, np := range nps {
+			c.queue.Add(policyKey + np.Namespace + "/" + np.Name)
+		}
+	}
 	var oldL, curL labels.Set
 	if old != nil {
 		oldL = old.Labels

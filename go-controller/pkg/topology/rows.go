@@ -8,6 +8,13 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 )
 
+// ACLLogMeter is the meter of logging ACLs (upstream's name) and
+// ACLLogRate its limit, in logged packets per second per ACL.
+const (
+	ACLLogMeter = "acl-logging"
+	ACLLogRate  = 20
+)
+
 // ClusterRows are the cluster-wide rows: the distributed router and the join
 // switch, linked by rtoj-/jtor-ovn_cluster_router.
 type ClusterRows struct {
@@ -17,12 +24,17 @@ type ClusterRows struct {
 	JoinToRouter  *nbdb.LogicalSwitchPort
 	LBGroup       *nbdb.LoadBalancerGroup
 	SwitchLBGroup *nbdb.LoadBalancerGroup
+	// ACLLogMeter rate-limits the packets logged by ACLs of namespaces
+	// that ask for logging (fair: each ACL gets its own share).
+	ACLLogMeter     *nbdb.Meter
+	ACLLogMeterBand *nbdb.MeterBand
 }
 
 // Cluster computes the cluster-wide rows for the join subnet (router at .1).
 func Cluster(joinSubnet netip.Prefix) ClusterRows {
 	owner := Owner{Type: OwnerCluster, Name: ClusterRouter}.ExternalIDs()
 	routerIP := nthAddr(joinSubnet, 1)
+	fair := true
 	return ClusterRows{
 		Router: &nbdb.LogicalRouter{Name: ClusterRouter, ExternalIDs: owner},
 		RouterToJoin: &nbdb.LogicalRouterPort{
@@ -39,8 +51,10 @@ func Cluster(joinSubnet netip.Prefix) ClusterRows {
 			Options:     map[string]string{"router-port": RouterToJoin},
 			ExternalIDs: owner,
 		},
-		LBGroup:       &nbdb.LoadBalancerGroup{Name: ClusterLBGroup},
-		SwitchLBGroup: &nbdb.LoadBalancerGroup{Name: ClusterSwitchLBGroup},
+		LBGroup:         &nbdb.LoadBalancerGroup{Name: ClusterLBGroup},
+		SwitchLBGroup:   &nbdb.LoadBalancerGroup{Name: ClusterSwitchLBGroup},
+		ACLLogMeter:     &nbdb.Meter{Name: ACLLogMeter, Unit: nbdb.MeterUnitPktps, Fair: &fair, ExternalIDs: owner},
+		ACLLogMeterBand: &nbdb.MeterBand{Action: nbdb.MeterBandActionDrop, Rate: ACLLogRate, ExternalIDs: owner},
 	}
 }
 

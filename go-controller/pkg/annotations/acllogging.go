@@ -1,0 +1,31 @@
+package annotations
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// ACLLogging is the decoded k8s.ovn.org/acl-logging annotation of a
+// Namespace: the syslog severity ovn-controller logs the namespace's
+// allowed and denied packets at, "" for none.
+type ACLLogging struct {
+	Allow string `json:"allow,omitempty"`
+	Deny  string `json:"deny,omitempty"`
+}
+
+var severities = map[string]bool{"alert": true, "warning": true, "notice": true, "info": true, "debug": true}
+
+// ParseACLLogging decodes the annotation; an unknown severity is an error
+// naming it (nothing of the annotation is then used).
+func ParseACLLogging(value string) (ACLLogging, error) {
+	var l ACLLogging
+	if err := json.Unmarshal([]byte(value), &l); err != nil {
+		return ACLLogging{}, fmt.Errorf("%s %q: %w; want e.g. {\"deny\": \"alert\", \"allow\": \"notice\"}", NamespaceACLLogging, value, err)
+	}
+	for _, s := range []string{l.Allow, l.Deny} {
+		if s != "" && !severities[s] {
+			return ACLLogging{}, fmt.Errorf("%s %q: severity %q is not one of alert, warning, notice, info, debug", NamespaceACLLogging, value, s)
+		}
+	}
+	return l, nil
+}
