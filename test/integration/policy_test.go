@@ -64,6 +64,85 @@ type tracePod struct {
 	port, node, mac, ip string
 }
 
+// flow is one TCP packet for ovn-trace: from a pod's port to an address,
+// expected at toPort.
+type flow struct {
+	from                  tracePod
+	dstIP, dstMAC, toPort string
+	dport                 int
+	ct, lbDst             string
+}
+
+// tracer runs ovn-trace against the cluster's SB for a set of pods.
+type tracer struct {
+	t         *testing.T
+	c         *cluster
+	pods      map[string]tracePod
+	routerMAC map[string]string
+}
+
+func newTracer(c *cluster, pods map[string]tracePod) *tracer {
+	return &tracer{t: c.t, c: c, pods: pods, routerMAC: map[string]string{"n1": c.lrp("rtos-n1").MAC, "n2": c.lrp("rtos-n2").MAC}}
+}
+
+// tracePods waits for the pods' addresses and ports.
+func (c *cluster) tracePods(specs ...[3]string) map[string]tracePod {
+	pods := map[string]tracePod{}
+	for _, p := range specs {
+		ns, name, node := p[0], p[1], p[2]
+		pn := c.podNetwork(ns, name)
+		port := ns + "_" + name
+		c.waitPort(node, port, nil)
+		pods[name] = tracePod{port: port, node: node, mac: pn.MAC.String(), ip: pn.IPs[0].Addr().String()}
+	}
+	return pods
+}
+
+// trace sends the packet and reports whether it reaches its port.
+func (tr *tracer) trace(f flow) (bool, string) {
+	dstMAC := f.dstMAC
+	if dstMAC == "" {
+		dstMAC = tr.routerMAC[f.from.node]
+	}
+	match := fmt.Sprintf(`inport == "%s" && eth.src == %s && eth.dst == %s && ip4.src == %s && ip4.dst == %s && ip.ttl == 64 && tcp && tcp.src == 33333 && tcp.dst == %d`,
+		f.from.port, f.from.mac, dstMAC, f.from.ip, f.dstIP, f.dport)
+	// Each conntrack zone the packet passes (one per port) takes the next
+	// --ct; past the last one ovn-trace assumes an established flow.
+	args := []string{"ovn-trace", "--db=unix:" + tr.c.ovn.SBSock}
+	for i := 0; i < 8; i++ {
+		args = append(args, "--ct="+f.ct)
+	}
+	if f.lbDst != "" {
+		args = append(args, "--lb-dst="+f.lbDst)
+	}
+	out, err := harness.Run(append(args, f.from.node, match)...)
+	if err != nil {
+		tr.t.Fatalf("ovn-trace: %v\n%s", err, out)
+	}
+	return strings.Contains(out, fmt.Sprintf(`output to "%s"`, f.toPort)), out
+}
+
+// to is a new connection from one pod to another's port.
+func (tr *tracer) to(from, dst string, dport int) flow {
+	d := tr.pods[dst]
+	f := flow{from: tr.pods[from], dstIP: d.ip, toPort: d.port, dport: dport, ct: "new"}
+	if d.node == f.from.node {
+		f.dstMAC = d.mac
+	}
+	return f
+}
+
+// expect waits until the flow gets the verdict.
+func (tr *tracer) expect(name string, f flow, allowed bool) {
+	tr.t.Helper()
+	harness.Eventually(tr.t, 20*time.Second, name, func() error {
+		if got, out := tr.trace(f); got != allowed {
+			return fmt.Errorf("allowed=%v, want %v; last trace:\n%s", got, allowed, out)
+		}
+		return nil
+	})
+}
+
 // TestOVNTracePolicyVerdicts checks NetworkPolicy verdicts in the logical
 // flows northd generated in the real SB, for a matrix of pods, policies
 // and ports: allowed, dropped, established return traffic, the management
@@ -80,13 +159,7 @@ func TestOVNTracePolicyVerdicts(t *testing.T) {
 	c.createPod("db", "web", "n1", withLabels("app", "web"))
 	c.createPod("front", "client", "n1", withLabels("role", "client"))
 	c.createPod("other", "stranger", "n1", withLabels("role", "client"))
-	pods := map[string]tracePod{}
-	for _, p := range []struct{ ns, name, node string }{{"db", "server", "n2"}, {"db", "web", "n1"}, {"front", "client", "n1"}, {"other", "stranger", "n1"}} {
-		pn := c.podNetwork(p.ns, p.name)
-		port := p.ns + "_" + p.name
-		c.waitPort(p.node, port, nil)
-		pods[p.name] = tracePod{port: port, node: p.node, mac: pn.MAC.String(), ip: pn.IPs[0].Addr().String()}
-	}
+	pods := c.tracePods([3]string{"db", "server", "n2"}, [3]string{"db", "web", "n1"}, [3]string{"front", "client", "n1"}, [3]string{"other", "stranger", "n1"})
 	tcp := corev1.ProtocolTCP
 	// db/server takes team a's clients on its named port "pg", and 172.18/16
 	// but 172.18.1/24 on 5432.
@@ -116,56 +189,11 @@ func TestOVNTracePolicyVerdicts(t *testing.T) {
 	c.waitLB("Service_db/db_TCP_cluster", map[string]string{dbSvc.Spec.ClusterIP + ":80": pods["server"].ip + ":5432"}, nil)
 	c.waitLB("Service_db/web_TCP_cluster", map[string]string{webSvc.Spec.ClusterIP + ":80": pods["web"].ip + ":8080"}, nil)
 
-	routerMAC := map[string]string{"n1": c.lrp("rtos-n1").MAC, "n2": c.lrp("rtos-n2").MAC}
+	tr := newTracer(c, pods)
 	mgmt := c.lsp("k8s-n2")
 	mgmtMAC, mgmtIP, _ := strings.Cut(mgmt.Addresses[0], " ")
-
-	// trace sends a TCP packet from src's port and reports whether it reaches dst's port.
-	type flow struct {
-		from                  tracePod
-		dstIP, dstMAC, toPort string
-		dport                 int
-		ct, lbDst             string
-	}
-	trace := func(f flow) (bool, string) {
-		dstMAC := f.dstMAC
-		if dstMAC == "" {
-			dstMAC = routerMAC[f.from.node]
-		}
-		match := fmt.Sprintf(`inport == "%s" && eth.src == %s && eth.dst == %s && ip4.src == %s && ip4.dst == %s && ip.ttl == 64 && tcp && tcp.src == 33333 && tcp.dst == %d`,
-			f.from.port, f.from.mac, dstMAC, f.from.ip, f.dstIP, f.dport)
-		// Each conntrack zone the packet passes (one per port) takes the next
-		// --ct; past the last one ovn-trace assumes an established flow.
-		args := []string{"ovn-trace", "--db=unix:" + c.ovn.SBSock}
-		for i := 0; i < 8; i++ {
-			args = append(args, "--ct="+f.ct)
-		}
-		if f.lbDst != "" {
-			args = append(args, "--lb-dst="+f.lbDst)
-		}
-		out, err := harness.Run(append(args, f.from.node, match)...)
-		if err != nil {
-			t.Fatalf("ovn-trace: %v\n%s", err, out)
-		}
-		return strings.Contains(out, fmt.Sprintf(`output to "%s"`, f.toPort)), out
-	}
-	to := func(from, dst string, dport int) flow {
-		d := pods[dst]
-		f := flow{from: pods[from], dstIP: d.ip, toPort: d.port, dport: dport, ct: "new"}
-		if d.node == f.from.node {
-			f.dstMAC = d.mac
-		}
-		return f
-	}
-	expect := func(name string, f flow, allowed bool) {
-		t.Helper()
-		harness.Eventually(t, 20*time.Second, name, func() error {
-			if got, out := trace(f); got != allowed {
-				return fmt.Errorf("allowed=%v, want %v; last trace:\n%s", got, allowed, out)
-			}
-			return nil
-		})
-	}
+	routerMAC := tr.routerMAC
+	trace, to, expect := tr.trace, tr.to, tr.expect
 	// Both policies must be in force before an "allowed" verdict means
 	// anything (with no policy everything passes).
 	expect("stranger → server:5432 dropped (namespace not selected)", to("stranger", "server", 5432), false)
@@ -191,6 +219,65 @@ func TestOVNTracePolicyVerdicts(t *testing.T) {
 	}
 	for _, tc := range cases {
 		if got, out := trace(tc.f); got != tc.allowed {
+			t.Errorf("%s: allowed=%v, want %v\n%s", tc.name, got, tc.allowed, out)
+		}
+	}
+}
+
+// TestOVNTraceNamespaceIsolation checks namespace isolation (multitenant
+// mode) verdicts in the real SB: tenants, a joined namespace, a global one,
+// services, and NetworkPolicy applying only within what isolation allows.
+func TestOVNTraceNamespaceIsolation(t *testing.T) {
+	c := newCluster(t)
+	c.startMaster("--namespace-isolation")
+	c.createNode("n1", nil)
+	c.createNode("n2", nil)
+	c.namespace("a", nil)
+	c.namespace("c", nil)
+	for ns, v := range map[string]string{"b": "join:a", "g": "global"} {
+		c.namespace(ns, nil)
+		n, err := c.kube.Client.CoreV1().Namespaces().Get(c.ctx(), ns, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Annotations = map[string]string{"k8s.ovn.org/tenant": v}
+		if _, err := c.kube.Client.CoreV1().Namespaces().Update(c.ctx(), n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.createPod("a", "a1", "n1", withLabels("app", "a1"))
+	c.createPod("b", "b1", "n2")
+	c.createPod("c", "c1", "n1")
+	c.createPod("g", "g1", "n2")
+	pods := c.tracePods([3]string{"a", "a1", "n1"}, [3]string{"b", "b1", "n2"}, [3]string{"c", "c1", "n1"}, [3]string{"g", "g1", "n2"})
+	// A policy letting every namespace reach a1: isolation still decides first.
+	c.createPolicy("a", "from-anywhere", networkingv1.NetworkPolicySpec{
+		PodSelector: *sel("app", "a1"),
+		Ingress:     []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{}}}}},
+	})
+	svc := c.createService("c", "c")
+	c.applySlice("c", "c", "c-a", []discovery.EndpointPort{port("http", "TCP", 8080)}, endpoint(pods["c1"].ip, true))
+	c.waitLB("Service_c/c_TCP_cluster", map[string]string{svc.Spec.ClusterIP + ":80": pods["c1"].ip + ":8080"}, nil)
+
+	tr := newTracer(c, pods)
+	tr.expect("c1 → a1 dropped (other tenant, whatever the policy allows)", tr.to("c1", "a1", 80), false)
+	tr.expect("a1 → c1 dropped (other tenant)", tr.to("a1", "c1", 80), false)
+	cases := []struct {
+		name    string
+		f       flow
+		allowed bool
+	}{
+		{"b1 → a1 (b joined a's tenant; the policy allows)", tr.to("b1", "a1", 80), true},
+		{"a1 → b1 (same tenant, no policy on b1)", tr.to("a1", "b1", 80), true},
+		{"g1 → c1 (global reaches everyone)", tr.to("g1", "c1", 80), true},
+		{"c1 → g1 (everyone reaches global)", tr.to("c1", "g1", 80), true},
+		{"b1 → c1 (other tenant)", tr.to("b1", "c1", 80), false},
+		{"a1 → service of c, balanced to c1 (services are isolated too)",
+			flow{from: pods["a1"], dstIP: svc.Spec.ClusterIP, toPort: "c_c1", dport: 80, ct: "new", lbDst: pods["c1"].ip + ":8080"}, false},
+		{"g1 → service of c, balanced to c1", flow{from: pods["g1"], dstIP: svc.Spec.ClusterIP, toPort: "c_c1", dport: 80, ct: "new", lbDst: pods["c1"].ip + ":8080"}, true},
+	}
+	for _, tc := range cases {
+		if got, out := tr.trace(tc.f); got != tc.allowed {
 			t.Errorf("%s: allowed=%v, want %v\n%s", tc.name, got, tc.allowed, out)
 		}
 	}

@@ -29,6 +29,9 @@ type Master struct {
 	PodWorkers     int
 	NodeWorkers    int
 	ServiceWorkers int
+	// NamespaceIsolation makes every namespace a tenant of its own
+	// (multitenant mode; see policy.TenantAnnotation).
+	NamespaceIsolation bool
 	// PolicyWorkers bounds concurrent NetworkPolicy, peer set and namespace syncs.
 	PolicyWorkers int
 	// RetryMaxDelay caps the backoff of a failing object's retries.

@@ -8,6 +8,7 @@ package master
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -129,7 +130,12 @@ func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client,
 	})
 	nb.Cache().AddEventHandler(&ovsdbcache.EventHandlerFuncs{DeleteFunc: m.nbRowDeleted})
 	m.services = services.New(factory, nb, m.committer.Commit, log.WithName("services"), cfg.RetryMaxDelay)
-	m.policies = policy.New(factory, nb, m.committer.Commit, log.WithName("policy"), cfg.RetryMaxDelay)
+	var podRanges []netip.Prefix
+	for _, s := range cfg.ClusterSubnets {
+		podRanges = append(podRanges, s.CIDR)
+	}
+	m.policies = policy.New(factory, nb, m.committer.Commit, policy.Options{Isolation: cfg.NamespaceIsolation, ClusterSubnets: podRanges},
+		log.WithName("policy"), cfg.RetryMaxDelay)
 	return m
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -334,4 +335,78 @@ func TestACLLoggingFollowsNamespaceAnnotation(t *testing.T) {
 	if err := e.nb.Get(context.Background(), meter); err != nil || len(meter.Bands) != 1 {
 		t.Fatalf("meter %s: %+v, %v", topology.ACLLogMeter, meter, err)
 	}
+}
+
+// With namespace isolation, each tenant's address set and port group follow
+// its namespaces' pods and the namespaces' tenant annotations.
+func TestNamespaceIsolationRows(t *testing.T) {
+	e := newEnv(t)
+	e.cfg.NamespaceIsolation = true
+	e.createNode("n1")
+	e.createNamespace("a", nil)
+	e.createNamespace("b", nil)
+	e.createNamespace("g", nil)
+	setTenant := func(ns, v string) {
+		n, err := e.kube.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Annotations = map[string]string{policy.TenantAnnotation: v}
+		if _, err := e.kube.CoreV1().Namespaces().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setTenant("g", "global")
+	e.start()
+	e.createPod("a", "a1", "n1")
+	e.createPod("b", "b1", "n1")
+	e.createPod("g", "g1", "n1")
+	tenantSet := func(tenant string, addrs ...string) {
+		t.Helper()
+		harness.Eventually(t, 10*time.Second, "tenant "+tenant+" addresses", func() error {
+			as := &nbdb.AddressSet{Name: policy.TenantAddressSet(tenant)}
+			if err := e.nb.Get(context.Background(), as); err != nil {
+				return err
+			}
+			got := append([]string(nil), as.Addresses...)
+			sort.Strings(got)
+			want := append([]string(nil), addrs...)
+			sort.Strings(want)
+			if !slices.Equal(got, want) {
+				return fmt.Errorf("addresses %v, want %v", got, want)
+			}
+			return nil
+		})
+	}
+	a1, b1, g1 := e.podIP("a", "a1"), e.podIP("b", "b1"), e.podIP("g", "g1")
+	tenantSet("a", a1)
+	tenantSet("b", b1)
+	tenantSet(policy.GlobalTenant, g1)
+	e.waitPortGroup(policy.TenantPortGroup("a"), "a_a1")
+	e.waitGone("a port group for the global tenant", func() bool {
+		return e.nb.Get(context.Background(), &nbdb.PortGroup{Name: policy.TenantPortGroup(policy.GlobalTenant)}) == nil
+	})
+
+	// b joins a: one tenant, b's rows go.
+	setTenant("b", "join:a")
+	tenantSet("a", a1, b1)
+	e.waitPortGroup(policy.TenantPortGroup("a"), "a_a1", "b_b1")
+	e.waitGone("tenant b's rows", func() bool {
+		return e.nb.Get(context.Background(), &nbdb.AddressSet{Name: policy.TenantAddressSet("b")}) == nil ||
+			e.nb.Get(context.Background(), &nbdb.PortGroup{Name: policy.TenantPortGroup("b")}) == nil
+	})
+	// A malformed annotation isolates (the safe reading).
+	setTenant("b", "merge:a")
+	tenantSet("b", b1)
+	tenantSet("a", a1)
+
+	// Isolation turned off: every tenant row goes.
+	e.stop()
+	e.cfg.NamespaceIsolation = false
+	e.start()
+	e.waitGone("tenant rows", func() bool {
+		var sets []nbdb.AddressSet
+		_ = e.nb.WhereCache(func(a *nbdb.AddressSet) bool { return strings.HasPrefix(a.Name, "mt") }).List(context.Background(), &sets)
+		return len(sets) > 0
+	})
 }

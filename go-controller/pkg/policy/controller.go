@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 	"sort"
 	"strings"
@@ -38,13 +39,24 @@ const (
 	policyKey    = "policy/"    // a policy's port group and ACLs
 	peersKey     = "peers/"     // one peer address set
 	namespaceKey = "namespace/" // a namespace's default-deny port groups
+	tenantKey    = "tenant/"    // a tenant's rows (namespace isolation)
 )
+
+// Options are the cluster settings the controller needs.
+type Options struct {
+	// Isolation turns namespace isolation (multitenant mode) on.
+	Isolation bool
+	// ClusterSubnets are the pod address ranges (isolation drops other
+	// tenants' pods by their addresses within these).
+	ClusterSubnets []netip.Prefix
+}
 
 // Controller keeps the NB's port groups, address sets and ACLs in line with
 // the NetworkPolicies, pods and namespaces. Each key is synced on its own,
 // level-triggered: a pod change queues only the keys whose rows it can
 // change, and each sync sends only the members that differ.
 type Controller struct {
+	opts      Options
 	log       logr.Logger
 	nb        libovsdbclient.Client
 	commit    CommitFunc
@@ -78,8 +90,9 @@ type policyEntry struct {
 
 // New wires the controller onto shared informers (pods, namespaces and
 // network policies) and the NB client.
-func New(factory informers.SharedInformerFactory, nb libovsdbclient.Client, commit CommitFunc, log logr.Logger, maxDelay time.Duration) *Controller {
+func New(factory informers.SharedInformerFactory, nb libovsdbclient.Client, commit CommitFunc, opts Options, log logr.Logger, maxDelay time.Duration) *Controller {
 	c := &Controller{
+		opts:      opts,
 		log:       log,
 		nb:        nb,
 		commit:    commit,
@@ -147,6 +160,7 @@ func (c *Controller) enqueueAll(add func(string)) int {
 	nss, _ := c.nsLister.List(labels.Everything())
 	for _, ns := range nss {
 		add(namespaceKey + ns.Name)
+		add(tenantKey + c.tenantOf(ns.Name))
 	}
 	c.mu.RLock()
 	for name := range c.sets {
@@ -182,6 +196,8 @@ func ownerKey(ids map[string]string) (string, bool) {
 		return namespaceKey + o.Name, true
 	case OwnerPeers:
 		return peersKey + o.Name, true
+	case OwnerTenant:
+		return tenantKey + o.Name, true
 	}
 	return "", false
 }
@@ -194,6 +210,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return c.syncPeers(ctx, strings.TrimPrefix(key, peersKey))
 	case strings.HasPrefix(key, namespaceKey):
 		return c.syncNamespace(ctx, strings.TrimPrefix(key, namespaceKey))
+	case strings.HasPrefix(key, tenantKey):
+		return c.syncTenant(ctx, strings.TrimPrefix(key, tenantKey))
 	}
 	return nil
 }
@@ -307,14 +325,25 @@ func (c *Controller) syncPeers(ctx context.Context, name string) error {
 	case e != nil && cached == nil:
 		c.ensurePeerSet(t, e.set)
 	case e != nil:
-		want := e.set.AddressSet(nil)
-		t.Ensure(want, []any{&want.ExternalIDs}, nil)
-		t.SetMembers(cached, &cached.Addresses, c.members(e.set))
+		ensureAddressSet(t, cached, e.set.AddressSet(c.members(e.set)))
 	}
 	if err := c.commitTxn(ctx, t); err != nil {
 		return fmt.Errorf("address set %s: %w", name, err)
 	}
 	return nil
+}
+
+// ensureAddressSet makes an address set exist with exactly want's
+// addresses (cached is its row in the cache, or nil), sending only the
+// addresses that changed.
+func ensureAddressSet(t *ovndb.Txn, cached, want *nbdb.AddressSet) {
+	if cached == nil {
+		t.Ensure(want, []any{&want.ExternalIDs}, nil)
+		return
+	}
+	addrs := want.Addresses
+	t.Ensure(want, []any{&want.ExternalIDs}, nil)
+	t.SetMembers(cached, &cached.Addresses, addrs)
 }
 
 // members are the addresses of the networked pods a set selects.
@@ -518,6 +547,9 @@ func (c *Controller) podChanged(old, cur *corev1.Pod) {
 	if pod == nil || old != nil && cur != nil && samePolicyView(old, cur) {
 		return
 	}
+	if c.opts.Isolation {
+		c.queue.Add(tenantKey + c.tenantOf(pod.Namespace))
+	}
 	nsLabels := c.nsLabels(pod.Namespace)
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -601,6 +633,9 @@ func (c *Controller) namespaceChanged(old, cur *corev1.Namespace) {
 		return
 	}
 	c.queue.Add(namespaceKey + ns.Name)
+	if c.opts.Isolation && (old == nil || cur == nil || old.Annotations[TenantAnnotation] != cur.Annotations[TenantAnnotation]) {
+		c.enqueueTenants() // joins may move other namespaces too
+	}
 	if old != nil && cur != nil && old.Annotations[annotations.NamespaceACLLogging] != cur.Annotations[annotations.NamespaceACLLogging] {
 		nps, _ := c.npLister.NetworkPolicies(ns.Name).List(labels.Everything())
 		for _, np := range nps {

@@ -72,6 +72,7 @@ func masterCommand() *cli.Command {
 			&cli.IntFlag{Name: "pod-workers", Value: 32, Usage: "pods synced concurrently (their NB writes share transactions)"},
 			&cli.IntFlag{Name: "node-workers", Value: 4, Usage: "nodes synced concurrently"},
 			&cli.IntFlag{Name: "service-workers", Value: 8, Usage: "services synced concurrently"},
+			&cli.BoolFlag{Name: "namespace-isolation", Usage: "make every namespace a tenant of its own, as OpenShift SDN's multitenant mode did (namespace annotation k8s.ovn.org/tenant: isolate, global or join:<namespace>)"},
 			&cli.IntFlag{Name: "policy-workers", Value: config.DefaultPolicyWorkers, Usage: "network policies, peer address sets and namespaces synced concurrently"},
 			&cli.DurationFlag{Name: "resync-interval", Value: config.DefaultResyncInterval, Usage: "sync every object again this often whatever the events said, logging what it repaired (0 turns it off)"},
 			&cli.StringFlag{Name: "pprof-address", Usage: "serve Go profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060; off when empty"},
@@ -148,6 +149,7 @@ func masterConfig(c *cli.Context) (config.Master, error) {
 	if cfg.ServiceWorkers = c.Int("service-workers"); cfg.ServiceWorkers < 1 {
 		return cfg, flagError("service-workers", fmt.Errorf("must be at least 1"))
 	}
+	cfg.NamespaceIsolation = c.Bool("namespace-isolation")
 	if cfg.PolicyWorkers = c.Int("policy-workers"); cfg.PolicyWorkers < 1 {
 		return cfg, flagError("policy-workers", fmt.Errorf("must be at least 1"))
 	}

@@ -1,0 +1,127 @@
+package policy
+
+import (
+	"net/netip"
+	"sort"
+	"strings"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
+)
+
+// Namespace isolation (OpenShift SDN's multitenant mode, on OVN's tools).
+// Each namespace is a tenant of its own unless its annotation says
+// otherwise; pods reach only pods of their tenant and of global
+// namespaces, and global namespaces reach everyone. Services are isolated
+// the same way, since the receiving pod's ACLs see the client's address
+// after load balancing. NetworkPolicy applies within what isolation allows.
+
+// TenantAnnotation places a namespace in a tenant:
+//
+//	"isolate"       its own tenant (the default)
+//	"global"        reaches and is reached by every pod
+//	"join:<other>"  the tenant of namespace <other> (followed transitively;
+//	                namespaces joined in a circle share the tenant of the
+//	                first of them by name)
+//
+// The seed (OpenShift SDN) took the same three words as a one-off request
+// (`oc adm pod-network join-projects|isolate-projects|make-projects-global`);
+// here the annotation states the membership and is followed for as long
+// as it is there.
+const TenantAnnotation = "k8s.ovn.org/tenant"
+
+// GlobalTenant is the tenant of global namespaces; "*" is in no
+// Kubernetes name, so a namespace called "global" stays a tenant of its own.
+const GlobalTenant = "*"
+
+// OwnerTenant is the owner type of a tenant's rows.
+const OwnerTenant = "Tenant"
+
+// TenantSpec is a namespace's tenant annotation, decoded: Global, or Join
+// naming another namespace, or neither (isolated).
+type TenantSpec struct {
+	Global bool
+	Join   string
+}
+
+// ParseTenant decodes the annotation; ok is false for a value it does not
+// know (which then counts as "isolate", the safe reading).
+func ParseTenant(v string) (TenantSpec, bool) {
+	switch {
+	case v == "" || v == "isolate":
+		return TenantSpec{}, true
+	case v == "global":
+		return TenantSpec{Global: true}, true
+	case strings.HasPrefix(v, "join:") && len(v) > len("join:"):
+		return TenantSpec{Join: strings.TrimPrefix(v, "join:")}, true
+	}
+	return TenantSpec{}, false
+}
+
+// ResolveTenant names the tenant of a namespace, given every namespace's
+// spec: GlobalTenant, or the namespace whose tenant it shares.
+func ResolveTenant(ns string, spec func(string) TenantSpec) string {
+	seen := map[string]bool{}
+	var path []string
+	cur := ns
+	for {
+		s := spec(cur)
+		if s.Global {
+			return GlobalTenant
+		}
+		if s.Join == "" {
+			return cur
+		}
+		seen[cur] = true
+		path = append(path, cur)
+		if seen[s.Join] {
+			// A circle: its members share the tenant of the first by name.
+			i := 0
+			for path[i] != s.Join {
+				i++
+			}
+			circle := append([]string(nil), path[i:]...)
+			sort.Strings(circle)
+			return circle[0]
+		}
+		cur = s.Join
+	}
+}
+
+// TenantPortGroup holds the ports of a tenant's pods.
+func TenantPortGroup(tenant string) string { return "mt." + identifier(tenant) }
+
+// TenantAddressSet holds the addresses of a tenant's pods; the global
+// tenant's is named apart from any namespace's.
+func TenantAddressSet(tenant string) string {
+	if tenant == GlobalTenant {
+		return "mt_global"
+	}
+	return "mt." + identifier(tenant)
+}
+
+// TenantRows are an isolated tenant's port group (without ports) and the
+// ACL dropping what comes from other tenants' pods; the address set is
+// TenantAddressSet's, owned with them.
+func TenantRows(tenant string, clusterSubnets []netip.Prefix) (*nbdb.PortGroup, []*nbdb.ACL) {
+	owner := topology.Owner{Type: OwnerTenant, Name: tenant}
+	pg := &nbdb.PortGroup{Name: TenantPortGroup(tenant), ExternalIDs: owner.ExternalIDs()}
+	var cidrs []string
+	for _, s := range clusterSubnets {
+		if s.Addr().Is4() {
+			cidrs = append(cidrs, s.Masked().String())
+		}
+	}
+	if tenant == GlobalTenant || len(cidrs) == 0 {
+		return pg, nil
+	}
+	match := and("outport == @"+pg.Name, "ip4.src == "+setOf(cidrs),
+		"ip4.src != {$"+TenantAddressSet(tenant)+", $"+TenantAddressSet(GlobalTenant)+"}")
+	return pg, []*nbdb.ACL{NewACL(Ingress, PriorityIsolation, match, nbdb.ACLActionDrop, owner, "isolation", "", "")}
+}
+
+// TenantAddressSetRow is a tenant's address set row with these addresses.
+func TenantAddressSetRow(tenant string, addrs []string) *nbdb.AddressSet {
+	return &nbdb.AddressSet{Name: TenantAddressSet(tenant), Addresses: addrs,
+		ExternalIDs: topology.Owner{Type: OwnerTenant, Name: tenant}.ExternalIDs()}
+}

@@ -1,0 +1,51 @@
+package policy
+
+import (
+	"net/netip"
+	"testing"
+)
+
+func TestParseTenant(t *testing.T) {
+	for v, want := range map[string]TenantSpec{"": {}, "isolate": {}, "global": {Global: true}, "join:db": {Join: "db"}} {
+		if got, ok := ParseTenant(v); !ok || got != want {
+			t.Errorf("%q: %+v %v, want %+v", v, got, ok, want)
+		}
+	}
+	for _, bad := range []string{"join:", "Global", "join", "merge:db"} {
+		if got, ok := ParseTenant(bad); ok || got != (TenantSpec{}) {
+			t.Errorf("%q: %+v %v, want isolated and not ok", bad, got, ok)
+		}
+	}
+}
+
+func TestResolveTenant(t *testing.T) {
+	specs := map[string]TenantSpec{
+		"a": {}, "b": {Join: "a"}, "c": {Join: "b"}, // chain → a
+		"g": {Global: true}, "h": {Join: "g"}, // joined to a global namespace → global
+		"x": {Join: "y"}, "y": {Join: "z"}, "z": {Join: "x"}, // circle → x
+		"m":      {Join: "missing"}, // a namespace not there (yet) names the tenant
+		"global": {},                // a namespace of that name is not the global tenant
+	}
+	spec := func(ns string) TenantSpec { return specs[ns] }
+	for ns, want := range map[string]string{"a": "a", "b": "a", "c": "a", "g": GlobalTenant, "h": GlobalTenant,
+		"x": "x", "y": "x", "z": "x", "m": "missing", "free": "free", "global": "global"} {
+		if got := ResolveTenant(ns, spec); got != want {
+			t.Errorf("%s: tenant %q, want %q", ns, got, want)
+		}
+	}
+}
+
+func TestTenantRows(t *testing.T) {
+	pg, acls := TenantRows("web-ns", []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")})
+	if pg.Name != "mt.web_ns" || len(acls) != 1 {
+		t.Fatalf("port group %q, %d ACLs", pg.Name, len(acls))
+	}
+	a := acls[0]
+	want := "outport == @mt.web_ns && ip4.src == 10.244.0.0/16 && ip4.src != {$mt.web_ns, $mt_global}"
+	if a.Match != want || a.Action != "drop" || a.Priority != PriorityIsolation || a.Direction != "to-lport" {
+		t.Errorf("ACL %+v\nwant match %q, drop at %d to-lport", a, want, PriorityIsolation)
+	}
+	if _, acls := TenantRows(GlobalTenant, []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}); len(acls) != 0 {
+		t.Errorf("global tenant gets ACLs %v", acls)
+	}
+}

@@ -1,0 +1,101 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
+)
+
+// tenantSpec reads a namespace's tenant annotation; a missing namespace or
+// an unknown value is isolated.
+func (c *Controller) tenantSpec(ns string) TenantSpec {
+	n, err := c.nsLister.Get(ns)
+	if err != nil {
+		return TenantSpec{}
+	}
+	v := n.Annotations[TenantAnnotation]
+	s, ok := ParseTenant(v)
+	if !ok {
+		c.log.Info("ignoring the namespace's tenant annotation; the namespace stays isolated", "namespace", ns,
+			"annotation", TenantAnnotation, "value", v, "want", `"isolate", "global" or "join:<namespace>"`)
+	}
+	return s
+}
+
+func (c *Controller) tenantOf(ns string) string { return ResolveTenant(ns, c.tenantSpec) }
+
+// enqueueTenants queues every tenant some namespace is in and every tenant
+// with rows in the NB.
+func (c *Controller) enqueueTenants() {
+	nss, _ := c.nsLister.List(labels.Everything())
+	for _, ns := range nss {
+		c.queue.Add(tenantKey + c.tenantOf(ns.Name))
+	}
+	var sets []nbdb.AddressSet
+	_ = c.nb.WhereCache(func(a *nbdb.AddressSet) bool {
+		o, ok := topology.OwnerOf(a.ExternalIDs)
+		return ok && o.Type == OwnerTenant
+	}).List(context.Background(), &sets)
+	for _, s := range sets {
+		c.queue.Add(tenantKey + s.ExternalIDs[topology.OwnerNameKey])
+	}
+}
+
+// syncTenant makes a tenant's address set hold its pods' addresses and, for
+// an isolated tenant, its port group hold their ports with the isolation
+// ACL; a tenant no namespace is in (or isolation off) loses its rows.
+func (c *Controller) syncTenant(ctx context.Context, tenant string) error {
+	var members []string
+	if c.opts.Isolation {
+		nss, _ := c.nsLister.List(labels.Everything())
+		for _, ns := range nss {
+			if c.tenantOf(ns.Name) == tenant {
+				members = append(members, ns.Name)
+			}
+		}
+	}
+	owner := topology.Owner{Type: OwnerTenant, Name: tenant}
+	t := ovndb.NewTxn(c.nb)
+	cachedSet := ovndb.Lookup(t, &nbdb.AddressSet{Name: TenantAddressSet(tenant)})
+	cachedPG := ovndb.Lookup(t, &nbdb.PortGroup{Name: TenantPortGroup(tenant)})
+	pg, acls := TenantRows(tenant, c.opts.ClusterSubnets)
+	if len(members) == 0 || tenant == GlobalTenant {
+		if cachedPG != nil && ownedBy(cachedPG.ExternalIDs, owner) {
+			t.Delete(cachedPG)
+		}
+	}
+	if len(members) == 0 {
+		if cachedSet != nil && ownedBy(cachedSet.ExternalIDs, owner) {
+			t.Delete(cachedSet)
+		}
+	} else {
+		var addrs []string
+		for _, ns := range members {
+			pods, _ := c.podLister.Pods(ns).List(labels.Everything())
+			for _, p := range pods {
+				addrs = append(addrs, podIPs(p)...)
+			}
+		}
+		sort.Strings(addrs)
+		ensureAddressSet(t, cachedSet, TenantAddressSetRow(tenant, slices.Compact(addrs)))
+		if tenant != GlobalTenant {
+			var ports []string
+			for _, ns := range members {
+				ports = append(ports, c.selectedPorts(t, ns, func(*corev1.Pod) bool { return true })...)
+			}
+			c.ensurePortGroup(t, pg, acls, ports)
+		}
+	}
+	if err := c.commitTxn(ctx, t); err != nil {
+		return fmt.Errorf("tenant %s: %w", tenant, err)
+	}
+	return nil
+}
