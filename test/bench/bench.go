@@ -18,6 +18,7 @@ import (
 	"github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/model"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	toolscache "k8s.io/client-go/tools/cache"
 
@@ -37,18 +38,20 @@ type bench struct {
 	master *harness.Process
 	nb     client.Client
 
-	mu        sync.Mutex
-	created   map[string]time.Time // pod key → creation call start
-	watched   map[string]time.Time // pod key → first seen by the benchmark's watch
-	annotated map[string]time.Time // pod key → first seen annotated
-	lspSeen   map[string]time.Time // pod key → LSP first seen in the NB
-	nbEvents  atomic.Int64         // changes to rows ovn-k8s writes
-	podLSPs   atomic.Int64         // pod LSPs added since the last reset
-	lbFull    map[string]bool      // service load balancer UUID → has all its backends
+	mu          sync.Mutex
+	created     map[string]time.Time // pod key → creation call start
+	watched     map[string]time.Time // pod key → first seen by the benchmark's watch
+	annotated   map[string]time.Time // pod key → first seen annotated
+	lspSeen     map[string]time.Time // pod key → LSP first seen in the NB
+	nbEvents    atomic.Int64         // changes to rows ovn-k8s writes
+	podLSPs     atomic.Int64         // pod LSPs added since the last reset
+	lbFull      map[string]bool      // service load balancer UUID → has all its backends
+	policyTrack *policyTracker
 
 	idleRSS          float64
 	podCount         int
 	serviceCount     int     // Services the services scenario created
+	policyCount      int     // NetworkPolicies the policies scenario created
 	apiCPUPerPod     float64 // API server + etcd CPU ms of a bare pod CREATE + PATCH
 	apiCPUPerService float64 // the same for a bare Service + EndpointSlice CREATE
 	serviceLimit     float64 // bare Service + EndpointSlice CREATEs per second
@@ -63,7 +66,8 @@ func newBench(s *harness.Session, o options) *bench {
 		s.Fatal(err)
 	}
 	b := &bench{s: s, o: o, ovn: harness.StartOVNCentral(s), kube: harness.StartKubeAPI(s), logDir: logDir,
-		created: map[string]time.Time{}, watched: map[string]time.Time{}, annotated: map[string]time.Time{}, lspSeen: map[string]time.Time{}, lbFull: map[string]bool{}}
+		created: map[string]time.Time{}, watched: map[string]time.Time{}, annotated: map[string]time.Time{}, lspSeen: map[string]time.Time{}, lbFull: map[string]bool{},
+		policyTrack: newPolicyTracker()}
 	// The logs of etcd, the API server and OVN central are kept too (a stall
 	// seen in a figure can then be looked for in them).
 	s.Cleanup(func() {
@@ -124,6 +128,7 @@ func (b *bench) watchNB() client.Client {
 		AddFunc: func(table string, row model.Model) {
 			count(table)
 			b.trackLB(row, false)
+			b.policyTrack.row(row)
 			if lsp, ok := row.(*nbdb.LogicalSwitchPort); ok {
 				if o, ok := topology.OwnerOf(lsp.ExternalIDs); ok && o.Type == topology.OwnerPod {
 					b.podLSPs.Add(1)
@@ -138,6 +143,7 @@ func (b *bench) watchNB() client.Client {
 		},
 		UpdateFunc: func(table string, old, cur model.Model) {
 			b.trackLB(cur, false)
+			b.policyTrack.row(cur)
 			// ovn-northd writes the up column of ports; that is not ours.
 			if o, ok := old.(*nbdb.LogicalSwitchPort); ok {
 				n := *cur.(*nbdb.LogicalSwitchPort)
@@ -264,6 +270,20 @@ func parallel(n, workers int, f func(i int)) {
 }
 
 func (b *bench) namespace(name string) { b.kube.EnsureNamespace(b.s, name) }
+
+// labelledNamespace makes a namespace with labels.
+func (b *bench) labelledNamespace(name string, labels map[string]string) {
+	b.namespace(name)
+	cl := b.kube.Client.CoreV1().Namespaces()
+	ns, err := cl.Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		b.s.Fatal(err)
+	}
+	ns.Labels = labels
+	if _, err := cl.Update(context.Background(), ns, metav1.UpdateOptions{}); err != nil {
+		b.s.Fatal(err)
+	}
+}
 
 func pct(sorted []float64, p float64) float64 {
 	i := int(p*float64(len(sorted))+0.5) - 1

@@ -83,11 +83,12 @@ func (b *bench) cold() Result {
 	b.mu.Lock()
 	b.lbFull = map[string]bool{}
 	b.mu.Unlock()
+	b.policyTrack.reset()
 	start, cpu := time.Now(), cpuSnapshot()
 	b.master = harness.StartMaster(b.s, b.logDir, fmt.Sprintf("master-%d", time.Now().UnixNano()), b.ovn, b.kube, b.masterArgs()...)
 	stopProfile := b.profile("cold")
 	defer stopProfile()
-	var done, lspsDone, lbsDone time.Duration
+	var done, lspsDone, lbsDone, policiesDone time.Duration
 	harness.Eventually(b.s, 300*time.Second, "everything programmed into the empty NB", func() error {
 		lsps := int(b.podLSPs.Load())
 		full, _ := b.programmedServices()
@@ -97,8 +98,12 @@ func (b *bench) cold() Result {
 		if lbsDone == 0 && full >= b.serviceCount {
 			lbsDone = time.Since(start)
 		}
-		if lsps < b.podCount || full < b.serviceCount {
-			return fmt.Errorf("%d/%d LSPs, %d/%d load balancers", lsps, b.podCount, full, b.serviceCount)
+		policies := b.policyTrack.programmed()
+		if policiesDone == 0 && policies >= b.policyCount {
+			policiesDone = time.Since(start)
+		}
+		if lsps < b.podCount || full < b.serviceCount || policies < b.policyCount {
+			return fmt.Errorf("%d/%d LSPs, %d/%d load balancers, %d/%d policies", lsps, b.podCount, full, b.serviceCount, policies, b.policyCount)
 		}
 		done = time.Since(start)
 		return nil
@@ -108,8 +113,12 @@ func (b *bench) cold() Result {
 		b.podCount, b.serviceCount, done.Seconds(), lbsDone.Seconds(), lspsDone.Seconds(), lspRate, 100*lspRate/b.nbLimit)
 	used := cpuSnapshot().since(cpu)
 	say("  CPU until then: %s", used.describe(done.Seconds()))
+	if b.policyCount > 0 {
+		say("  all %d policies (port groups with their ACLs) programmed %.2fs after start", b.policyCount, policiesDone.Seconds())
+	}
 	m := map[string]float64{"pods": float64(b.podCount), "services": float64(b.serviceCount), "programmed_s": done.Seconds(),
-		"services_programmed_s": lbsDone.Seconds(), "lsps_programmed_s": lspsDone.Seconds(), "lsps_per_s": lspRate, "ratio_to_nb_limit": lspRate / b.nbLimit}
+		"services_programmed_s": lbsDone.Seconds(), "lsps_programmed_s": lspsDone.Seconds(), "lsps_per_s": lspRate, "ratio_to_nb_limit": lspRate / b.nbLimit,
+		"policies": float64(b.policyCount), "policies_programmed_s": policiesDone.Seconds()}
 	used.metrics(m, done.Seconds())
 	return Result{Scenario: "cold", Metrics: m}
 }

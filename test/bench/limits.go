@@ -29,7 +29,7 @@ func (b *bench) limits() Result {
 	pods := b.kube.Client.CoreV1().Pods("limit")
 	start, cpu := time.Now(), cpuSnapshot()
 	parallel(b.o.limitPatches, b.o.workers, func(i int) {
-		if _, err := pods.Create(ctx, podObject(fmt.Sprintf("l%05d", i), ""), metav1.CreateOptions{}); err != nil {
+		if _, err := pods.Create(ctx, podObject(fmt.Sprintf("l%05d", i), "", nil), metav1.CreateOptions{}); err != nil {
 			b.s.Fatal(err)
 		}
 	})

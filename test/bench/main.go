@@ -34,10 +34,13 @@ type options struct {
 	profileAPI               bool
 	cpuProfile               string
 	stacks                   string
+	namespaces               int
+	policies, policyRate     int
+	labelChanges             int
 }
 
 // scenarioNames are the scenarios after limits, in the order they run.
-var scenarioNames = []string{"burst", "latency", "services", "memory", "restart", "cold"}
+var scenarioNames = []string{"burst", "latency", "services", "policies", "memory", "restart", "cold"}
 
 // Result is one scenario's output.
 type Result struct {
@@ -53,6 +56,10 @@ func main() {
 	flag.IntVar(&o.latencyRate, "latency-rate", 100, "pods/s in the latency scenario")
 	flag.DurationVar(&o.latencyDuration, "latency-duration", 60*time.Second, "length of the latency scenario")
 	flag.IntVar(&o.services, "services", 1000, "Services in the services scenario")
+	flag.IntVar(&o.namespaces, "namespaces", 100, "namespaces the burst pods are spread over")
+	flag.IntVar(&o.policies, "policies", 1000, "NetworkPolicies in the policies scenario (spread over the namespaces)")
+	flag.IntVar(&o.policyRate, "policy-rate", 50, "policies created, and pods relabelled, per second in the policies scenario")
+	flag.IntVar(&o.labelChanges, "label-changes", 200, "pods relabelled into a peer set in the policies scenario")
 	flag.IntVar(&o.endpoints, "endpoints", 10, "endpoints per service")
 	flag.IntVar(&o.limitPorts, "limit-ports", 10000, "LSPs inserted to measure the raw NB rate")
 	flag.IntVar(&o.limitPatches, "limit-patches", 3000, "pod annotation PATCHes to measure the raw API rate")
@@ -62,7 +69,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "_output/bench", "directory for the JSON results (one ovn-<stack> directory per stack)")
 	flag.StringVar(&o.stacks, "stacks", harness.CurrentStack.Name, "comma-separated OVN stacks to run on, one after the other (e.g. 25.03,23.03; default: $OVN, or the current stack)")
 	flag.StringVar(&o.masterArgs, "master-args", "", "extra ovnkube master flags, space-separated (e.g. --pprof-address 127.0.0.1:6060)")
-	flag.StringVar(&o.scenarios, "scenarios", "all", "comma-separated scenarios to run after limits (burst,latency,services,memory,restart,cold), or all")
+	flag.StringVar(&o.scenarios, "scenarios", "all", "comma-separated scenarios to run after limits (burst,latency,services,policies,memory,restart,cold), or all")
 	flag.BoolVar(&o.profileAPI, "profile-apiserver", false, "also take a 15 s CPU profile of kube-apiserver in the burst, services and restart scenarios")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write the benchmark client's own CPU profile to this file")
 	flag.Parse()
@@ -118,7 +125,8 @@ func main() {
 
 // fullSize reports whether the sizes are those the targets are stated for.
 func (o options) fullSize() bool {
-	return o.pods >= 10000 && o.services >= 1000 && o.latencyRate >= 100 && o.latencyDuration >= time.Minute
+	return o.pods >= 10000 && o.services >= 1000 && o.latencyRate >= 100 && o.latencyDuration >= time.Minute &&
+		o.policies >= 1000 && o.namespaces >= 100
 }
 
 func run(s *harness.Session, o options) {
@@ -141,7 +149,7 @@ func run(s *harness.Session, o options) {
 		run  func() Result
 	}{
 		{"burst", func() Result { return b.burst(limits.Metrics["patch_per_s"], limits.Metrics["pod_create_per_s"]) }},
-		{"latency", b.latency}, {"services", b.services}, {"memory", b.memory}, {"restart", b.restart}, {"cold", b.cold},
+		{"latency", b.latency}, {"services", b.services}, {"policies", b.policies}, {"memory", b.memory}, {"restart", b.restart}, {"cold", b.cold},
 	} {
 		if o.scenarios == "all" || slices.Contains(strings.Split(o.scenarios, ","), sc.name) {
 			record(sc.run())

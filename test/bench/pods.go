@@ -15,8 +15,8 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/test/harness"
 )
 
-func podObject(name, node string) *corev1.Pod {
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
+func podObject(name, node string, labels map[string]string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 		Spec: corev1.PodSpec{NodeName: node, AutomountServiceAccountToken: new(bool),
 			Containers: []corev1.Container{{Name: "app", Image: "busybox"}}}}
 }
@@ -42,10 +42,13 @@ func (b *bench) burst(patchLimit, createLimit float64) Result {
 		}
 		return nil
 	})
-	b.namespace("burst")
+	// The pods are spread over namespaces labelled for the policies scenario.
+	for i := 0; i < b.o.namespaces; i++ {
+		b.labelledNamespace(burstNamespace(i), map[string]string{"team": fmt.Sprintf("t%d", i%10)})
+	}
 	stopProfile := b.profile("burst")
 	cpu := cpuSnapshot()
-	keys := b.createPods("burst", b.o.pods, 0)
+	keys := b.createPods(b.o.pods, 0)
 	createdAt, cpuCreated := time.Now(), cpuSnapshot()
 	annotatedAll, lspAll := b.waitPods(keys, 300*time.Second)
 	ended := cpuSnapshot()
@@ -95,17 +98,24 @@ func (b *bench) burst(patchLimit, createLimit float64) Result {
 	return Result{Scenario: "burst", Metrics: m}
 }
 
-// createPods creates n pods over the nodes with the given workers, recording creation times.
-func (b *bench) createPods(ns string, n, offset int) []string {
+// burstNamespace is the i-th namespace of the burst pods.
+func burstNamespace(i int) string { return fmt.Sprintf("burst-%02d", i) }
+
+// createPods creates n pods over the nodes and the burst namespaces with the
+// given workers, recording creation times. Pod i is in namespace i mod
+// namespaces and labelled app=a<(i / namespaces) mod 10>.
+func (b *bench) createPods(n, offset int) []string {
 	keys := make([]string, n)
-	pods := b.kube.Client.CoreV1().Pods(ns)
 	parallel(n, b.o.workers, func(i int) {
-		name := fmt.Sprintf("p%05d", offset+i)
+		j := offset + i
+		ns := burstNamespace(j % b.o.namespaces)
+		name := fmt.Sprintf("p%05d", j)
 		keys[i] = ns + "/" + name
 		b.mu.Lock()
 		b.created[keys[i]] = time.Now()
 		b.mu.Unlock()
-		if _, err := pods.Create(context.Background(), podObject(name, fmt.Sprintf("node%03d", (offset+i)%b.o.nodes)), metav1.CreateOptions{}); err != nil {
+		labels := map[string]string{"app": fmt.Sprintf("a%d", (j/b.o.namespaces)%10)}
+		if _, err := b.kube.Client.CoreV1().Pods(ns).Create(context.Background(), podObject(name, fmt.Sprintf("node%03d", j%b.o.nodes), labels), metav1.CreateOptions{}); err != nil {
 			b.s.Fatal(err)
 		}
 	})
@@ -186,7 +196,7 @@ func (b *bench) latency() Result {
 			b.mu.Lock()
 			b.created[key] = time.Now()
 			b.mu.Unlock()
-			if _, err := pods.Create(context.Background(), podObject(name, fmt.Sprintf("node%03d", i%b.o.nodes)), metav1.CreateOptions{}); err != nil {
+			if _, err := pods.Create(context.Background(), podObject(name, fmt.Sprintf("node%03d", i%b.o.nodes), nil), metav1.CreateOptions{}); err != nil {
 				b.s.Fatal(err)
 			}
 		}(i)
