@@ -18,7 +18,7 @@ export OVN
 GO_SOURCES := $(shell find go-controller -name '*.go') go.mod go.sum
 
 .PHONY: all build deps deps-packages generate verify-generate lint test unit fuzz integration e2e demo demo-down bench bench-quick clean \
-	images conformance conformance-subset northsouth cluster-up cluster-down
+	images conformance conformance-subset netpol netpol-subset northsouth cluster-up cluster-down
 
 all: build
 
@@ -132,6 +132,16 @@ PARALLEL ?= 4
 conformance: deps build images $(BIN)/ovnk-cluster
 	$(BIN)/ovnk-cluster -focus '$(FOCUS)' -skip '$(SKIP)' -parallel $(PARALLEL) conformance
 
+## netpol: the real cluster, Kubernetes' whole NetworkPolicy e2e suite (Netpol [Feature:NetworkPolicy]), teardown; about an hour on 2 cores
+NETPOL_FOCUS ?= Netpol.*\[Feature:NetworkPolicy\]
+netpol: deps build images $(BIN)/ovnk-cluster
+	$(BIN)/ovnk-cluster -focus '$(NETPOL_FOCUS)' -skip '$(SKIP)' -parallel $(PARALLEL) conformance
+
+## netpol-subset: nine of the suite's tests, one of each kind (named ports, ipBlock except, pod+namespace selectors, egress deny, relabelled pods, default deny, stacked policies, ports over TCP and UDP); part of `make test`
+NETPOL_SUBSET = Netpol.*(should allow ingress access on one named port|should enforce except clause while egress access|should enforce policy based on PodSelector and NamespaceSelector|should deny egress from all pods in a namespace|should allow ingress access from updated pod|default-deny-all. policy|stacked policies with overlapping podSelectors|should enforce policy based on Ports)
+netpol-subset: deps build images $(BIN)/ovnk-cluster
+	$(BIN)/ovnk-cluster -focus '$(NETPOL_SUBSET)' -parallel $(PARALLEL) conformance
+
 ## northsouth: the real cluster with a shared gateway on every node and an external host: every north-south path, a gateway removed and restored, teardown
 northsouth: deps build images $(BIN)/ovnk-cluster
 	$(BIN)/ovnk-cluster northsouth
@@ -163,7 +173,7 @@ bench-quick: deps build $(BIN)/ovnk-bench
 	$(BIN)/ovnk-bench -stacks $(BENCH_STACKS) -nodes 10 -pods 500 -latency-rate 50 -latency-duration 5s -services 100 -namespaces 10 -policies 50 -label-changes 20 -limit-ports 2000 -limit-patches 500 -limit-services 100 -out _output/bench-quick
 
 ## test: everything CI checks: the whole suite and Kubernetes' network conformance on the current stack, integration and e2e on every other
-test: deps build lint verify-generate bench-quick unit fuzz integration e2e conformance northsouth
+test: deps build lint verify-generate bench-quick unit fuzz integration e2e conformance netpol-subset northsouth
 	@for s in $(filter-out $(firstword $(STACKS)),$(STACKS)); do \
 		echo "=== integration and e2e on the OVN $$s stack"; \
 		$(MAKE) --no-print-directory OVN=$$s integration e2e || exit 1; \

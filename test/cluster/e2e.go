@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -16,8 +17,25 @@ import (
 const ConformanceFocus = `\[sig-network\].*\[Conformance\]`
 
 // Skips are the tests skipped for a reason that is not ours; each entry's
-// reason is repeated in docs/conformance.md.
-var Skips = map[string]string{}
+// reason is repeated in docs/conformance.md. A skip that depends on the
+// machine is added only on a machine where the reason holds.
+func Skips() map[string]string {
+	skips := map[string]string{}
+	if !kernelHasSCTP() {
+		skips[`\[Feature:SCTPConnectivity\]`] = "the kernel has no SCTP: the test pods cannot open SCTP sockets to serve or probe"
+	}
+	return skips
+}
+
+// kernelHasSCTP says whether this kernel can open an SCTP socket.
+func kernelHasSCTP() bool {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, syscall.IPPROTO_SCTP)
+	if err != nil {
+		return false
+	}
+	_ = syscall.Close(fd)
+	return true
+}
 
 // E2EConfig selects and places an e2e run.
 type E2EConfig struct {
@@ -36,8 +54,9 @@ func (c *Cluster) E2E(ctx context.Context, cfg E2EConfig) error {
 	if cfg.Skip != "" {
 		skips = append(skips, cfg.Skip)
 	}
-	for re := range Skips {
+	for re, why := range Skips() {
 		skips = append(skips, re)
+		c.Log("e2e: skipping %s: %s", re, why)
 	}
 	junit := filepath.Join(cfg.Out, "junit.xml")
 	_ = os.Remove(junit)

@@ -222,6 +222,29 @@ func TestOVNTracePolicyVerdicts(t *testing.T) {
 			t.Errorf("%s: allowed=%v, want %v\n%s", tc.name, got, tc.allowed, out)
 		}
 	}
+
+	// ACL logging: northd turns the namespace's annotation into logging,
+	// metered logical flows.
+	ns, err := c.kube.Client.CoreV1().Namespaces().Get(c.ctx(), "db", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Annotations = map[string]string{"k8s.ovn.org/acl-logging": `{"deny": "alert", "allow": "notice"}`}
+	if _, err := c.kube.Client.CoreV1().Namespaces().Update(c.ctx(), ns, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, 20*time.Second, "logging ACL flows in the SB", func() error {
+		flows, err := c.ovn.SBCtl("lflow-list", "n2")
+		if err != nil {
+			return err
+		}
+		for _, want := range []string{`severity=alert, verdict=drop, meter="acl-logging`, `severity=notice, verdict=allow, meter="acl-logging`} {
+			if !strings.Contains(flows, want) {
+				return fmt.Errorf("no flow with %q", want)
+			}
+		}
+		return nil
+	})
 }
 
 // TestOVNTraceNamespaceIsolation checks namespace isolation (multitenant
