@@ -225,7 +225,7 @@ func removeStaleLocalnets(t *ovndb.Txn, nb libovsdbclient.Client, node, keep str
 // removeGateway deletes the node's gateway rows and frees its join address.
 func (m *Master) removeGateway(ctx context.Context, name string) error {
 	t := ovndb.NewTxn(m.nb)
-	removeGatewayRows(ctx, t, m.nb, name)
+	removeGatewayRows(t, name)
 	ops, err := t.Ops()
 	if err == nil && len(ops) > 0 {
 		err = m.committer.Commit(ctx, ops)
@@ -243,7 +243,7 @@ func (m *Master) removeGateway(ctx context.Context, name string) error {
 // removeGatewayRows adds to t the deletion of the node's gateway: its
 // router and external switch (roots: their ports, NAT and routes go with
 // them), its join port and its source routes on the cluster router.
-func removeGatewayRows(ctx context.Context, t *ovndb.Txn, nb libovsdbclient.Client, name string) {
+func removeGatewayRows(t *ovndb.Txn, name string) {
 	owner := topology.Owner{Type: topology.OwnerNode, Name: name}
 	if gr := ovndb.Lookup(t, &nbdb.LogicalRouter{Name: topology.GatewayRouter(name)}); gr != nil && ownedBy(gr.ExternalIDs, owner) {
 		t.Delete(gr)

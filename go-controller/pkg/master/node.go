@@ -166,7 +166,7 @@ func (m *Master) deleteNode(ctx context.Context, name string) error {
 	if lrp != nil && router != nil && ownedBy(lrp.ExternalIDs, owner) {
 		t.RemoveChildren(router, &router.Ports, lrp.UUID)
 	}
-	removeGatewayRows(ctx, t, m.nb, name)
+	removeGatewayRows(t, name)
 	if router != nil {
 		t.RemoveChildren(router, &router.StaticRoutes, t.ChildrenWhere(router.StaticRoutes,
 			func(ids map[string]string) bool { return ownedBy(ids, owner) }, &nbdb.LogicalRouterStaticRoute{})...)
