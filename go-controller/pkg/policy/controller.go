@@ -74,6 +74,11 @@ type Controller struct {
 	// policies are what pod events need of each policy: its namespace,
 	// selector and the sets it names.
 	policies map[string]*policyEntry
+	// Indexes for pod events: policy keys and peer sets of one namespace,
+	// and the peer sets spanning namespaces (namespace selectors).
+	nsPolicies map[string]map[string]bool
+	nsSets     map[string]map[string]bool
+	crossSets  map[string]bool
 }
 
 type peerEntry struct {
@@ -101,6 +106,10 @@ func New(factory informers.SharedInformerFactory, nb libovsdbclient.Client, comm
 		nsLister:  factory.Core().V1().Namespaces().Lister(),
 		sets:      map[string]*peerEntry{},
 		policies:  map[string]*policyEntry{},
+
+		nsPolicies: map[string]map[string]bool{},
+		nsSets:     map[string]map[string]bool{},
+		crossSets:  map[string]bool{},
 	}
 	c.queue = controller.NewQueue("networkpolicies", maxDelay, c.sync, log)
 	_, _ = factory.Networking().V1().NetworkPolicies().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -227,10 +236,12 @@ func (c *Controller) register(key string, rows *Rows) (unused []string) {
 			delete(e.users, key)
 			if len(e.users) == 0 {
 				delete(c.sets, name)
+				setIndex(e.set, name, c.nsSets, c.crossSets, false)
 				unused = append(unused, name)
 			}
 		}
 		delete(c.policies, key)
+		delete(c.nsPolicies[old.namespace], key)
 	}
 	if rows == nil {
 		return unused
@@ -245,11 +256,33 @@ func (c *Controller) register(key string, rows *Rows) (unused []string) {
 		if e == nil {
 			e = &peerEntry{set: s, users: map[string]bool{}}
 			c.sets[name] = e
+			setIndex(s, name, c.nsSets, c.crossSets, true)
 		}
 		e.users[key] = true
 	}
 	c.policies[key] = p
+	if c.nsPolicies[ns] == nil {
+		c.nsPolicies[ns] = map[string]bool{}
+	}
+	c.nsPolicies[ns][key] = true
 	return slices.DeleteFunc(unused, func(n string) bool { return c.sets[n] != nil })
+}
+
+// setIndex adds (or removes) a peer set to the pod-event indexes.
+func setIndex(s PeerSet, name string, byNS map[string]map[string]bool, cross map[string]bool, add bool) {
+	switch {
+	case s.Namespace == "" && add:
+		cross[name] = true
+	case s.Namespace == "":
+		delete(cross, name)
+	case add:
+		if byNS[s.Namespace] == nil {
+			byNS[s.Namespace] = map[string]bool{}
+		}
+		byNS[s.Namespace][name] = true
+	default:
+		delete(byNS[s.Namespace], name)
+	}
 }
 
 // syncPolicy makes a policy's port group (members and ACLs) match it, and
@@ -554,24 +587,36 @@ func (c *Controller) podChanged(old, cur *corev1.Pod) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	nsQueued := false
-	for key, p := range c.policies {
-		if p.namespace == pod.Namespace && (selects(p.pods, old) || selects(p.pods, cur)) {
+	for key := range c.nsPolicies[pod.Namespace] {
+		if p := c.policies[key]; selects(p.pods, old) || selects(p.pods, cur) {
 			c.queue.Add(policyKey + key)
 			if !nsQueued {
 				c.queue.Add(namespaceKey + pod.Namespace)
 				nsQueued = true
 			}
 		}
-		if p.namedPort && (hasNamedPorts(old) || hasNamedPorts(cur)) {
-			c.queue.Add(policyKey + key) // a number may appear or vanish
+	}
+	if hasNamedPorts(old) || hasNamedPorts(cur) {
+		for key, p := range c.policies {
+			if p.namedPort {
+				c.queue.Add(policyKey + key) // a number may appear or vanish
+			}
 		}
 	}
-	for name, e := range c.sets {
-		was := old != nil && e.set.Selects(old, nsLabels) && len(podIPs(old)) > 0
-		is := cur != nil && e.set.Selects(cur, nsLabels) && len(podIPs(cur)) > 0
+	oldIPs, curIPs := old != nil && len(podIPs(old)) > 0, cur != nil && len(podIPs(cur)) > 0
+	check := func(name string) {
+		e := c.sets[name]
+		was := oldIPs && e.set.Selects(old, nsLabels)
+		is := curIPs && e.set.Selects(cur, nsLabels)
 		if was || is {
 			c.queue.Add(peersKey + name)
 		}
+	}
+	for name := range c.nsSets[pod.Namespace] {
+		check(name)
+	}
+	for name := range c.crossSets {
+		check(name)
 	}
 }
 
