@@ -52,6 +52,7 @@ type bench struct {
 	podCount         int
 	serviceCount     int     // Services the services scenario created
 	policyCount      int     // NetworkPolicies the policies scenario created
+	policyRSS        float64 // master RSS (KiB) the policies scenario added
 	apiCPUPerPod     float64 // API server + etcd CPU ms of a bare pod CREATE + PATCH
 	apiCPUPerService float64 // the same for a bare Service + EndpointSlice CREATE
 	serviceLimit     float64 // bare Service + EndpointSlice CREATEs per second

@@ -16,7 +16,8 @@ func (b *bench) memory() Result {
 	pid := b.master.Cmd.Process.Pid
 	rss, hwm := procStatus(pid, "VmRSS"), procStatus(pid, "VmHWM")
 	cpu := procCPU(pid)
-	perPod := (rss - b.idleRSS) / float64(b.podCount)
+	// What the policies added is theirs (reported per policy), not the pods'.
+	perPod := (rss - b.idleRSS - b.policyRSS) / float64(b.podCount)
 	say("== memory/CPU: master RSS %.1f MiB (idle %.1f MiB, peak %.1f MiB) → %.1f KiB per pod above idle; %.1f CPU s = %.2f ms per pod",
 		rss/1024, b.idleRSS/1024, hwm/1024, perPod, cpu, 1000*cpu/float64(b.podCount))
 	return Result{Scenario: "memory", Metrics: map[string]float64{"pods": float64(b.podCount), "rss_kib": rss, "idle_rss_kib": b.idleRSS,

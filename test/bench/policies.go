@@ -174,7 +174,8 @@ func (b *bench) policies() Result {
 	m["rows_per_policy"] = float64(pgs+acls+sets) / float64(b.o.policies)
 	m["acls_per_policy"] = float64(acls) / float64(b.o.policies)
 	time.Sleep(2 * time.Second) // let the Go runtime settle before reading RSS
-	m["kib_per_policy"] = (procStatus(b.master.Cmd.Process.Pid, "VmRSS") - rssBefore) / float64(b.o.policies)
+	b.policyRSS = procStatus(b.master.Cmd.Process.Pid, "VmRSS") - rssBefore
+	m["kib_per_policy"] = b.policyRSS / float64(b.o.policies)
 	say("  NB rows: %d port groups, %d ACLs, %d address sets = %.1f rows and %.1f ACLs per policy (none per selected pod); master RSS +%.1f KiB per policy",
 		pgs, acls, sets, m["rows_per_policy"], m["acls_per_policy"], m["kib_per_policy"])
 
