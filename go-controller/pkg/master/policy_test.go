@@ -16,6 +16,7 @@ import (
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb/ovndbtest"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/policy"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 	"github.com/ovn-k8s/ovn-k8s/test/harness"
@@ -409,4 +410,50 @@ func TestNamespaceIsolationRows(t *testing.T) {
 		_ = e.nb.WhereCache(func(a *nbdb.AddressSet) bool { return strings.HasPrefix(a.Name, "mt") }).List(context.Background(), &sets)
 		return len(sets) > 0
 	})
+}
+
+// Faults: a policy whose transaction loses its reply, the NB replaced by an
+// empty database, and a policy deleted and re-created with the same name
+// all end with exactly the rows the policies want, once each.
+func TestNetworkPolicyFaults(t *testing.T) {
+	e := newEnv(t)
+	e.createNode("n1")
+	e.createNamespace("db", nil)
+	e.createNamespace("front", map[string]string{"team": "a"})
+	e.start()
+	e.createPod("db", "db1", "n1", labelled("app", "db"))
+	e.createPod("front", "c1", "n1", labelled("role", "client"))
+	e.podIP("db", "db1")
+	c1 := e.podIP("front", "c1")
+	pgName := policy.PolicyPortGroup("db", "from-team-a")
+	exactlyOnce := func() {
+		t.Helper()
+		e.waitPortGroup(pgName, "db_db1")
+		e.waitAddressSet(fromTeamAKey, c1)
+		harness.Eventually(t, 10*time.Second, "one row of each", func() error {
+			pgs, sets, acls := e.countRows()
+			// Port groups: the policy's and the namespace's ingress default deny;
+			// ACLs: the policy's rule, the deny trio and the node's management ACL.
+			if pgs != 2 || sets != 1 || acls != 5 {
+				return fmt.Errorf("port groups/sets/ACLs %d/%d/%d, want 2/1/5", pgs, sets, acls)
+			}
+			return nil
+		})
+	}
+
+	lost := e.proxy.LoseNextReply()
+	e.createPolicy("db", "from-team-a", fromTeamA)
+	select {
+	case <-lost:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no transaction lost its reply")
+	}
+	exactlyOnce()
+
+	e.proxy.SwitchTo(ovndbtest.NewServer(t))
+	exactlyOnce()
+
+	e.deletePolicy("db", "from-team-a")
+	e.createPolicy("db", "from-team-a", fromTeamA)
+	exactlyOnce()
 }
