@@ -1,8 +1,13 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // startOVNCentral starts the NB and SB databases and ovn-northd on the
@@ -35,6 +40,11 @@ func (c *Cluster) startOVNCentral(n *Node, nbSchema, sbSchema string) error {
 
 // startMaster starts `ovnkube master` next to OVN central.
 func (c *Cluster) startMaster(n *Node) error {
+	// The master's leader Lease lives in the namespace dist/ installs it in.
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ovn-kubernetes"}}
+	if _, err := c.Client.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
 	return c.start(n, "ovnkube-master", c.bin("ovnkube"), "--loglevel", "4", "master",
 		"--kubeconfig", Kubeconfig, "--nb-address", "unix:/run/ovn/ovnnb_db.sock",
 		"--cluster-subnet", clusterSubnet+"/24", "--service-cidr", serviceCIDR)

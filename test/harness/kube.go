@@ -73,6 +73,8 @@ func StartKubeAPI(t T) *KubeAPI {
 		t.Fatal(err)
 	}
 	k.EnsureNamespace(t, "default")
+	// ovnkube master's leader Lease lives here (its --leader-elect default).
+	k.EnsureNamespace(t, "ovn-kubernetes")
 	return k
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -12,6 +13,7 @@ type OVNCentral struct {
 	Dir            string
 	NBSock, SBSock string
 	nb, sb, northd *Process
+	raft           *RaftNB // a clustered NB (StartOVNCentralRaft), else nil
 	t              T
 }
 
@@ -35,8 +37,23 @@ func StartOVNCentral(t T) *OVNCentral {
 	return o
 }
 
-// NBAddress is the --nb-address of this NB.
-func (o *OVNCentral) NBAddress() string { return "unix:" + o.NBSock }
+// NBAddress is the --nb-address of this NB (every server of a clustered one).
+func (o *OVNCentral) NBAddress() string { return strings.Join(o.NBEndpoints(), ",") }
+
+// NBEndpoints are the NB's servers' addresses.
+func (o *OVNCentral) NBEndpoints() []string {
+	if o.raft == nil {
+		return []string{"unix:" + o.NBSock}
+	}
+	var eps []string
+	for _, s := range o.raft.Socks {
+		eps = append(eps, "unix:"+s)
+	}
+	return eps
+}
+
+// Raft is the clustered NB, nil for a standalone one.
+func (o *OVNCentral) Raft() *RaftNB { return o.raft }
 
 // StartNB (re)starts the NB server on its existing database file.
 func (o *OVNCentral) StartNB() { o.nb = o.startDB("nb") }

@@ -52,7 +52,7 @@ func WatchNB(t T, ovn *OVNCentral, countTables ...string) *NBWatcher {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := ovndb.ConnectNB(ctx, []string{ovn.NBAddress()}, logr.Discard())
+	c, err := ovndb.ConnectNB(ctx, ovn.NBEndpoints(), logr.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,13 +64,18 @@ func (c *cluster) deleteNode(name string) {
 	}
 }
 
-func (c *cluster) createPod(ns, name, node string, mutate ...func(*corev1.Pod)) *corev1.Pod {
-	c.t.Helper()
-	pod := &corev1.Pod{
+// podSpec is a pod scheduled on node.
+func podSpec(ns, name, node string) *corev1.Pod {
+	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "busybox"}},
 			AutomountServiceAccountToken: new(bool)},
 	}
+}
+
+func (c *cluster) createPod(ns, name, node string, mutate ...func(*corev1.Pod)) *corev1.Pod {
+	c.t.Helper()
+	pod := podSpec(ns, name, node)
 	for _, f := range mutate {
 		f(pod)
 	}

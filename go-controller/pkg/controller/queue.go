@@ -13,6 +13,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/metrics"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
 )
 
@@ -90,6 +91,7 @@ func (q *Queue) processNext(ctx context.Context) bool {
 	}
 	if checking && ops.Load() > 0 {
 		q.log.Info("resync repaired an object whose NB rows had drifted", "queue", q.name, "key", key, "operations", ops.Load())
+		metrics.ResyncRepairs.WithLabelValues(q.name).Inc()
 	}
 	q.q.Forget(key)
 	return true

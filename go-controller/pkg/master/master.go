@@ -28,6 +28,7 @@ import (
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/controller"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/metrics"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/policy"
@@ -64,6 +65,7 @@ type Master struct {
 	// nodesReady holds the nodes whose last sync succeeded; a node entering
 	// it queues its pods (which wait, retrying, for their node's subnet).
 	nodesReady sync.Map
+	latency    podLatency
 }
 
 // New wires a master; Run starts it.
@@ -124,9 +126,9 @@ func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client,
 		DeleteFunc: func(obj any) { m.enqueue(m.nodeQueue, obj) },
 	})
 	_, _ = podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { m.enqueue(m.podQueue, obj) },
-		UpdateFunc: func(old, cur any) { m.podUpdated(old, cur) },
-		DeleteFunc: func(obj any) { m.enqueue(m.podQueue, obj) },
+		AddFunc:    func(obj any) { m.latency.saw(obj); m.enqueue(m.podQueue, obj) },
+		UpdateFunc: func(old, cur any) { m.latency.saw(cur); m.podUpdated(old, cur) },
+		DeleteFunc: func(obj any) { m.latency.forget(obj); m.enqueue(m.podQueue, obj) },
 	})
 	nb.Cache().AddEventHandler(&ovsdbcache.EventHandlerFuncs{DeleteFunc: m.nbRowDeleted})
 	m.services = services.New(factory, nb, m.committer.Commit, log.WithName("services"), cfg.RetryMaxDelay)
@@ -179,6 +181,23 @@ func (m *Master) Committer() *ovndb.Committer { return m.committer }
 // Synced is closed when the startup sync has finished.
 func (m *Master) Synced() <-chan struct{} { return m.synced }
 
+// NBConnected says whether the NB connection is up (to the leader of a
+// clustered NB).
+func (m *Master) NBConnected() bool { return m.nb.CurrentEndpoint() != "" }
+
+// Ready is nil once the startup sync is done while the NB is reachable.
+func (m *Master) Ready() error {
+	if !m.NBConnected() {
+		return fmt.Errorf("NB unreachable (reconnecting)")
+	}
+	select {
+	case <-m.synced:
+		return nil
+	default:
+		return fmt.Errorf("initial sync not done")
+	}
+}
+
 // Run starts informers, rebuilds address state, syncs everything once and
 // then follows changes until ctx ends.
 func (m *Master) Run(ctx context.Context) error {
@@ -215,7 +234,7 @@ func (m *Master) Run(ctx context.Context) error {
 	spawn(func() { m.services.Run(ctx, m.cfg.ServiceWorkers) })
 	spawn(func() { m.policies.Run(ctx, m.cfg.PolicyWorkers) })
 	spawn(func() {
-		ovndb.WatchReconnects(ctx, m.nb, 100*time.Millisecond, m.log.WithName("nb"), func() { m.resync(ctx, "NB reconnect") })
+		ovndb.WatchReconnects(ctx, m.nb, 100*time.Millisecond, m.log.WithName("nb"), func() { m.resync(ctx, "nb_reconnect") })
 	})
 	spawn(func() { m.watchCluster(ctx) })
 	spawn(func() { m.resyncPeriodically(ctx) })
@@ -266,6 +285,7 @@ func (m *Master) resync(ctx context.Context, reason string) {
 	if err := m.ensureClusterWithRetry(ctx); err != nil {
 		return
 	}
+	metrics.Resyncs.WithLabelValues(reason).Inc()
 	nodes, pods := m.enqueueAll(true)
 	services := m.services.Resync()
 	policies := m.policies.Resync()

@@ -62,6 +62,9 @@ func (m *Master) syncPod(ctx context.Context, key string) error {
 		go func() { annotated <- m.annotatePod(ctx, pod, pn) }()
 	}
 	portErr := m.ensurePodPort(ctx, pod, pn)
+	if portErr == nil {
+		m.latency.lspCommitted(pod.UID)
+	}
 	annotateErr := <-annotated
 	if portErr != nil {
 		return fmt.Errorf("pod %s: %w", key, portErr)
@@ -73,6 +76,9 @@ func (m *Master) syncPod(ctx context.Context, key string) error {
 // replaced is not an error: its own events follow.
 func (m *Master) annotatePod(ctx context.Context, pod *corev1.Pod, pn annotations.PodNetwork) error {
 	err := m.patchAnnotation(ctx, pod, annotations.PodNetworks, annotations.FormatPodNetworks(pn))
+	if err == nil {
+		m.latency.annotatedPod(pod.UID)
+	}
 	if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
 	}

@@ -64,6 +64,12 @@ func Connect(ctx context.Context, endpoints []string, dbModel model.ClientDBMode
 	for _, ep := range endpoints {
 		opts = append(opts, client.WithEndpoint(ep))
 	}
+	// Several endpoints are the servers of a clustered (RAFT) database: talk
+	// to the leader only, and move when leadership moves (a follower's cache
+	// can lag the leader's). One endpoint is used whatever its role.
+	if len(endpoints) > 1 {
+		opts = append(opts, client.WithLeaderOnly(true))
+	}
 	if len(tlsConfig) > 0 && tlsConfig[0] != nil {
 		opts = append(opts, client.WithTLSConfig(tlsConfig[0]))
 	}

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/ovsdb"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/metrics"
 )
 
 // ErrRowGone means an update or mutate matched no row: the cache was behind
@@ -48,6 +51,7 @@ type Committer struct {
 	log      logr.Logger
 	requests chan *commitRequest
 	maxOps   int
+	fence    atomic.Pointer[func() error]
 
 	transactions atomic.Uint64
 	operations   atomic.Uint64
@@ -63,6 +67,10 @@ type commitRequest struct {
 func NewCommitter(c client.Client, log logr.Logger) *Committer {
 	return &Committer{c: c, log: log, requests: make(chan *commitRequest, 1024), maxOps: 4096}
 }
+
+// SetFence makes every transaction first ask fence, and fail with its
+// error instead of being sent (a replica that lost the leader lease).
+func (b *Committer) SetFence(fence func() error) { b.fence.Store(&fence) }
 
 // Transactions is how many transactions were sent, for tests and benchmarks.
 func (b *Committer) Transactions() uint64 { return b.transactions.Load() }
@@ -214,9 +222,17 @@ func (b *Committer) send(ctx context.Context, ops []ovsdb.Operation) ([]ovsdb.Op
 	if b.c.CurrentEndpoint() == "" {
 		return nil, ErrNotConnected
 	}
+	if f := b.fence.Load(); f != nil {
+		if err := (*f)(); err != nil {
+			return nil, err
+		}
+	}
 	b.transactions.Add(1)
 	b.operations.Add(uint64(len(ops)))
+	start := time.Now()
 	results, err := b.c.Transact(ctx, ops...)
+	metrics.NBTransactionDuration.WithLabelValues(metrics.Result(err)).Observe(time.Since(start).Seconds())
+	metrics.NBTransactionOperations.Observe(float64(len(ops)))
 	if err != nil {
 		return nil, fmt.Errorf("NB transaction of %d operations: %w", len(ops), err)
 	}

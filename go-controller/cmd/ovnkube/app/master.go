@@ -1,12 +1,14 @@
 package app
 
 import (
+	"context"
 	"fmt"
-	"net/http"
-	_ "net/http/pprof" // served only with --pprof-address
 	"os"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
+
+	"github.com/go-logr/logr"
 
 	"github.com/urfave/cli/v2"
 	"k8s.io/client-go/kubernetes"
@@ -14,7 +16,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/leader"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/master"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/metrics"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
 )
 
@@ -38,6 +42,14 @@ func kubeConfig(c *cli.Context) (config.Kube, error) {
 }
 
 func kubeClient(k config.Kube) (kubernetes.Interface, error) {
+	rc, err := kubeRESTConfig(k, "ovnkube")
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(rc)
+}
+
+func kubeRESTConfig(k config.Kube, agent string) (*rest.Config, error) {
 	var rc *rest.Config
 	var err error
 	if k.Kubeconfig != "" {
@@ -49,10 +61,10 @@ func kubeClient(k config.Kube) (kubernetes.Interface, error) {
 		return nil, fmt.Errorf("Kubernetes client config (set --kubeconfig outside a cluster): %w", err)
 	}
 	rc.QPS, rc.Burst = k.QPS, k.Burst
-	rc.UserAgent = "ovnkube-master"
+	rc.UserAgent = agent
 	rc.ContentType = "application/vnd.kubernetes.protobuf"
 	rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	return kubernetes.NewForConfig(rc)
+	return rc, nil
 }
 
 func masterCommand() *cli.Command {
@@ -64,7 +76,7 @@ func masterCommand() *cli.Command {
 			"(k8s.ovn.org/pod-networks) and a logical switch port, and every Service load balancers\n" +
 			"(Service_<ns>/<name>_<PROTO>_cluster in the clusterLBGroup). Restart-safe: state is rebuilt\n" +
 			"from annotations and the NB, and only rows ovn-k8s owns are ever deleted.",
-		Flags: append(append(kubeFlags(), tlsFlags("nb")...),
+		Flags: append(append(append(append(kubeFlags(), tlsFlags("nb")...),
 			&cli.StringFlag{Name: "nb-address", Usage: "OVN NB database: unix:PATH, tcp:HOST:PORT or ssl:HOST:PORT; comma-separated for a clustered NB"},
 			&cli.StringSliceFlag{Name: "cluster-subnet", Value: cli.NewStringSlice(fmt.Sprintf("%s/%d", config.DefaultClusterSubnet, config.DefaultHostSubnetLen)), Usage: "pod network CIDR/HOSTLEN (repeatable; one per IP family for dual-stack)"},
 			&cli.StringSliceFlag{Name: "service-cidr", Value: cli.NewStringSlice(config.DefaultServiceCIDR), Usage: "service ClusterIP range (repeatable)"},
@@ -75,10 +87,17 @@ func masterCommand() *cli.Command {
 			&cli.BoolFlag{Name: "namespace-isolation", Usage: "make every namespace a tenant of its own, as OpenShift SDN's multitenant mode did (namespace annotation k8s.ovn.org/tenant: isolate, global or join:<namespace>)"},
 			&cli.IntFlag{Name: "policy-workers", Value: config.DefaultPolicyWorkers, Usage: "network policies, peer address sets and namespaces synced concurrently"},
 			&cli.DurationFlag{Name: "resync-interval", Value: config.DefaultResyncInterval, Usage: "sync every object again this often whatever the events said, logging what it repaired (0 turns it off)"},
-			&cli.StringFlag{Name: "pprof-address", Usage: "serve Go profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060; off when empty"},
-		),
+		), leaderFlags()...), metricsFlags("")...),
 		Action: func(c *cli.Context) error {
 			cfg, err := masterConfig(c)
+			if err != nil {
+				return err
+			}
+			lcfg, elect, err := leaderConfig(c)
+			if err != nil {
+				return err
+			}
+			srv, err := metricsServer(c)
 			if err != nil {
 				return err
 			}
@@ -91,22 +110,79 @@ func masterCommand() *cli.Command {
 			if os.Getenv("GOGC") == "" {
 				debug.SetGCPercent(50)
 			}
-			if addr := c.String("pprof-address"); addr != "" {
-				go func() { log.Error(http.ListenAndServe(addr, nil), "pprof server stopped") }()
-			}
-			kube, err := kubeClient(cfg.Kube)
-			if err != nil {
-				return err
-			}
-			nb, err := ovndb.ConnectNB(ctx, cfg.NBAddress, log.WithName("nb"), cfg.NBTLS)
-			if err != nil {
-				return err
-			}
-			defer nb.Close()
-			log.Info("connected to NB", "address", cfg.NBAddress)
-			return master.New(cfg, kube, nb, log).Run(ctx)
+			return runMaster(ctx, cfg, lcfg, elect, srv, log)
 		},
 	}
+}
+
+// runMaster serves metrics and health, then runs the master: at once, or
+// while this replica holds the leader lease. Without the lease every write
+// to the API and the NB is refused (fenced), and losing it ends the process
+// (exit 1) so that a supervisor starts it again as a standby.
+func runMaster(ctx context.Context, cfg config.Master, lcfg leader.Config, elect bool, srv metrics.Server, log logr.Logger) error {
+	rc, err := kubeRESTConfig(cfg.Kube, "ovnkube-master")
+	if err != nil {
+		return err
+	}
+	var elector *leader.Elector
+	leading := func() bool { return true }
+	if elect {
+		if elector, err = leader.New(lcfg, log.WithName("leader")); err != nil {
+			return err
+		}
+		leading = elector.Leading
+		rc = rest.CopyConfig(rc)
+		rc.Wrap(leader.FenceTransport(elector.Fence))
+	}
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	var running atomic.Pointer[master.Master]
+	srv.Ready = func() error {
+		m := running.Load()
+		switch {
+		case !leading():
+			return nil // a standby is ready to take over
+		case m == nil:
+			return fmt.Errorf("starting")
+		}
+		return m.Ready()
+	}
+	metrics.RegisterMaster(srv.Registry,
+		metrics.GaugeFunc("ovnkube_master_leader", "1 while this replica holds the leader lease (always 1 with --leader-elect=false).", func() float64 { return metrics.Bool(leading()) }),
+		metrics.GaugeFunc("ovnkube_master_nb_connected", "1 while the master is connected to the NB (to its leader when clustered).", func() float64 {
+			m := running.Load()
+			return metrics.Bool(m != nil && m.NBConnected())
+		}))
+	if srv.Address != "" {
+		if err := srv.Listen(ctx, log); err != nil {
+			return err
+		}
+	}
+	run := func(ctx context.Context) error {
+		nb, err := ovndb.ConnectNB(ctx, cfg.NBAddress, log.WithName("nb"), cfg.NBTLS)
+		if err != nil {
+			return err
+		}
+		defer nb.Close()
+		log.Info("connected to NB", "address", cfg.NBAddress, "endpoint", nb.CurrentEndpoint())
+		m := master.New(cfg, kube, nb, log)
+		if elector != nil {
+			m.Committer().SetFence(elector.Fence)
+		}
+		running.Store(m)
+		return m.Run(ctx)
+	}
+	if elector == nil {
+		return run(ctx)
+	}
+	// The lease is written through its own, unfenced client.
+	leaseKube, err := kubeClient(cfg.Kube)
+	if err != nil {
+		return err
+	}
+	return elector.Run(ctx, leaseKube, run)
 }
 
 func masterConfig(c *cli.Context) (config.Master, error) {

@@ -1,0 +1,71 @@
+package app
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/urfave/cli/v2"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/leader"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/metrics"
+)
+
+// leaderFlags are the flag names Kubernetes' own controllers use.
+func leaderFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "leader-elect", Value: true, Usage: "run as one of several replicas: only the holder of the Lease writes (false: this process always writes; run one only)"},
+		&cli.DurationFlag{Name: "leader-elect-lease-duration", Value: leader.DefaultLeaseDuration, Usage: "how long standbys wait after the leader's last renewal before taking over (a killed leader is replaced within this plus the retry period)"},
+		&cli.DurationFlag{Name: "leader-elect-renew-deadline", Value: leader.DefaultRenewDeadline, Usage: "the leader stops writing when it has not renewed for this long (shorter than the lease duration)"},
+		&cli.DurationFlag{Name: "leader-elect-retry-period", Value: leader.DefaultRetryPeriod, Usage: "how often replicas try to acquire or renew the lease"},
+		&cli.StringFlag{Name: "leader-elect-resource-namespace", Value: leader.DefaultNamespace, Usage: "namespace of the Lease (it must exist)"},
+		&cli.StringFlag{Name: "leader-elect-resource-name", Value: leader.DefaultLeaseName, Usage: "name of the Lease"},
+		&cli.StringFlag{Name: "leader-elect-identity", Usage: "this replica's identity in the Lease; default: host name plus a random suffix"},
+	}
+}
+
+func leaderConfig(c *cli.Context) (leader.Config, bool, error) {
+	cfg := leader.Config{
+		Namespace:     c.String("leader-elect-resource-namespace"),
+		Name:          c.String("leader-elect-resource-name"),
+		Identity:      c.String("leader-elect-identity"),
+		LeaseDuration: c.Duration("leader-elect-lease-duration"),
+		RenewDeadline: c.Duration("leader-elect-renew-deadline"),
+		RetryPeriod:   c.Duration("leader-elect-retry-period"),
+	}
+	if !c.Bool("leader-elect") {
+		return cfg, false, nil
+	}
+	if cfg.Identity == "" {
+		host, _ := os.Hostname()
+		cfg.Identity = host + "_" + uuid.NewString()
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, true, flagError("leader-elect-lease-duration", err)
+	}
+	return cfg, true, nil
+}
+
+// metricsFlags serve Prometheus metrics, health and (optionally) profiles.
+func metricsFlags(defaultAddress string) []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "metrics-address", Value: defaultAddress, Usage: "serve /metrics, /healthz and /readyz on this HOST:PORT; off when empty"},
+		&cli.BoolFlag{Name: "enable-pprof", Usage: "also serve Go profiles (/debug/pprof/) on --metrics-address"},
+		&cli.StringFlag{Name: "pprof-address", Usage: "old form of --metrics-address ADDR --enable-pprof"},
+	}
+}
+
+func metricsServer(c *cli.Context) (metrics.Server, error) {
+	srv := metrics.Server{Address: c.String("metrics-address"), Registry: prometheus.NewRegistry(), Pprof: c.Bool("enable-pprof")}
+	if old := c.String("pprof-address"); old != "" {
+		if c.IsSet("metrics-address") && srv.Address != old {
+			return srv, flagError("pprof-address", fmt.Errorf("is the old form of --metrics-address, which names another address"))
+		}
+		srv.Address, srv.Pprof = old, true
+	}
+	if srv.Pprof && srv.Address == "" {
+		return srv, flagError("enable-pprof", fmt.Errorf("needs --metrics-address"))
+	}
+	return srv, nil
+}
