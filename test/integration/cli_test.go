@@ -38,6 +38,13 @@ func TestBadFlagsExitTwoNamingTheFlag(t *testing.T) {
 		{[]string{"master-init", "--nb-address", "unix:/x", "--node-name", "m", "--master-switch-subnet", "10.99.0.0/24"}, "--master-switch-subnet"},
 		{[]string{"--loglevel", "-1", "master"}, "--loglevel"},
 		{[]string{"master", "--loglevel", "-3"}, "--loglevel"},
+		{[]string{"master", "--nb-address", "unix:/x", "--leader-elect-lease-duration", "5s"}, "--leader-elect-lease-duration"},
+		{[]string{"master", "--nb-address", "unix:/x", "--leader-elect-retry-period", "0s"}, "--leader-elect-retry-period"},
+		{[]string{"master", "--nb-address", "unix:/x", "--leader-elect-renew-deadline", "1s"}, "--leader-elect-renew-deadline"},
+		{[]string{"master", "--nb-address", "unix:/x", "--leader-elect-resource-namespace", ""}, "--leader-elect-resource-namespace"},
+		{[]string{"master", "--nb-address", "unix:/x", "--enable-pprof"}, "--enable-pprof"},
+		{[]string{"master", "--nb-address", "unix:/x", "--metrics-address", "127.0.0.1:1", "--pprof-address", "127.0.0.1:2"}, "--pprof-address"},
+		{[]string{"node", "--node-name", "n", "--encap-ip", "10.0.0.1", "--sb-address", "unix:/x", "--kubeconfig", "/x", "--enable-pprof"}, "--enable-pprof"},
 	}
 	for _, tt := range tests {
 		out, err := exec.Command(bin, tt.args...).CombinedOutput()

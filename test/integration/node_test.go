@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -295,7 +296,19 @@ func TestNodeDaemonRecreatesManagementPort(t *testing.T) {
 	c.nodeSubnet("n1")
 	d := harness.Start(t, c.logDir, "node-n1", "ip", "netns", "exec", n1.NS.Name, harness.Binary(t, "ovnkube"), "node",
 		"--node-name", "n1", "--encap-ip", n1.TunnelIP, "--sb-address", "unix:"+c.ovn.SBSock,
-		"--ovs-address", n1.OVSAddress(), "--kubeconfig", c.kube.Kubeconfig, "--datapath-type", "netdev", "--resync-interval", "500ms")
+		"--ovs-address", n1.OVSAddress(), "--kubeconfig", c.kube.Kubeconfig, "--datapath-type", "netdev", "--resync-interval", "500ms",
+		"--metrics-address", "127.0.0.1:9410")
+	// The daemon's endpoint is inside the node's namespace.
+	get := func(path string) (int, string, error) {
+		out, err := n1.NS.Exec("curl", "-s", "-m", "5", "-w", "\n%{http_code}", "http://127.0.0.1:9410"+path)
+		if err != nil {
+			return 0, "", err
+		}
+		i := strings.LastIndex(out, "\n")
+		body, code := out[:max(i, 0)], out[i+1:]
+		n, err := strconv.Atoi(strings.TrimSpace(code))
+		return n, body, err
+	}
 	waitMgmt := func() {
 		harness.Eventually(t, 20*time.Second, "ovn-k8s-mp0 configured", func() error {
 			if d.Exited() {
@@ -309,6 +322,9 @@ func TestNodeDaemonRecreatesManagementPort(t *testing.T) {
 		})
 	}
 	waitMgmt()
+	waitStatus(t, get, "/readyz", 200)
+	waitMetric(t, get, "ovnkube_node_ready", func(v float64) bool { return v == 1 })
+	waitMetric(t, get, "ovnkube_node_repairs_total", func(v float64) bool { return v == 0 })
 	ifaceUUID := func() string {
 		out, _ := n1.VSCtl("--if-exists", "get", "interface", "ovn-k8s-mp0", "_uuid")
 		return strings.TrimSpace(out)
@@ -326,6 +342,8 @@ func TestNodeDaemonRecreatesManagementPort(t *testing.T) {
 		return nil
 	})
 	waitMgmt()
+	waitMetric(t, get, "ovnkube_node_repairs_total", func(v float64) bool { return v >= 1 })
+	waitStatus(t, get, "/readyz", 200)
 }
 
 func TestCNIStandaloneAndChained(t *testing.T) {

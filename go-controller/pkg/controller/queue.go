@@ -85,6 +85,9 @@ func (q *Queue) processNext(ctx context.Context) bool {
 		if ctx.Err() != nil {
 			return false
 		}
+		if checking {
+			q.check.Store(key, true) // the retry's repairs are the resync's
+		}
 		q.log.Info("sync failed; will retry", "queue", q.name, "key", key, "retries", q.q.NumRequeues(key), "error", err.Error())
 		q.q.AddRateLimited(key)
 		return true

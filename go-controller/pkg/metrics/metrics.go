@@ -48,12 +48,11 @@ var (
 		Name: "ovnkube_resync_repairs_total",
 		Help: "Objects whose NB rows a resync found drifted and repaired, by queue.",
 	}, []string{"queue"})
-	// CNIRequests is the node daemon's CNI request duration by command and result.
-	CNIRequests = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "ovnkube_node_cni_request_duration_seconds",
-		Help:    "Duration of CNI requests served by the node daemon, by command (ADD, DEL, CHECK) and result (ok, error).",
-		Buckets: latencyBuckets,
-	}, []string{"command", "result"})
+	// NodeRepairs counts the node daemon's repairs of its setup.
+	NodeRepairs = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ovnkube_node_repairs_total",
+		Help: "Times the node daemon found its setup (management port, gateway flows, NodePort chain) gone or drifted and rebuilt it.",
+	})
 )
 
 // Result is the result label of an error.
@@ -75,7 +74,7 @@ func RegisterMaster(reg prometheus.Registerer, gauges ...prometheus.Collector) {
 // RegisterNode registers the node daemon's metrics.
 func RegisterNode(reg prometheus.Registerer, gauges ...prometheus.Collector) {
 	registerCommon(reg)
-	reg.MustRegister(CNIRequests)
+	reg.MustRegister(NodeRepairs)
 	reg.MustRegister(gauges...)
 }
 

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/metrics"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovs"
 )
 
@@ -26,7 +27,11 @@ import (
 // port or link) is gone. With a gateway it also keeps the gateway bridge's
 // flows and the host's NodePort chain exactly as the services want them,
 // replacing them whole when services change or they drift.
-func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interface, gw *GatewayConfig, interval time.Duration, log logr.Logger) error {
+// report is told after each setup pass whether it succeeded (nil: not told).
+func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interface, gw *GatewayConfig, interval time.Duration, log logr.Logger, report func(error)) error {
+	if report == nil {
+		report = func(error) {}
+	}
 	nodeKick, gwKick := make(chan struct{}, 1), make(chan struct{}, 1)
 	poke := func(ch chan struct{}) {
 		select {
@@ -81,6 +86,7 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 				continue
 			}
 			log.Info("node setup incomplete; repairing it", "missing", missing)
+			metrics.NodeRepairs.Inc()
 			full = true
 		}
 		var err error
@@ -93,6 +99,10 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 		if err == nil && ready && gw != nil {
 			err = syncGateway(ctx, *gw, full, sw, kube, svcs, log)
 		}
+		if err == nil && !ready {
+			err = fmt.Errorf("minion-init has not succeeded yet")
+		}
+		report(err)
 		if err != nil {
 			log.Error(err, "node setup failed; retrying")
 			time.AfterFunc(time.Second, func() { poke(nodeKick) })

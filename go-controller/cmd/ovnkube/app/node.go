@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"github.com/urfave/cli/v2"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/metrics"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/node"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovs"
 )
@@ -139,7 +141,7 @@ func nodeCommand() *cli.Command {
 			"management port disappears (checked every --resync-interval).",
 		Flags: append(append(nodeFlags(),
 			&cli.DurationFlag{Name: "resync-interval", Value: 5 * time.Second, Usage: "how often to check that the management port, the gateway bridge's flows and the host NodePort chain are still as wanted"},
-		), gatewayFlags()...),
+		), append(gatewayFlags(), metricsFlags("")...)...),
 		Action: func(c *cli.Context) error {
 			cfg, kcfg, err := nodeConfig(c)
 			if err != nil {
@@ -152,6 +154,10 @@ func nodeCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			srv, err := metricsServer(c)
+			if err != nil {
+				return err
+			}
 			kube, err := kubeClient(kcfg)
 			if err != nil {
 				return err
@@ -159,12 +165,23 @@ func nodeCommand() *cli.Command {
 			ctx, cancel := signalContext(c.Context)
 			defer cancel()
 			log := logger().WithName("node")
+			var setupErr atomic.Pointer[error]
+			notYet := fmt.Errorf("node setup not done yet")
+			setupErr.Store(&notYet)
+			srv.Ready = func() error { return *setupErr.Load() }
+			metrics.RegisterNode(srv.Registry, metrics.GaugeFunc("ovnkube_node_ready",
+				"1 while the node's last setup pass (minion-init, gateway) succeeded.", func() float64 { return metrics.Bool(srv.Ready() == nil) }))
+			if srv.Address != "" {
+				if err := srv.Listen(ctx, log); err != nil {
+					return err
+				}
+			}
 			sw, err := ovs.Connect(ctx, c.String("ovs-address"), log)
 			if err != nil {
 				return err
 			}
 			defer sw.Close()
-			return node.Run(ctx, cfg, sw, kube, gw, c.Duration("resync-interval"), log)
+			return node.Run(ctx, cfg, sw, kube, gw, c.Duration("resync-interval"), log, func(err error) { setupErr.Store(&err) })
 		},
 	}
 }

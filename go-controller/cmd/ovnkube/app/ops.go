@@ -41,6 +41,20 @@ func leaderConfig(c *cli.Context) (leader.Config, bool, error) {
 		host, _ := os.Hostname()
 		cfg.Identity = host + "_" + uuid.NewString()
 	}
+	// Check each setting alone first, to name the flag that is wrong.
+	for _, f := range []struct {
+		flag string
+		bad  bool
+	}{
+		{"leader-elect-resource-namespace", cfg.Namespace == ""},
+		{"leader-elect-resource-name", cfg.Name == ""},
+		{"leader-elect-retry-period", cfg.RetryPeriod <= 0},
+		{"leader-elect-renew-deadline", cfg.RenewDeadline <= cfg.RetryPeriod},
+	} {
+		if f.bad {
+			return cfg, true, flagError(f.flag, cfg.Validate())
+		}
+	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, true, flagError("leader-elect-lease-duration", err)
 	}
