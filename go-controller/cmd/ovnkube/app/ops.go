@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
 
@@ -21,7 +20,7 @@ func leaderFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "leader-elect-retry-period", Value: leader.DefaultRetryPeriod, Usage: "how often replicas try to acquire or renew the lease"},
 		&cli.StringFlag{Name: "leader-elect-resource-namespace", Value: leader.DefaultNamespace, Usage: "namespace of the Lease (it must exist)"},
 		&cli.StringFlag{Name: "leader-elect-resource-name", Value: leader.DefaultLeaseName, Usage: "name of the Lease"},
-		&cli.StringFlag{Name: "leader-elect-identity", Usage: "this replica's identity in the Lease; default: host name plus a random suffix"},
+		&cli.StringFlag{Name: "leader-elect-identity", Usage: "this replica's identity in the Lease, unique per replica; default: the host name (a pod's name), so a restarted replica takes its own lease back at once"},
 	}
 }
 
@@ -38,8 +37,11 @@ func leaderConfig(c *cli.Context) (leader.Config, bool, error) {
 		return cfg, false, nil
 	}
 	if cfg.Identity == "" {
-		host, _ := os.Hostname()
-		cfg.Identity = host + "_" + uuid.NewString()
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			return cfg, true, flagError("leader-elect-identity", fmt.Errorf("no host name to default to (%v); set it", err))
+		}
+		cfg.Identity = host
 	}
 	// Check each setting alone first, to name the flag that is wrong.
 	for _, f := range []struct {
