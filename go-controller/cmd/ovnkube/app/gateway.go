@@ -88,7 +88,7 @@ func gatewayInitCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			kube, err := kubeClient(kcfg)
+			kube, err := kubeClient(kcfg, "ovnkube-gateway-init")
 			if err != nil {
 				return err
 			}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-
 	"github.com/urfave/cli/v2"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -41,8 +40,9 @@ func kubeConfig(c *cli.Context) (config.Kube, error) {
 	return k, nil
 }
 
-func kubeClient(k config.Kube) (kubernetes.Interface, error) {
-	rc, err := kubeRESTConfig(k, "ovnkube")
+// kubeClient is a client that names itself agent in the API server's logs.
+func kubeClient(k config.Kube, agent string) (kubernetes.Interface, error) {
+	rc, err := kubeRESTConfig(k, agent)
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +178,7 @@ func runMaster(ctx context.Context, cfg config.Master, lcfg leader.Config, elect
 		return run(ctx)
 	}
 	// The lease is written through its own, unfenced client.
-	leaseKube, err := kubeClient(cfg.Kube)
+	leaseKube, err := kubeClient(cfg.Kube, "ovnkube-master-leader-election")
 	if err != nil {
 		return err
 	}

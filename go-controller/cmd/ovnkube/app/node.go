@@ -96,7 +96,7 @@ func optionalKube(k config.Kube, needed bool) (kubernetes.Interface, error) {
 	if k.Kubeconfig == "" && !needed {
 		return nil, nil
 	}
-	return kubeClient(k)
+	return kubeClient(k, "ovnkube-minion-init")
 }
 
 func minionInitCommand() *cli.Command {
@@ -158,7 +158,7 @@ func nodeCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			kube, err := kubeClient(kcfg)
+			kube, err := kubeClient(kcfg, "ovnkube-node")
 			if err != nil {
 				return err
 			}
