@@ -56,7 +56,7 @@ func StartKubeAPI(t T) *KubeAPI {
 		"--service-account-key-file=" + filepath.Join(dir, "sa.key"),
 		"--service-account-signing-key-file=" + filepath.Join(dir, "sa.key"),
 		"--service-cluster-ip-range=10.96.0.0/16", "--advertise-address=127.0.0.1",
-		"--kubelet-preferred-address-types=InternalIP",
+		"--kubelet-preferred-address-types=InternalIP", "--allow-privileged=true",
 		"--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000"}
 	k := &KubeAPI{Dir: dir, URL: fmt.Sprintf("https://127.0.0.1:%d", apiPort), args: args}
 	k.api = Start(t, dir, "kube-apiserver", args...)

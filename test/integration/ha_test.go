@@ -82,6 +82,21 @@ func (ch *churn) finish(t *testing.T) map[string]bool {
 	return ch.pods
 }
 
+// podCreatedAfter waits for the churn to create a pod after since and
+// returns the first such pod; the churn never deletes it.
+func (ch *churn) podCreatedAfter(t *testing.T, since time.Time) string {
+	t.Helper()
+	var pod string
+	harness.Eventually(t, 10*time.Second, "a pod created after "+since.Format(time.StampMilli), func() error {
+		var ok bool
+		if pod, ok = ch.firstCreatedAfter(since); !ok {
+			return fmt.Errorf("none yet")
+		}
+		return nil
+	})
+	return pod
+}
+
 // firstCreatedAfter is the first pod created after since (kept from now on).
 func (ch *churn) firstCreatedAfter(since time.Time) (string, bool) {
 	ch.mu.Lock()
@@ -146,14 +161,7 @@ func TestLeaderKilledMidChurnIsReplacedAndNothingIsDuplicated(t *testing.T) {
 				})
 				tookOver := time.Since(killedAt)
 				// Writing again: a pod created after the kill gets its address.
-				var pod string
-				harness.Eventually(t, 10*time.Second, "a pod created after the kill", func() error {
-					var ok bool
-					if pod, ok = ch.firstCreatedAfter(killedAt); !ok {
-						return fmt.Errorf("none yet")
-					}
-					return nil
-				})
+				pod := ch.podCreatedAfter(t, killedAt)
 				harness.Eventually(t, 20*time.Second, "pod "+pod+" annotated by the new leader "+holder, func() error {
 					p, err := c.kube.Client.CoreV1().Pods("default").Get(c.ctx(), pod, metav1.GetOptions{})
 					if err != nil {

@@ -25,6 +25,20 @@ func httpGet(port int, path string) (int, string, error) {
 	return resp.StatusCode, string(b), err
 }
 
+// httpGetIn is httpGet from inside a network namespace (with curl).
+func httpGetIn(ns harness.NetNS, port int) func(string) (int, string, error) {
+	return func(path string) (int, string, error) {
+		out, err := ns.Exec("curl", "-s", "-m", "5", "-w", "\n%{http_code}", fmt.Sprintf("http://127.0.0.1:%d%s", port, path))
+		if err != nil {
+			return 0, "", err
+		}
+		i := strings.LastIndex(out, "\n")
+		body, code := out[:max(i, 0)], out[i+1:]
+		n, err := strconv.Atoi(strings.TrimSpace(code))
+		return n, body, err
+	}
+}
+
 // metricValue sums the samples of a series whose name and labels match
 // (series is a name, optionally followed by {label="value",...} to match).
 func metricValue(body, series string) (float64, bool) {

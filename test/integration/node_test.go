@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -298,17 +297,7 @@ func TestNodeDaemonRecreatesManagementPort(t *testing.T) {
 		"--node-name", "n1", "--encap-ip", n1.TunnelIP, "--sb-address", "unix:"+c.ovn.SBSock,
 		"--ovs-address", n1.OVSAddress(), "--kubeconfig", c.kube.Kubeconfig, "--datapath-type", "netdev", "--resync-interval", "500ms",
 		"--metrics-address", "127.0.0.1:9410")
-	// The daemon's endpoint is inside the node's namespace.
-	get := func(path string) (int, string, error) {
-		out, err := n1.NS.Exec("curl", "-s", "-m", "5", "-w", "\n%{http_code}", "http://127.0.0.1:9410"+path)
-		if err != nil {
-			return 0, "", err
-		}
-		i := strings.LastIndex(out, "\n")
-		body, code := out[:max(i, 0)], out[i+1:]
-		n, err := strconv.Atoi(strings.TrimSpace(code))
-		return n, body, err
-	}
+	get := httpGetIn(n1.NS, 9410) // the daemon's endpoint is inside the node's namespace
 	waitMgmt := func() {
 		harness.Eventually(t, 20*time.Second, "ovn-k8s-mp0 configured", func() error {
 			if d.Exited() {

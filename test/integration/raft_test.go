@@ -43,14 +43,7 @@ func TestClusteredNBLeaderKilledMidChurn(t *testing.T) {
 			next, err = raft.Leader()
 			return err
 		})
-		var pod string
-		harness.Eventually(t, 10*time.Second, "a pod created after the kill", func() error {
-			var ok bool
-			if pod, ok = ch.firstCreatedAfter(killedAt); !ok {
-				return fmt.Errorf("none yet")
-			}
-			return nil
-		})
+		pod := ch.podCreatedAfter(t, killedAt)
 		c.podNetwork("default", pod)
 		harness.Eventually(t, 30*time.Second, "port of "+pod, func() error {
 			if c.lsp(topology.PodPort("default", pod)) == nil {

@@ -148,6 +148,17 @@ const fromTeamAKey = "namespaces=[team=a] pods=[role=client]"
 
 // A policy's rows follow its pods, their labels and their namespaces'
 // labels, and go with it.
+// startDBFrontEnv is a master running with node n1, namespace db and
+// namespace front labelled team=a (the peers of fromTeamA).
+func startDBFrontEnv(t *testing.T) *env {
+	e := newEnv(t)
+	e.createNode("n1")
+	e.createNamespace("db", nil)
+	e.createNamespace("front", map[string]string{"team": "a"})
+	e.start()
+	return e
+}
+
 func TestNetworkPolicyRowsFollowPods(t *testing.T) {
 	e := newEnv(t)
 	e.createNode("n1")
@@ -200,11 +211,7 @@ func TestNetworkPolicyRowsFollowPods(t *testing.T) {
 // Policies naming the same selector share its address set, which lives
 // as long as one of them does.
 func TestPeerAddressSetShared(t *testing.T) {
-	e := newEnv(t)
-	e.createNode("n1")
-	e.createNamespace("db", nil)
-	e.createNamespace("front", map[string]string{"team": "a"})
-	e.start()
+	e := startDBFrontEnv(t)
 	e.createPod("front", "c1", "n1", labelled("role", "client"))
 	e.createPolicy("db", "one", fromTeamA)
 	e.createPolicy("db", "two", fromTeamA)
@@ -220,11 +227,7 @@ func TestPeerAddressSetShared(t *testing.T) {
 
 // An idle restart writes nothing; rows deleted or wiped come back.
 func TestNetworkPolicyRestartAndRepair(t *testing.T) {
-	e := newEnv(t)
-	e.createNode("n1")
-	e.createNamespace("db", nil)
-	e.createNamespace("front", map[string]string{"team": "a"})
-	e.start()
+	e := startDBFrontEnv(t)
 	e.createPod("db", "db1", "n1", labelled("app", "db"))
 	e.createPod("front", "c1", "n1", labelled("role", "client"))
 	e.createPolicy("db", "from-team-a", fromTeamA)
@@ -279,11 +282,7 @@ func TestNetworkPolicyRestartAndRepair(t *testing.T) {
 // policies' allow ACLs and its default deny, through the cluster's meter;
 // changing it re-writes them, a malformed one logs nothing.
 func TestACLLoggingFollowsNamespaceAnnotation(t *testing.T) {
-	e := newEnv(t)
-	e.createNode("n1")
-	e.createNamespace("db", nil)
-	e.createNamespace("front", map[string]string{"team": "a"})
-	e.start()
+	e := startDBFrontEnv(t)
 	e.createPolicy("db", "from-team-a", fromTeamA)
 	setAnnotation := func(v string) {
 		ns, err := e.kube.CoreV1().Namespaces().Get(context.Background(), "db", metav1.GetOptions{})
@@ -416,11 +415,7 @@ func TestNamespaceIsolationRows(t *testing.T) {
 // empty database, and a policy deleted and re-created with the same name
 // all end with exactly the rows the policies want, once each.
 func TestNetworkPolicyFaults(t *testing.T) {
-	e := newEnv(t)
-	e.createNode("n1")
-	e.createNamespace("db", nil)
-	e.createNamespace("front", map[string]string{"team": "a"})
-	e.start()
+	e := startDBFrontEnv(t)
 	e.createPod("db", "db1", "n1", labelled("app", "db"))
 	e.createPod("front", "c1", "n1", labelled("role", "client"))
 	e.podIP("db", "db1")

@@ -1,0 +1,302 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/restmapper"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	"github.com/ovn-k8s/ovn-k8s/test/harness"
+)
+
+// distObjects reads every object of dist/kubernetes, in file order.
+func distObjects(t *testing.T) []*unstructured.Unstructured {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(harness.RepoRoot(t), "dist", "kubernetes", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no manifests in dist/kubernetes (%v)", err)
+	}
+	sort.Strings(files)
+	var objs []*unstructured.Unstructured
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+		for {
+			var m map[string]any
+			if err := dec.Decode(&m); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if m != nil {
+				objs = append(objs, &unstructured.Unstructured{Object: m})
+			}
+		}
+	}
+	return objs
+}
+
+// applyObjects server-side applies objs (only validated when dryRun).
+func applyObjects(t *testing.T, kube *harness.KubeAPI, objs []*unstructured.Unstructured, dryRun bool) {
+	t.Helper()
+	dc, err := discovery.NewDiscoveryClientForConfig(kube.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	dyn, err := dynamic.NewForConfig(kube.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := metav1.PatchOptions{FieldManager: "ovn-k8s-dist-test", Force: ptr(true)}
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	for _, o := range objs {
+		gvk := o.GroupVersionKind()
+		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			t.Fatalf("%s %s: %v", gvk.Kind, o.GetName(), err)
+		}
+		var ri dynamic.ResourceInterface = dyn.Resource(mapping.Resource)
+		if o.GetNamespace() != "" {
+			ri = dyn.Resource(mapping.Resource).Namespace(o.GetNamespace())
+		}
+		data, err := json.Marshal(o.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ri.Patch(context.Background(), o.GetName(), types.ApplyPatchType, data, opts); err != nil {
+			t.Fatalf("server-side apply (dry run %v) of %s %s/%s: %v", dryRun, gvk.Kind, o.GetNamespace(), o.GetName(), err)
+		}
+	}
+}
+
+// serviceAccountKubeconfig writes a kubeconfig with a token of the
+// ServiceAccount, the identity the component has in a real install.
+func serviceAccountKubeconfig(t *testing.T, kube *harness.KubeAPI, ns, sa string) string {
+	t.Helper()
+	tr, err := kube.Client.CoreV1().ServiceAccounts(ns).CreateToken(context.Background(), sa,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(3600))}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), sa+".kubeconfig")
+	if err := os.WriteFile(path, []byte(harness.TokenKubeconfig(kube.URL, tr.Status.Token)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// masterConverges checks, for round i, what the master must do with its
+// permissions: a new node gets its subnet (nodes: list, watch, patch; every
+// informer synced), a pod its address (pods), a node with a malformed gateway
+// annotation an Event (events), all as the leader (leases).
+func masterConverges(c *cluster, i int) func() error {
+	node, bad, pod := fmt.Sprintf("rbac-n%d", i), fmt.Sprintf("rbac-bad%d", i), fmt.Sprintf("rbac-p%d", i)
+	c.createNode(node, nil)
+	c.createNode(bad, map[string]string{annotations.NodeL3GatewayConfig: "{not json"})
+	c.createPod("default", pod, node)
+	return func() error {
+		n, err := c.kube.Client.CoreV1().Nodes().Get(c.ctx(), node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if _, ok := n.Annotations[annotations.NodeSubnets]; !ok {
+			return fmt.Errorf("node %s has no subnet", node)
+		}
+		p, err := c.kube.Client.CoreV1().Pods("default").Get(c.ctx(), pod, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if _, ok := p.Annotations[annotations.PodNetworks]; !ok {
+			return fmt.Errorf("pod %s has no address", pod)
+		}
+		evs, err := c.kube.Client.CoreV1().Events("default").List(c.ctx(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + bad})
+		if err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.Reason == "GatewayConfigInvalid" {
+				return nil
+			}
+		}
+		return fmt.Errorf("no GatewayConfigInvalid event for node %s", bad)
+	}
+}
+
+// Every manifest of dist/kubernetes passes server-side dry-run; the master
+// runs with exactly its ServiceAccount's permissions and works; and with any
+// one rule of its roles removed it does not (no rule is superfluous).
+func TestDistManifestsAndMasterRBAC(t *testing.T) {
+	c := newCluster(t)
+	objs := distObjects(t)
+	applyObjects(t, c.kube, objs, true)
+	var rbac []*unstructured.Unstructured
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+			rbac = append(rbac, o)
+		}
+	}
+	applyObjects(t, c.kube, rbac, false)
+	kubeconfig := serviceAccountKubeconfig(t, c.kube, "ovn-kubernetes", "ovnkube-master")
+	round := 0
+	run := func() *harness.Process {
+		round++
+		return harness.Start(t, c.logDir, fmt.Sprintf("master-sa-%d", round), harness.Binary(t, "ovnkube"), "--loglevel", "4", "master",
+			"--kubeconfig", kubeconfig, "--nb-address", c.ovn.NBAddress())
+	}
+
+	p := run()
+	converged := masterConverges(c, round)
+	harness.Eventually(t, 30*time.Second, "the master working with its ServiceAccount", converged)
+	p.Stop()
+
+	type roleRef struct{ namespace, name string }
+	for _, ref := range []roleRef{{"", "ovnkube-master"}, {"ovn-kubernetes", "ovnkube-master-leader-election"}} {
+		rules := roleRules(t, c, ref.namespace, ref.name)
+		for i := range rules {
+			without := append(append([]rbacv1.PolicyRule{}, rules[:i]...), rules[i+1:]...)
+			setRoleRules(t, c, ref.namespace, ref.name, without)
+			p := run()
+			converged := masterConverges(c, round)
+			neverWithin(t, converged, fmt.Sprintf("rule %v of %s is superfluous: the master works without it", rules[i], ref.name))
+			p.Stop()
+			setRoleRules(t, c, ref.namespace, ref.name, rules)
+		}
+	}
+}
+
+// neverWithin reports failure if cond holds at any time within 12 s: far
+// longer than a component with every permission needs (under 5 s here).
+func neverWithin(t *testing.T, cond func() error, failure string) {
+	t.Helper()
+	deadline := time.Now().Add(12 * time.Second)
+	for time.Now().Before(deadline) {
+		if cond() == nil {
+			t.Error(failure)
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func roleRules(t *testing.T, c *cluster, ns, name string) []rbacv1.PolicyRule {
+	t.Helper()
+	if ns == "" {
+		r, err := c.kube.Client.RbacV1().ClusterRoles().Get(c.ctx(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Rules
+	}
+	r, err := c.kube.Client.RbacV1().Roles(ns).Get(c.ctx(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Rules
+}
+
+func setRoleRules(t *testing.T, c *cluster, ns, name string, rules []rbacv1.PolicyRule) {
+	t.Helper()
+	var err error
+	if ns == "" {
+		var r *rbacv1.ClusterRole
+		if r, err = c.kube.Client.RbacV1().ClusterRoles().Get(c.ctx(), name, metav1.GetOptions{}); err == nil {
+			r.Rules = rules
+			_, err = c.kube.Client.RbacV1().ClusterRoles().Update(c.ctx(), r, metav1.UpdateOptions{})
+		}
+	} else {
+		var r *rbacv1.Role
+		if r, err = c.kube.Client.RbacV1().Roles(ns).Get(c.ctx(), name, metav1.GetOptions{}); err == nil {
+			r.Rules = rules
+			_, err = c.kube.Client.RbacV1().Roles(ns).Update(c.ctx(), r, metav1.UpdateOptions{})
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The node daemon (with a gateway) runs with exactly its ServiceAccount's
+// permissions and becomes ready; with any one rule of its role removed it
+// never does.
+func TestNodeDaemonRBAC(t *testing.T) {
+	c := newNodeCluster(t)
+	c.startMaster()
+	n1 := c.addNode("n1")
+	c.nodeSubnet("n1")
+	externalNIC(t, n1)
+	if out, err := n1.VSCtl("add-br", "breth1", "--", "set", "bridge", "breth1", "datapath_type=netdev", "--", "add-port", "breth1", "eth1"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	var rbac []*unstructured.Unstructured
+	for _, o := range distObjects(t) {
+		switch o.GetKind() {
+		case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding":
+			rbac = append(rbac, o)
+		}
+	}
+	applyObjects(t, c.kube, rbac, false)
+	kubeconfig := serviceAccountKubeconfig(t, c.kube, "ovn-kubernetes", "ovnkube-node")
+	round := 0
+	run := func() *harness.Process {
+		round++
+		return harness.Start(t, c.logDir, fmt.Sprintf("node-sa-%d", round), "ip", "netns", "exec", n1.NS.Name, harness.Binary(t, "ovnkube"), "node",
+			"--node-name", "n1", "--encap-ip", n1.TunnelIP, "--sb-address", "unix:"+c.ovn.SBSock,
+			"--ovs-address", n1.OVSAddress(), "--kubeconfig", kubeconfig, "--datapath-type", "netdev", "--resync-interval", "500ms",
+			"--bridge-interface", "breth1", "--physical-ip", "172.18.0.2/24", "--default-gw", "172.18.0.1",
+			"--metrics-address", "127.0.0.1:9410")
+	}
+	get := httpGetIn(n1.NS, 9410)
+	ready := func() error {
+		code, body, err := get("/readyz")
+		if err != nil {
+			return err
+		}
+		if code != 200 {
+			return fmt.Errorf("%d %s", code, body)
+		}
+		return nil
+	}
+	d := run()
+	harness.Eventually(t, 30*time.Second, "the node daemon ready with its ServiceAccount", ready)
+	harness.Eventually(t, 15*time.Second, "GR_n1 from the daemon's annotation", func() error {
+		if c.routerNamed("GR_n1") == nil {
+			return fmt.Errorf("no GR_n1")
+		}
+		return nil
+	})
+	d.Stop()
+	rules := roleRules(t, c.cluster, "", "ovnkube-node")
+	for i := range rules {
+		setRoleRules(t, c.cluster, "", "ovnkube-node", append(append([]rbacv1.PolicyRule{}, rules[:i]...), rules[i+1:]...))
+		d := run()
+		neverWithin(t, ready, fmt.Sprintf("rule %v of ovnkube-node is superfluous: the node daemon is ready without it", rules[i]))
+		d.Stop()
+		setRoleRules(t, c.cluster, "", "ovnkube-node", rules)
+	}
+}
