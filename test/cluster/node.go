@@ -17,7 +17,7 @@ var nodeDirs = []string{
 	"/var/lib/kubelet", "/var/lib/containerd", "/run/containerd", "/var/lib/cni", "/run/netns",
 	"/var/log/pods", "/var/log/containers",
 	"/etc/openvswitch", "/run/openvswitch", "/var/log/openvswitch",
-	"/var/lib/ovn", "/run/ovn", "/var/log/ovn", "/var/lib/etcd",
+	"/var/lib/ovn", "/run/ovn", "/var/log/ovn", "/var/lib/etcd", "/run/ovn-kubernetes",
 }
 
 // hostPath is where a node's private copy of an in-node path lives on the host.
@@ -184,7 +184,8 @@ func (c *Cluster) startOVS(n *Node, schema string) error {
 
 // installCNI puts ovn_cni and the conflist from dist/ where containerd looks,
 // as a user would: the binary and the reference plugins it chains in
-// /opt/cni/bin, the conflist unchanged in /etc/cni/net.d, its kubeconfig.
+// /opt/cni/bin, the conflist unchanged in /etc/cni/net.d. ovn_cni is a shim
+// of the node daemon's CNI server: no API credentials on the node for it.
 func (c *Cluster) installCNI(n *Node) error {
 	for src, dst := range map[string]string{
 		c.bin("ovn_cni"):        "/opt/cni/bin/ovn_cni",
@@ -195,11 +196,8 @@ func (c *Cluster) installCNI(n *Node) error {
 			return err
 		}
 	}
-	// The conflist as shipped: its kubeconfig and OVS paths are the node's.
-	if err := copyFile(filepath.Join(c.Repo, "dist", "cni", "10-ovn-k8s.conflist"), n.hostPath("/etc/cni/net.d/10-ovn-k8s.conflist"), 0o644); err != nil {
-		return err
-	}
-	return os.WriteFile(n.hostPath("/etc/kubernetes/ovn_cni.kubeconfig"), []byte(c.kubeconfig()), 0o600)
+	// The conflist as shipped: its socket and OVS paths are the node's.
+	return copyFile(filepath.Join(c.Repo, "dist", "cni", "10-ovn-k8s.conflist"), n.hostPath("/etc/cni/net.d/10-ovn-k8s.conflist"), 0o644)
 }
 
 func copyFile(src, dst string, mode os.FileMode) error {

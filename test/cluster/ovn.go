@@ -69,5 +69,10 @@ func (c *Cluster) startNodeDaemon(n *Node) error {
 		"--sb-address", fmt.Sprintf("tcp:%s:%d", c.ControlPlane().IP, sbPort),
 		"--kubeconfig", Kubeconfig, "--datapath-type", "netdev",
 		"--cluster-ip-subnet", clusterSubnet, "--service-cidr", serviceCIDR,
-		"--bridge-interface", gatewayBridge, "--physical-ip", fmt.Sprintf("%s/%d", n.IP, underlayLen))
+		"--bridge-interface", gatewayBridge, "--physical-ip", fmt.Sprintf("%s/%d", n.IP, underlayLen),
+		"--cni-server-socket", cniServerSocket)
 }
+
+// cniServerSocket is where the shipped conflist's ovn_cni shim finds the
+// node daemon (dist/cni/10-ovn-k8s.conflist, cniServerSocket).
+const cniServerSocket = "/run/ovn-kubernetes/cni/ovn-cni-server.sock"

@@ -23,7 +23,8 @@ type CNI struct {
 }
 
 // NewCNI loads dist/cni/10-ovn-k8s.conflist with the node's OVS and the
-// test's kubeconfig filled in; overrides set further ovn_cni keys.
+// test's kubeconfig filled in, standalone; overrides set further ovn_cni
+// keys (cniServerSocket: through a node daemon).
 func NewCNI(t T, node *Node, kubeconfig string, overrides map[string]any) *CNI {
 	t.Helper()
 	root := RepoRoot(t)
@@ -39,6 +40,9 @@ func NewCNI(t T, node *Node, kubeconfig string, overrides map[string]any) *CNI {
 	first := plugins[0].(map[string]any)
 	first["kubeconfig"] = kubeconfig
 	first["ovsAddress"] = node.OVSAddress()
+	// Standalone (the plugin reads the API itself) unless a test names a
+	// node daemon's CNI server.
+	first["cniServerSocket"] = ""
 	for k, v := range overrides {
 		first[k] = v
 	}

@@ -269,7 +269,7 @@ func TestNodeDaemonRBAC(t *testing.T) {
 			"--node-name", "n1", "--encap-ip", n1.TunnelIP, "--sb-address", "unix:"+c.ovn.SBSock,
 			"--ovs-address", n1.OVSAddress(), "--kubeconfig", kubeconfig, "--datapath-type", "netdev", "--resync-interval", "500ms",
 			"--bridge-interface", "breth1", "--physical-ip", "172.18.0.2/24", "--default-gw", "172.18.0.1",
-			"--metrics-address", "127.0.0.1:9410")
+			"--metrics-address", "127.0.0.1:9410", "--cni-server-socket", filepath.Join(c.logDir, "cni.sock"))
 	}
 	get := httpGetIn(n1.NS, 9410)
 	ready := func() error {

@@ -27,6 +27,9 @@ type NetConf struct {
 	AnnotationTimeout        string `json:"annotationTimeout"`
 	OVNInstalledTimeout      string `json:"ovnInstalledTimeout"`
 	DisableTxChecksumOffload bool   `json:"disableTxChecksumOffload"`
+	// CNIServerSocket hands every request to the node daemon's CNI server
+	// (ovnkube node --cni-server-socket) instead of doing the work here.
+	CNIServerSocket string `json:"cniServerSocket"`
 
 	annotationTimeout   time.Duration
 	ovnInstalledTimeout time.Duration
@@ -81,8 +84,8 @@ func duration(key, value string, def time.Duration) (time.Duration, error) {
 	return d, nil
 }
 
-// podArgs are the Kubernetes CNI_ARGS the runtime passes.
-type podArgs struct {
+// PodArgs are the Kubernetes CNI_ARGS the runtime passes.
+type PodArgs struct {
 	types.CommonArgs
 	K8S_POD_NAMESPACE          types.UnmarshallableString //nolint:revive // names fixed by the runtimes
 	K8S_POD_NAME               types.UnmarshallableString //nolint:revive
@@ -90,8 +93,8 @@ type podArgs struct {
 	K8S_POD_INFRA_CONTAINER_ID types.UnmarshallableString //nolint:revive
 }
 
-func parseArgs(args string, needPod bool) (*podArgs, error) {
-	a := &podArgs{}
+func parseArgs(args string, needPod bool) (*PodArgs, error) {
+	a := &PodArgs{}
 	if err := types.LoadArgs(args, a); err != nil {
 		return nil, types.NewError(types.ErrInvalidEnvironmentVariables, "ovn_cni: cannot parse CNI_ARGS", err.Error())
 	}
@@ -117,7 +120,7 @@ func hostVethAlias(containerID string) string { return "ovn_cni:" + containerID 
 
 // parseInput reads the network config from stdin and the runtime's CNI_ARGS;
 // needPod says whether the pod's namespace and name must be there.
-func parseInput(args *skel.CmdArgs, needPod bool) (*NetConf, *podArgs, error) {
+func parseInput(args *skel.CmdArgs, needPod bool) (*NetConf, *PodArgs, error) {
 	conf, err := parseConf(args.StdinData)
 	if err != nil {
 		return nil, nil, err

@@ -18,6 +18,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/utils/sysctl"
 	"github.com/go-logr/logr"
 	"github.com/vishvananda/netlink"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -30,51 +31,80 @@ import (
 
 const integrationBridge = "br-int"
 
-// Add is CNI ADD.
+// PodNetworkFunc returns the address the master annotated for this
+// incarnation of the pod, waiting up to timeout for it.
+type PodNetworkFunc func(ctx context.Context, pa *PodArgs, timeout time.Duration) (annotations.PodNetwork, error)
+
+// OpenOVSFunc returns an OVS client and what to call when done with it.
+type OpenOVSFunc func() (*ovs.Client, func(), error)
+
+// dialOVS opens a connection per call (the standalone plugin).
+func dialOVS(address string) OpenOVSFunc {
+	return func() (*ovs.Client, func(), error) {
+		sw, err := connectOVS(address)
+		if err != nil {
+			return nil, nil, err
+		}
+		return sw, sw.Close, nil
+	}
+}
+
+// Add is CNI ADD: standalone, or handed to the node daemon (cniServerSocket).
 func Add(args *skel.CmdArgs) error {
 	conf, pa, err := parseInput(args, true)
 	if err != nil {
 		return err
 	}
+	if conf.CNIServerSocket != "" {
+		return forward(args, conf, "ADD")
+	}
+	res, err := add(context.Background(), args, conf, pa, apiPodNetwork(conf.Kubeconfig), dialOVS(conf.OVSAddress))
+	if err != nil {
+		return err
+	}
+	return types.PrintResult(res, conf.CNIVersion)
+}
+
+// add wires the pod in and returns the CNI result; errors are *types.Error.
+func add(ctx context.Context, args *skel.CmdArgs, conf *NetConf, pa *PodArgs, podNetwork PodNetworkFunc, openOVS OpenOVSFunc) (types.Result, error) {
 	podKey := string(pa.K8S_POD_NAMESPACE) + "/" + string(pa.K8S_POD_NAME)
 	fail := func(code uint, msg string, err error) error {
 		return types.NewError(code, fmt.Sprintf("ovn_cni ADD for pod %s: %s", podKey, msg), errString(err))
 	}
-	ctx := context.Background()
-	kube, err := kubeClient(conf.Kubeconfig)
+	pn, err := podNetwork(ctx, pa, conf.annotationTimeout)
 	if err != nil {
-		return fail(types.ErrInvalidNetworkConfig, "cannot build a Kubernetes client from kubeconfig", err)
-	}
-	pn, err := waitForAnnotation(ctx, kube, pa, conf.annotationTimeout)
-	if err != nil {
-		return fail(types.ErrTryAgainLater, fmt.Sprintf("timed out after %s waiting for the %s annotation (is ovnkube master running?)", conf.annotationTimeout, annotations.PodNetworks), err)
+		var te *types.Error
+		if errors.As(err, &te) {
+			return nil, fail(te.Code, te.Msg, errors.New(te.Details))
+		}
+		return nil, fail(types.ErrTryAgainLater, fmt.Sprintf("timed out after %s waiting for the %s annotation (is ovnkube master running?)", conf.annotationTimeout, annotations.PodNetworks), err)
 	}
 	netns, err := ns.GetNS(args.Netns)
 	if err != nil {
-		return fail(types.ErrInvalidNetNS, "cannot open the network namespace "+args.Netns, err)
+		return nil, fail(types.ErrInvalidNetNS, "cannot open the network namespace "+args.Netns, err)
 	}
 	defer netns.Close()
 	hostNS, err := ns.GetCurrentNS()
 	if err != nil {
-		return fail(types.ErrInternal, "cannot open the host network namespace", err)
+		return nil, fail(types.ErrInternal, "cannot open the host network namespace", err)
 	}
 	defer hostNS.Close()
-	sw, err := connectOVS(conf.OVSAddress)
+	sw, done, err := openOVS()
 	if err != nil {
-		return fail(types.ErrIOFailure, "cannot reach OVS at "+conf.OVSAddress, err)
+		return nil, fail(types.ErrIOFailure, "cannot reach OVS at "+conf.OVSAddress, err)
 	}
-	defer sw.Close()
+	defer done()
 	// On OVS's userspace datapath a veth with TX checksum offload sends TCP
 	// and UDP with bad checksums: it is turned off there whatever the conf says.
 	datapath, err := sw.DatapathType(ctx, integrationBridge)
 	if err != nil {
-		return fail(types.ErrIOFailure, "reading "+integrationBridge+" (is ovnkube node running?)", err)
+		return nil, fail(types.ErrIOFailure, "reading "+integrationBridge+" (is ovnkube node running?)", err)
 	}
 	disableTxCsum := conf.DisableTxChecksumOffload || datapath == "netdev"
 	hostName := HostVethName(args.ContainerID)
 	// A host end left by an earlier attempt for this container: start over.
 	if err := deleteOurHostEnd(hostName, args.ContainerID); err != nil {
-		return fail(types.ErrInternal, "removing the host end of an earlier attempt", err)
+		return nil, fail(types.ErrInternal, "removing the host end of an earlier attempt", err)
 	}
 	var hostIface, contIface net.Interface
 	err = netns.Do(func(ns.NetNS) error {
@@ -88,14 +118,14 @@ func Add(args *skel.CmdArgs) error {
 		return configurePodSide(args.IfName, pn, disableTxCsum)
 	})
 	if err != nil {
-		return fail(types.ErrInternal, "setting up the pod interface", err)
+		return nil, fail(types.ErrInternal, "setting up the pod interface", err)
 	}
 	if err := markHostEnd(hostName, args.ContainerID); err != nil {
-		return fail(types.ErrInternal, "configuring "+hostName, err)
+		return nil, fail(types.ErrInternal, "configuring "+hostName, err)
 	}
 	ifaceID := topology.PodPort(string(pa.K8S_POD_NAMESPACE), string(pa.K8S_POD_NAME))
 	if err := removeStalePorts(ctx, sw, ifaceID, hostName); err != nil {
-		return fail(types.ErrIOFailure, "removing a stale OVS port", err)
+		return nil, fail(types.ErrIOFailure, "removing a stale OVS port", err)
 	}
 	var ipStrs []string
 	for _, p := range pn.IPs {
@@ -109,18 +139,17 @@ func Add(args *skel.CmdArgs) error {
 		"ip_addresses":    strings.Join(ipStrs, ","),
 		"k8s.ovn.org/pod": podKey,
 	}}); err != nil {
-		return fail(types.ErrIOFailure, "plugging "+hostName+" into "+integrationBridge, err)
+		return nil, fail(types.ErrIOFailure, "plugging "+hostName+" into "+integrationBridge, err)
 	}
 	if conf.ovnInstalledTimeout > 0 {
 		wctx, cancel := context.WithTimeout(ctx, conf.ovnInstalledTimeout)
 		err := sw.WaitInterface(wctx, hostName, func(i *vswitchd.Interface) bool { return i.ExternalIDs["ovn-installed"] == "true" })
 		cancel()
 		if err != nil {
-			return fail(types.ErrTryAgainLater, fmt.Sprintf("timed out after %s waiting for ovn-controller to mark %s ovn-installed (is ovn-controller running and the LSP %s in the NB?)", conf.ovnInstalledTimeout, hostName, ifaceID), err)
+			return nil, fail(types.ErrTryAgainLater, fmt.Sprintf("timed out after %s waiting for ovn-controller to mark %s ovn-installed (is ovn-controller running and the LSP %s in the NB?)", conf.ovnInstalledTimeout, hostName, ifaceID), err)
 		}
 	}
-	result := buildResult(conf, hostIface, contIface, args.Netns, pn)
-	return types.PrintResult(result, conf.CNIVersion)
+	return buildResult(conf, hostIface, contIface, args.Netns, pn), nil
 }
 
 // configurePodSide runs inside the pod namespace: addresses, routes, offload.
@@ -253,13 +282,19 @@ func Del(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	hostName := HostVethName(args.ContainerID)
-	ctx := context.Background()
-	sw, err := connectOVS(conf.OVSAddress)
-	if err != nil {
-		return types.NewError(types.ErrIOFailure, "ovn_cni DEL: cannot reach OVS at "+conf.OVSAddress, err.Error())
+	if conf.CNIServerSocket != "" {
+		return forward(args, conf, "DEL")
 	}
-	defer sw.Close()
+	return del(context.Background(), args, dialOVS(conf.OVSAddress), conf.OVSAddress)
+}
+
+func del(ctx context.Context, args *skel.CmdArgs, openOVS OpenOVSFunc, ovsAddress string) error {
+	hostName := HostVethName(args.ContainerID)
+	sw, done, err := openOVS()
+	if err != nil {
+		return types.NewError(types.ErrIOFailure, "ovn_cni DEL: cannot reach OVS at "+ovsAddress, err.Error())
+	}
+	defer done()
 	// Only ports ADD made for this sandbox (external_ids:sandbox), whatever
 	// their name (an older version named them after the container ID).
 	ours, err := sw.InterfacesWithExternalID(ctx, "sandbox", args.ContainerID)
@@ -301,6 +336,13 @@ func Check(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
+	if conf.CNIServerSocket != "" {
+		return forward(args, conf, "CHECK")
+	}
+	return check(context.Background(), args, conf, pa, dialOVS(conf.OVSAddress))
+}
+
+func check(ctx context.Context, args *skel.CmdArgs, conf *NetConf, pa *PodArgs, openOVS OpenOVSFunc) error {
 	if conf.PrevResult == nil {
 		return types.NewError(types.ErrInvalidNetworkConfig, "ovn_cni CHECK: no prevResult", "CHECK needs the result of ADD")
 	}
@@ -343,12 +385,12 @@ func Check(args *skel.CmdArgs) error {
 	if err != nil {
 		return types.NewError(types.ErrInternal, "ovn_cni CHECK for pod "+string(pa.K8S_POD_NAMESPACE)+"/"+string(pa.K8S_POD_NAME), err.Error())
 	}
-	sw, err := connectOVS(conf.OVSAddress)
+	sw, done, err := openOVS()
 	if err != nil {
 		return types.NewError(types.ErrIOFailure, "ovn_cni CHECK: cannot reach OVS at "+conf.OVSAddress, err.Error())
 	}
-	defer sw.Close()
-	iface, err := sw.Interface(context.Background(), HostVethName(args.ContainerID))
+	defer done()
+	iface, err := sw.Interface(ctx, HostVethName(args.ContainerID))
 	wantID := topology.PodPort(string(pa.K8S_POD_NAMESPACE), string(pa.K8S_POD_NAME))
 	if err != nil || iface.ExternalIDs["iface-id"] != wantID {
 		return types.NewError(types.ErrInternal, "ovn_cni CHECK: OVS port "+HostVethName(args.ContainerID)+" missing or not bound to "+wantID, errString(err))
@@ -359,41 +401,51 @@ func Check(args *skel.CmdArgs) error {
 	return nil
 }
 
-// waitForAnnotation polls the pod until the master has annotated this
-// incarnation of it (same UID when the runtime passed one).
-func waitForAnnotation(ctx context.Context, kube kubernetes.Interface, pa *podArgs, timeout time.Duration) (annotations.PodNetwork, error) {
-	deadline := time.Now().Add(timeout)
-	var last error
-	for {
-		pod, err := kube.CoreV1().Pods(string(pa.K8S_POD_NAMESPACE)).Get(ctx, string(pa.K8S_POD_NAME), metav1.GetOptions{})
-		switch {
-		case err != nil:
-			last = err
-		case pa.K8S_POD_UID != "" && string(pod.UID) != string(pa.K8S_POD_UID):
-			last = fmt.Errorf("pod has UID %s, the runtime asked for %s", pod.UID, pa.K8S_POD_UID)
-		default:
-			v, ok := pod.Annotations[annotations.PodNetworks]
-			if !ok {
-				last = errors.New("no annotation yet")
-				break
-			}
-			pn, err := annotations.ParsePodNetworks(v)
-			switch {
-			case err != nil:
-				last = err
-			case !pn.WrittenFor(string(pod.UID)):
-				// Copied from an earlier incarnation (a re-applied manifest): not
-				// the master's word for this pod.
-				last = fmt.Errorf("the %s annotation was written for pod UID %q, not this pod's %s; waiting for the master's", annotations.PodNetworks, pn.PodUID, pod.UID)
-			default:
-				return pn, nil
-			}
+// apiPodNetwork polls the API for the pod (the standalone plugin; the node
+// daemon's CNI server waits on its pod informer instead).
+func apiPodNetwork(kubeconfig string) PodNetworkFunc {
+	return func(ctx context.Context, pa *PodArgs, timeout time.Duration) (annotations.PodNetwork, error) {
+		kube, err := kubeClient(kubeconfig)
+		if err != nil {
+			return annotations.PodNetwork{}, types.NewError(types.ErrInvalidNetworkConfig, "cannot build a Kubernetes client from kubeconfig", err.Error())
 		}
-		if time.Now().After(deadline) {
-			return annotations.PodNetwork{}, last
+		deadline := time.Now().Add(timeout)
+		for {
+			pod, err := kube.CoreV1().Pods(string(pa.K8S_POD_NAMESPACE)).Get(ctx, string(pa.K8S_POD_NAME), metav1.GetOptions{})
+			var pn annotations.PodNetwork
+			if err == nil {
+				if pn, err = PodNetworkOf(pod, pa); err == nil {
+					return pn, nil
+				}
+			}
+			if time.Now().After(deadline) {
+				return annotations.PodNetwork{}, err
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// PodNetworkOf is the master's annotation for this incarnation of the pod
+// (same UID when the runtime passed one), or why there is none yet.
+func PodNetworkOf(pod *corev1.Pod, pa *PodArgs) (annotations.PodNetwork, error) {
+	if pa.K8S_POD_UID != "" && string(pod.UID) != string(pa.K8S_POD_UID) {
+		return annotations.PodNetwork{}, fmt.Errorf("pod has UID %s, the runtime asked for %s", pod.UID, pa.K8S_POD_UID)
+	}
+	v, ok := pod.Annotations[annotations.PodNetworks]
+	if !ok {
+		return annotations.PodNetwork{}, errors.New("no annotation yet")
+	}
+	pn, err := annotations.ParsePodNetworks(v)
+	switch {
+	case err != nil:
+		return pn, err
+	case !pn.WrittenFor(string(pod.UID)):
+		// Copied from an earlier incarnation (a re-applied manifest): not
+		// the master's word for this pod.
+		return annotations.PodNetwork{}, fmt.Errorf("the %s annotation was written for pod UID %q, not this pod's %s; waiting for the master's", annotations.PodNetworks, pn.PodUID, pod.UID)
+	}
+	return pn, nil
 }
 
 func kubeClient(kubeconfig string) (kubernetes.Interface, error) {

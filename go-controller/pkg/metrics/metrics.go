@@ -48,6 +48,12 @@ var (
 		Name: "ovnkube_resync_repairs_total",
 		Help: "Objects whose NB rows a resync found drifted and repaired, by queue.",
 	}, []string{"queue"})
+	// CNIRequests is the node daemon's CNI request duration by command and result.
+	CNIRequests = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "ovnkube_node_cni_request_duration_seconds",
+		Help:    "Duration of CNI requests served by the node daemon's CNI server, by command (ADD, DEL, CHECK) and result (ok, error).",
+		Buckets: latencyBuckets,
+	}, []string{"command", "result"})
 	// NodeRepairs counts the node daemon's repairs of its setup.
 	NodeRepairs = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "ovnkube_node_repairs_total",
@@ -74,7 +80,7 @@ func RegisterMaster(reg prometheus.Registerer, gauges ...prometheus.Collector) {
 // RegisterNode registers the node daemon's metrics.
 func RegisterNode(reg prometheus.Registerer, gauges ...prometheus.Collector) {
 	registerCommon(reg)
-	reg.MustRegister(NodeRepairs)
+	reg.MustRegister(NodeRepairs, CNIRequests)
 	reg.MustRegister(gauges...)
 }
 

@@ -7,9 +7,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/urfave/cli/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/cni"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/metrics"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/node"
@@ -141,6 +146,7 @@ func nodeCommand() *cli.Command {
 			"management port disappears (checked every --resync-interval).",
 		Flags: append(append(nodeFlags(),
 			&cli.DurationFlag{Name: "resync-interval", Value: 5 * time.Second, Usage: "how often to check that the management port, the gateway bridge's flows and the host NodePort chain are still as wanted"},
+			&cli.StringFlag{Name: "cni-server-socket", Usage: "serve CNI requests on this unix socket for ovn_cni shims (conflist key cniServerSocket), answering from a pod informer of this node; off when empty"},
 		), append(gatewayFlags(), metricsFlags("")...)...),
 		Action: func(c *cli.Context) error {
 			cfg, kcfg, err := nodeConfig(c)
@@ -168,7 +174,14 @@ func nodeCommand() *cli.Command {
 			var setupErr atomic.Pointer[error]
 			notYet := fmt.Errorf("node setup not done yet")
 			setupErr.Store(&notYet)
-			srv.Ready = func() error { return *setupErr.Load() }
+			var cniReady atomic.Bool
+			cniSocket := c.String("cni-server-socket")
+			srv.Ready = func() error {
+				if cniSocket != "" && !cniReady.Load() {
+					return fmt.Errorf("CNI server: pod informer not synced")
+				}
+				return *setupErr.Load()
+			}
 			metrics.RegisterNode(srv.Registry, metrics.GaugeFunc("ovnkube_node_ready",
 				"1 while the node's last setup pass (minion-init, gateway) succeeded.", func() float64 { return metrics.Bool(srv.Ready() == nil) }))
 			if srv.Address != "" {
@@ -181,7 +194,35 @@ func nodeCommand() *cli.Command {
 				return err
 			}
 			defer sw.Close()
+			if cniSocket != "" {
+				if err := serveCNI(ctx, cniSocket, cfg.NodeName, kube, sw, log, &cniReady); err != nil {
+					return err
+				}
+			}
 			return node.Run(ctx, cfg, sw, kube, gw, c.Duration("resync-interval"), log, func(err error) { setupErr.Store(&err) })
 		},
 	}
+}
+
+// serveCNI starts the CNI server with a pod informer of this node's pods;
+// synced is set once the informer has listed them.
+func serveCNI(ctx context.Context, socket, nodeName string, kube kubernetes.Interface, sw *ovs.Client, log logr.Logger, synced *atomic.Bool) error {
+	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", nodeName).String()
+	}))
+	pods := cni.NewPodWatcher(factory)
+	server := &cni.Server{Socket: socket, OVS: sw, PodNetwork: pods.PodNetwork, Log: log.WithName("cni")}
+	if err := server.Listen(ctx); err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	go func() {
+		for _, ok := range factory.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				return
+			}
+		}
+		synced.Store(true)
+	}()
+	return nil
 }
