@@ -35,12 +35,13 @@ type options struct {
 	cpuProfile               string
 	stacks                   string
 	namespaces               int
+	cniPods                  int
 	policies, policyRate     int
 	labelChanges             int
 }
 
 // scenarioNames are the scenarios after limits, in the order they run.
-var scenarioNames = []string{"burst", "latency", "services", "policies", "memory", "restart", "cold"}
+var scenarioNames = []string{"cni", "burst", "latency", "services", "policies", "memory", "restart", "cold"}
 
 // Result is one scenario's output.
 type Result struct {
@@ -51,6 +52,7 @@ type Result struct {
 
 func main() {
 	var o options
+	flag.IntVar(&o.cniPods, "cni-pods", 100, "pods ADDed at once on one node in the cni scenario")
 	flag.IntVar(&o.nodes, "nodes", 100, "Nodes in the burst scenario")
 	flag.IntVar(&o.pods, "pods", 10000, "Pods in the burst scenario")
 	flag.IntVar(&o.latencyRate, "latency-rate", 100, "pods/s in the latency scenario")
@@ -69,7 +71,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "_output/bench", "directory for the JSON results (one ovn-<stack> directory per stack)")
 	flag.StringVar(&o.stacks, "stacks", harness.CurrentStack.Name, "comma-separated OVN stacks to run on, one after the other (e.g. 25.03,23.03; default: $OVN, or the current stack)")
 	flag.StringVar(&o.masterArgs, "master-args", "", "extra ovnkube master flags, space-separated (e.g. --pprof-address 127.0.0.1:6060)")
-	flag.StringVar(&o.scenarios, "scenarios", "all", "comma-separated scenarios to run after limits (burst,latency,services,policies,memory,restart,cold), or all")
+	flag.StringVar(&o.scenarios, "scenarios", "all", "comma-separated scenarios to run after limits (cni,burst,latency,services,policies,memory,restart,cold), or all")
 	flag.BoolVar(&o.profileAPI, "profile-apiserver", false, "also take a 15 s CPU profile of kube-apiserver in the burst, services and restart scenarios")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write the benchmark client's own CPU profile to this file")
 	flag.Parse()
@@ -148,6 +150,7 @@ func run(s *harness.Session, o options) {
 		name string
 		run  func() Result
 	}{
+		{"cni", b.cni},
 		{"burst", func() Result { return b.burst(limits.Metrics["patch_per_s"], limits.Metrics["pod_create_per_s"]) }},
 		{"latency", b.latency}, {"services", b.services}, {"policies", b.policies}, {"memory", b.memory}, {"restart", b.restart}, {"cold", b.cold},
 	} {
