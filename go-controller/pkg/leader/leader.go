@@ -21,12 +21,12 @@ import (
 )
 
 // Defaults of the Lease timings: a leader killed without releasing its lease
-// is replaced within LeaseDuration plus two retry periods (about 10 s).
+// is replaced within LeaseDuration plus two retry periods (about 12 s); a leader keeps its lease through 8 s of failed renewals (a slow API server).
 const (
 	DefaultNamespace     = "ovn-kubernetes"
 	DefaultLeaseName     = "ovnkube-master"
-	DefaultLeaseDuration = 8 * time.Second
-	DefaultRenewDeadline = 6 * time.Second
+	DefaultLeaseDuration = 10 * time.Second
+	DefaultRenewDeadline = 8 * time.Second
 	DefaultRetryPeriod   = time.Second
 )
 
