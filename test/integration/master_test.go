@@ -202,11 +202,17 @@ func TestMasterIgnoresMalformedAnnotations(t *testing.T) {
 	c.createNode("foreign", map[string]string{annotations.NodeSubnets: `{"default":"192.168.7.0/24"}`})
 	c.kube.EnsureNamespace(t, "ns")
 	c.startMaster()
-	bad, foreign := c.nodeSubnet("bad"), c.nodeSubnet("foreign")
+	// The user-written annotations are there before the master replaces
+	// them: wait for the replacement, not for any parseable value.
 	cluster := netip.MustParsePrefix("10.244.0.0/16")
-	if !cluster.Contains(bad.Addr()) || !cluster.Contains(foreign.Addr()) || bad == foreign {
-		t.Fatalf("subnets %s %s", bad, foreign)
-	}
+	var bad, foreign netip.Prefix
+	harness.Eventually(t, 30*time.Second, "both nodes given subnets of the cluster", func() error {
+		bad, foreign = c.nodeSubnet("bad"), c.nodeSubnet("foreign")
+		if !cluster.Contains(bad.Addr()) || !cluster.Contains(foreign.Addr()) || bad == foreign {
+			return fmt.Errorf("subnets %s %s", bad, foreign)
+		}
+		return nil
+	})
 	c.waitPort("bad", "k8s-bad", func(p *nbdb.LogicalSwitchPort) error {
 		if !strings.HasPrefix(p.Addresses[0], "0a:58:") {
 			return fmt.Errorf("mgmt MAC not derived: %v", p.Addresses)
