@@ -85,13 +85,17 @@ func (b *bench) cniRound(n *harness.Node, mode string, cni *harness.CNI) ([]floa
 	}
 	getsBefore := b.podGets()
 	uids := make([]string, count)
+	// Failures are collected and reported from this goroutine: a Fatal in
+	// a worker would end the process before the cleanups ran.
+	errs := make([]error, count)
 	parallel(count, count, func(i int) {
 		pod, err := b.kube.Client.CoreV1().Pods(ns).Create(ctx, podObject(fmt.Sprintf("p%03d", i), "cni1", nil), metav1.CreateOptions{})
-		if err != nil {
-			b.s.Fatal(err)
+		if err == nil {
+			uids[i] = string(pod.UID)
 		}
-		uids[i] = string(pod.UID)
+		errs[i] = err
 	})
+	fatalOnAny(b.s, errs)
 	var mu sync.Mutex
 	var durs []float64
 	var failed []string
@@ -112,13 +116,13 @@ func (b *bench) cniRound(n *harness.Node, mode string, cni *harness.CNI) ([]floa
 	parallel(count, count, func(i int) {
 		rt := harness.RuntimeConf(fmt.Sprintf("%s%04d%s", mode[:1], i, strings.Repeat("0", 27)), netns[i], ns, fmt.Sprintf("p%03d", i), uids[i])
 		if err := cni.Del(rt); err != nil {
-			b.s.Fatalf("%s DEL: %v", mode, err)
+			errs[i] = fmt.Errorf("%s DEL: %w", mode, err)
+			return
 		}
 		zero := int64(0)
-		if err := b.kube.Client.CoreV1().Pods(ns).Delete(ctx, fmt.Sprintf("p%03d", i), metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
-			b.s.Fatal(err)
-		}
+		errs[i] = b.kube.Client.CoreV1().Pods(ns).Delete(ctx, fmt.Sprintf("p%03d", i), metav1.DeleteOptions{GracePeriodSeconds: &zero})
 	})
+	fatalOnAny(b.s, errs)
 	sort.Float64s(durs)
 	return durs, failed, gets
 }
@@ -140,4 +144,13 @@ func (b *bench) podGets() float64 {
 		}
 	}
 	return total
+}
+
+// fatalOnAny fails the session with the first error, from the caller's goroutine.
+func fatalOnAny(s *harness.Session, errs []error) {
+	for _, err := range errs {
+		if err != nil {
+			s.Fatal(err)
+		}
+	}
 }
