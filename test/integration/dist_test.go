@@ -249,10 +249,7 @@ func TestNodeDaemonRBAC(t *testing.T) {
 	c.startMaster()
 	n1 := c.addNode("n1")
 	c.nodeSubnet("n1")
-	externalNIC(t, n1)
-	if out, err := n1.VSCtl("add-br", "breth1", "--", "set", "bridge", "breth1", "datapath_type=netdev", "--", "add-port", "breth1", "eth1"); err != nil {
-		t.Fatalf("%v %s", err, out)
-	}
+	gatewayBridge(t, n1)
 	var rbac []*unstructured.Unstructured
 	for _, o := range distObjects(t) {
 		switch o.GetKind() {

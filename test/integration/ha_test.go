@@ -73,6 +73,18 @@ func startChurn(c *cluster, nodes []string) *churn {
 	return ch
 }
 
+// finishConverged churns a second longer, stops, and waits until the NB and
+// the annotations are exactly what the remaining pods want; it returns them.
+func (ch *churn) finishConverged(t *testing.T, nodes []string) map[string]bool {
+	t.Helper()
+	time.Sleep(time.Second)
+	pods := ch.finish(t)
+	harness.Eventually(t, 60*time.Second, "NB and annotations converged with no duplicate", func() error {
+		return checkConverged(ch.c, nodes, pods, map[string]bool{})
+	})
+	return pods
+}
+
 func (ch *churn) finish(t *testing.T) map[string]bool {
 	close(ch.stop)
 	<-ch.done
@@ -173,13 +185,7 @@ func TestLeaderKilledMidChurnIsReplacedAndNothingIsDuplicated(t *testing.T) {
 				t.Logf("kill %d: %s killed; %s held the lease after %s and annotated %s %s after the kill",
 					kill, old, holder, tookOver.Round(100*time.Millisecond), pod, time.Since(killedAt).Round(100*time.Millisecond))
 			}
-			time.Sleep(time.Second)
-			pods := ch.finish(t)
-			var last error
-			harness.Eventually(t, 60*time.Second, "NB and annotations converged with no duplicate", func() error {
-				last = checkConverged(c, nodes, pods, map[string]bool{})
-				return last
-			})
+			pods := ch.finishConverged(t, nodes)
 			t.Logf("%d pods in place after %d leader kills", len(pods), replicas-1)
 		})
 	}

@@ -21,6 +21,16 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/test/harness"
 )
 
+// gatewayBridge gives the node an external NIC eth1 on the userspace bridge
+// breth1, for a node daemon with a gateway (--bridge-interface breth1).
+func gatewayBridge(t *testing.T, n *harness.Node) {
+	t.Helper()
+	externalNIC(t, n)
+	if out, err := n.VSCtl("add-br", "breth1", "--", "set", "bridge", "breth1", "datapath_type=netdev", "--", "add-port", "breth1", "eth1"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+}
+
 // nodeCluster is a cluster with real node namespaces.
 type nodeCluster struct {
 	*cluster
@@ -412,10 +422,7 @@ func TestNodeDaemonKeepsGatewayFlowsAndRows(t *testing.T) {
 	c.startMaster()
 	n1 := c.addNode("n1")
 	c.nodeSubnet("n1")
-	externalNIC(t, n1)
-	if out, err := n1.VSCtl("add-br", "breth1", "--", "set", "bridge", "breth1", "datapath_type=netdev", "--", "add-port", "breth1", "eth1"); err != nil {
-		t.Fatalf("%v %s", err, out)
-	}
+	gatewayBridge(t, n1)
 	startDaemon := func() *harness.Process {
 		// The daemon's older flag names (--gateway-bridge, --gateway-ip, --gateway-nexthop) still work.
 		return harness.Start(t, c.logDir, "node-n1", "ip", "netns", "exec", n1.NS.Name, harness.Binary(t, "ovnkube"), "node",

@@ -55,12 +55,6 @@ func TestClusteredNBLeaderKilledMidChurn(t *testing.T) {
 			kill, leader, next, pod, time.Since(killedAt).Round(100*time.Millisecond))
 		raft.Start(leader) // back as a follower
 	}
-	time.Sleep(time.Second)
-	pods := ch.finish(t)
-	var last error
-	harness.Eventually(t, 60*time.Second, "NB and annotations converged with no duplicate", func() error {
-		last = checkConverged(c, nodes, pods, map[string]bool{})
-		return last
-	})
+	pods := ch.finishConverged(t, nodes)
 	t.Logf("%d pods in place after 2 NB leader kills", len(pods))
 }
