@@ -18,7 +18,7 @@ export OVN
 GO_SOURCES := $(shell find go-controller -name '*.go') go.mod go.sum
 
 .PHONY: all build deps deps-packages generate verify-generate lint test unit fuzz integration e2e demo demo-down bench bench-quick clean \
-	images conformance conformance-subset netpol netpol-subset northsouth cluster-up cluster-down
+	images conformance conformance-subset netpol netpol-subset northsouth dist-e2e cluster-up cluster-down
 
 all: build
 
@@ -119,7 +119,7 @@ e2e: build deps
 	$(GO) test -count=1 -p 1 -timeout 20m -v ./test/e2e/... 2>&1 | grep -E '^\s*(=== RUN|--- |PASS|FAIL|ok)|e2e_test.go'; exit $${PIPESTATUS[0]}
 
 ## images: pause, agnhost (tagged for every e2e image the network tests use) and CoreDNS, from Debian packages (cached by content)
-images: deps
+images: deps build
 	$(GO) run ./test/cluster/cmd/images -out $(OUT)/images -bin $(BIN)
 
 $(BIN)/ovnk-cluster: $(GO_SOURCES) $(shell find test/harness test/cluster -name '*.go')
@@ -145,6 +145,10 @@ netpol-subset: deps build images $(BIN)/ovnk-cluster
 ## northsouth: the real cluster with a shared gateway on every node and an external host: every north-south path, a gateway removed and restored, teardown
 northsouth: deps build images $(BIN)/ovnk-cluster
 	$(BIN)/ovnk-cluster northsouth
+
+## dist-e2e: the real cluster with ovn-k8s installed as an operator would (the ovnkube image, kubectl apply of dist/kubernetes/): the demo's paths, the leading master pod deleted and replaced, teardown
+dist-e2e: deps build images $(BIN)/ovnk-cluster
+	$(BIN)/ovnk-cluster install
 
 ## cluster-up / cluster-down: the conformance cluster alone (`_output/bin/ovnk-cluster kubectl get nodes`)
 cluster-up: deps build images $(BIN)/ovnk-cluster
@@ -173,7 +177,7 @@ bench-quick: deps build $(BIN)/ovnk-bench
 	$(BIN)/ovnk-bench -stacks $(BENCH_STACKS) -nodes 10 -pods 500 -latency-rate 50 -latency-duration 5s -services 100 -namespaces 10 -policies 50 -label-changes 20 -cni-pods 10 -limit-ports 2000 -limit-patches 500 -limit-services 100 -out _output/bench-quick
 
 ## test: everything CI checks: the whole suite and Kubernetes' network conformance on the current stack, integration and e2e on every other
-test: deps build lint verify-generate bench-quick unit fuzz integration e2e conformance netpol-subset northsouth
+test: deps build lint verify-generate bench-quick unit fuzz integration e2e conformance netpol-subset northsouth dist-e2e
 	@for s in $(filter-out $(firstword $(STACKS)),$(STACKS)); do \
 		echo "=== integration and e2e on the OVN $$s stack"; \
 		$(MAKE) --no-print-directory OVN=$$s integration e2e || exit 1; \

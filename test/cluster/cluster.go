@@ -50,7 +50,10 @@ type Config struct {
 	Repo    string // the checkout: binaries in _output/bin, dist/, images in _output/images
 	Dir     string // state and logs, e.g. _output/cluster
 	Workers int
-	Log     func(format string, args ...any)
+	// Dist installs ovn-k8s from dist/kubernetes/ and the ovnkube image
+	// (dist.go) instead of starting the master and node daemons itself.
+	Dist bool
+	Log  func(format string, args ...any)
 }
 
 // Node is one Kubernetes node.

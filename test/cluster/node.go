@@ -188,13 +188,18 @@ func (c *Cluster) startOVS(n *Node, schema string) error {
 // of the node daemon's CNI server: no API credentials on the node for it.
 func (c *Cluster) installCNI(n *Node) error {
 	for src, dst := range map[string]string{
-		c.bin("ovn_cni"):        "/opt/cni/bin/ovn_cni",
 		"/usr/lib/cni/portmap":  "/opt/cni/bin/portmap",
 		"/usr/lib/cni/loopback": "/opt/cni/bin/loopback",
 	} {
 		if err := copyFile(src, n.hostPath(dst), 0o755); err != nil {
 			return err
 		}
+	}
+	if c.Dist {
+		return nil // the DaemonSet's init container installs ovn_cni and the conflist
+	}
+	if err := copyFile(c.bin("ovn_cni"), n.hostPath("/opt/cni/bin/ovn_cni"), 0o755); err != nil {
+		return err
 	}
 	// The conflist as shipped: its socket and OVS paths are the node's.
 	return copyFile(filepath.Join(c.Repo, "dist", "cni", "10-ovn-k8s.conflist"), n.hostPath("/etc/cni/net.d/10-ovn-k8s.conflist"), 0o644)

@@ -11,11 +11,11 @@ import (
 )
 
 // startOVNCentral starts the NB and SB databases and ovn-northd on the
-// control-plane node; the SB also listens on the node address for the
-// other nodes' ovn-controllers.
+// control-plane node; both also listen on the node address, the SB for the
+// other nodes' ovn-controllers, the NB for masters run by the Deployment.
 func (c *Cluster) startOVNCentral(n *Node, nbSchema, sbSchema string) error {
 	for _, db := range []struct{ name, schema, remote string }{
-		{"ovnnb_db", nbSchema, ""},
+		{"ovnnb_db", nbSchema, "--remote=ptcp:" + strconv.Itoa(nbPort) + ":" + n.IP},
 		{"ovnsb_db", sbSchema, "--remote=ptcp:" + strconv.Itoa(sbPort) + ":" + n.IP},
 	} {
 		file := "/var/lib/ovn/" + db.name + ".db"
@@ -60,7 +60,18 @@ func (c *Cluster) startOVNNode(n *Node) error {
 	if err := c.start(n, "ovn-controller", "ovn-controller", "unix:/run/openvswitch/db.sock", "--no-chdir", "--monitor"); err != nil {
 		return err
 	}
+	if c.Dist {
+		return nil // the DaemonSet's
+	}
 	return c.startNodeDaemon(n)
+}
+
+// nodeDaemonLog is the end of n's node daemon log, for errors.
+func (c *Cluster) nodeDaemonLog(n *Node) string {
+	if c.Dist {
+		return c.distDiagnostics()
+	}
+	return tail(c.logPath(n, "ovnkube-node"), 15)
 }
 
 func (c *Cluster) startNodeDaemon(n *Node) error {
@@ -68,7 +79,7 @@ func (c *Cluster) startNodeDaemon(n *Node) error {
 		"--node-name", n.Name, "--encap-ip", n.IP,
 		"--sb-address", fmt.Sprintf("tcp:%s:%d", c.ControlPlane().IP, sbPort),
 		"--kubeconfig", Kubeconfig, "--datapath-type", "netdev",
-		"--cluster-ip-subnet", clusterSubnet, "--service-cidr", serviceCIDR,
+		"--cluster-subnet", clusterSubnet+"/24", "--service-cidr", serviceCIDR,
 		"--bridge-interface", gatewayBridge, "--physical-ip", fmt.Sprintf("%s/%d", n.IP, underlayLen),
 		"--cni-server-socket", cniServerSocket)
 }

@@ -42,7 +42,11 @@ func (c *Cluster) Up(ctx context.Context) error {
 		schemas[s] = p
 	}
 	var images []string
-	for _, img := range Images {
+	wanted := Images
+	if c.Dist {
+		wanted = append(slices.Clone(Images), distImage)
+	}
+	for _, img := range wanted {
 		p := filepath.Join(c.Repo, "_output", "images", img)
 		if _, err := os.Stat(p); err != nil {
 			return fmt.Errorf("image %s is missing: run `make images`", p)
@@ -101,7 +105,12 @@ func (c *Cluster) Up(ctx context.Context) error {
 		return err
 	}
 	c.Log("cluster: control plane up after %s", time.Since(start).Round(time.Second))
-	if err := c.startMaster(cp); err != nil {
+	if c.Dist {
+		err = c.installDist(ctx)
+	} else {
+		err = c.startMaster(cp)
+	}
+	if err != nil {
 		return err
 	}
 	if err := c.each(func(n *Node) error {
@@ -124,12 +133,22 @@ func (c *Cluster) Up(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	if err := c.labelControlPlane(cp); err != nil {
+	if c.Dist {
+		err = c.labelMasterNodes()
+	} else {
+		err = c.labelControlPlane(cp)
+	}
+	if err != nil {
 		return err
 	}
 	for _, n := range c.Nodes {
 		if err := poll(ctx, 120*time.Second, "node "+n.Name+" Ready", func() error { return c.nodeReady(n.Name) }); err != nil {
-			return fmt.Errorf("%w\n%s\n%s", err, tail(c.logPath(n, "kubelet"), 15), tail(c.logPath(n, "ovnkube-node"), 15))
+			return fmt.Errorf("%w\n%s\n%s", err, tail(c.logPath(n, "kubelet"), 15), c.nodeDaemonLog(n))
+		}
+	}
+	if c.Dist {
+		if err := poll(ctx, 120*time.Second, "dist/kubernetes/ workloads ready", c.distReady); err != nil {
+			return fmt.Errorf("%w\n%s", err, c.distDiagnostics())
 		}
 	}
 	c.Log("cluster: %d nodes Ready after %s", len(c.Nodes), time.Since(start).Round(time.Second))

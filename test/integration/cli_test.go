@@ -24,6 +24,7 @@ func TestBadFlagsExitTwoNamingTheFlag(t *testing.T) {
 		{[]string{"master", "--nb-address", "unix:/x", "--kube-api-qps", "0"}, "--kube-api-qps"},
 		{[]string{"master", "--nb-address", "unix:/x", "--pod-workers", "0"}, "--pod-workers"},
 		{[]string{"master", "--bogus"}, "bogus"},
+		{[]string{"master", "--nb-address", "unix:/x", "--k8s-apiserver", "10.0.0.10:6443"}, "--k8s-apiserver"},
 		{[]string{"master", "--nb-address", "ssl:127.0.0.1:6641"}, "--nb-client-cert"},
 		{[]string{"master-init", "--nb-address", "ssl:127.0.0.1:6641", "--node-name", "m", "--master-switch-subnet", "10.244.0.0/24"}, "--nb-client-cert"},
 		{[]string{"gateway-init", "--nb-address", "ssl:127.0.0.1:6641", "--node-name", "n", "--bridge-interface", "breth0", "--physical-ip", "172.18.0.2/24",

@@ -9,7 +9,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -243,13 +245,23 @@ func setRoleRules(t *testing.T, c *cluster, ns, name string, rules []rbacv1.Poli
 
 // The node daemon (with a gateway) runs with exactly its ServiceAccount's
 // permissions and becomes ready; with any one rule of its role removed it
-// never does.
+// never does. It runs with the DaemonSet's flags: the gateway's address and
+// next hop are read from the bridge, as on every node of a DaemonSet.
 func TestNodeDaemonRBAC(t *testing.T) {
 	c := newNodeCluster(t)
 	c.startMaster()
 	n1 := c.addNode("n1")
 	c.nodeSubnet("n1")
 	gatewayBridge(t, n1)
+	for _, args := range [][]string{
+		{"addr", "add", "172.18.0.2/24", "dev", "breth1"},
+		{"link", "set", "breth1", "up"},
+		{"route", "add", "default", "via", "172.18.0.1", "dev", "breth1"},
+	} {
+		if out, err := n1.NS.Exec(append([]string{"ip"}, args...)...); err != nil {
+			t.Fatalf("%v: %v %s", args, err, out)
+		}
+	}
 	var rbac []*unstructured.Unstructured
 	for _, o := range distObjects(t) {
 		switch o.GetKind() {
@@ -265,7 +277,7 @@ func TestNodeDaemonRBAC(t *testing.T) {
 		return harness.Start(t, c.logDir, fmt.Sprintf("node-sa-%d", round), "ip", "netns", "exec", n1.NS.Name, harness.Binary(t, "ovnkube"), "node",
 			"--node-name", "n1", "--encap-ip", n1.TunnelIP, "--sb-address", "unix:"+c.ovn.SBSock,
 			"--ovs-address", n1.OVSAddress(), "--kubeconfig", kubeconfig, "--datapath-type", "netdev", "--resync-interval", "500ms",
-			"--bridge-interface", "breth1", "--physical-ip", "172.18.0.2/24", "--default-gw", "172.18.0.1",
+			"--bridge-interface", "breth1",
 			"--metrics-address", "127.0.0.1:9410", "--cni-server-socket", filepath.Join(c.logDir, "cni.sock"))
 	}
 	get := httpGetIn(n1.NS, 9410)
@@ -287,6 +299,14 @@ func TestNodeDaemonRBAC(t *testing.T) {
 		}
 		return nil
 	})
+	node, err := c.kube.Client.CoreV1().Nodes().Get(c.ctx(), "n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := annotations.ParseL3GatewayConfig(node.Annotations[annotations.NodeL3GatewayConfig])
+	if err != nil || fmt.Sprint(gw.IPs, gw.NextHops) != "[172.18.0.2/24] [172.18.0.1]" {
+		t.Fatalf("gateway from the bridge: %+v %v, want address 172.18.0.2/24 and next hop 172.18.0.1", gw, err)
+	}
 	d.Stop()
 	rules := roleRules(t, c.cluster, "", "ovnkube-node")
 	for i := range rules {
@@ -295,5 +315,67 @@ func TestNodeDaemonRBAC(t *testing.T) {
 		neverWithin(t, ready, fmt.Sprintf("rule %v of ovnkube-node is superfluous: the node daemon is ready without it", rules[i]))
 		d.Stop()
 		setRoleRules(t, c.cluster, "", "ovnkube-node", rules)
+	}
+}
+
+// Every flag the shipped manifests and systemd units pass exists in the
+// ovnkube subcommand they run (a renamed flag would stop the daemon).
+func TestDistCommandsUseRealFlags(t *testing.T) {
+	type command struct {
+		where, sub string
+		flags      []string
+	}
+	var cmds []command
+	for _, o := range distObjects(t) {
+		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		for _, ct := range containers {
+			m, _ := ct.(map[string]any)
+			cmd, _, _ := unstructured.NestedStringSlice(m, "command")
+			args, _, _ := unstructured.NestedStringSlice(m, "args")
+			if len(cmd) == 2 && cmd[0] == "/usr/bin/ovnkube" {
+				cmds = append(cmds, command{o.GetName() + "/" + fmt.Sprint(m["name"]), cmd[1], args})
+			}
+		}
+	}
+	units, _ := filepath.Glob(filepath.Join(harness.RepoRoot(t), "dist", "systemd", "*.service"))
+	for _, u := range units {
+		b, err := os.ReadFile(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.ReplaceAll(string(b), "\\\n", " ")
+		for _, line := range strings.Split(text, "\n") {
+			if exec, ok := strings.CutPrefix(line, "ExecStart="); ok {
+				f := strings.Fields(exec)
+				if len(f) < 2 || !strings.HasSuffix(f[0], "/ovnkube") {
+					t.Fatalf("%s: ExecStart %q does not run ovnkube", u, exec)
+				}
+				cmds = append(cmds, command{filepath.Base(u), f[1], f[2:]})
+			}
+		}
+	}
+	if len(cmds) < 4 {
+		t.Fatalf("found %d ovnkube commands in dist/, want the master and node of both the manifests and the units", len(cmds))
+	}
+	for _, c := range cmds {
+		help, err := harness.Run(harness.Binary(t, "ovnkube"), c.sub, "--help")
+		if err != nil {
+			t.Fatalf("%s: ovnkube %s --help: %v", c.where, c.sub, err)
+		}
+		n := 0
+		for _, a := range c.flags {
+			name, ok := strings.CutPrefix(a, "--")
+			if !ok {
+				continue
+			}
+			name, _, _ = strings.Cut(name, "=")
+			n++
+			if !regexp.MustCompile(`--` + regexp.QuoteMeta(name) + `[ ,\n]`).MatchString(help) {
+				t.Errorf("%s passes --%s, which `ovnkube %s` does not have", c.where, name, c.sub)
+			}
+		}
+		if n == 0 {
+			t.Errorf("%s: no flags found in %v", c.where, c.flags)
+		}
 	}
 }

@@ -8,7 +8,8 @@ import (
 
 // Kube is how a command reaches the Kubernetes API.
 type Kube struct {
-	Kubeconfig string // empty: in-cluster config
+	Kubeconfig string // empty: the pod's service account
+	APIServer  string // overrides the kubeconfig's server, or the in-cluster ClusterIP
 	QPS        float32
 	Burst      int
 }
@@ -48,7 +49,9 @@ const DefaultResyncInterval = 5 * time.Minute
 // Defaults shared by every command that takes the setting.
 const (
 	DefaultClusterSubnet = "10.244.0.0/16"
-	DefaultHostSubnetLen = 24
-	DefaultServiceCIDR   = "10.96.0.0/16"
-	DefaultJoinSubnet    = "100.64.0.0/16"
+	// DefaultClusterSubnetFlag is --cluster-subnet's default: CIDR/HOSTLEN,
+	// /24 host subnets.
+	DefaultClusterSubnetFlag = DefaultClusterSubnet + "/24"
+	DefaultServiceCIDR       = "10.96.0.0/16"
+	DefaultJoinSubnet        = "100.64.0.0/16"
 )

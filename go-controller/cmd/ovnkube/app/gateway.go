@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/node"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovs"
@@ -22,8 +21,8 @@ import (
 func gatewayFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "bridge-interface", Aliases: []string{"gateway-bridge"}, Usage: "OVS bridge holding the physical NIC, e.g. breth0 (see nics-to-bridge); gives the node a shared gateway"},
-		&cli.StringFlag{Name: "physical-ip", Aliases: []string{"gateway-ip"}, Usage: "this node's address/length on that network, e.g. 172.18.0.2/24"},
-		&cli.StringFlag{Name: "default-gw", Aliases: []string{"gateway-nexthop"}, Usage: "next hop of the gateway router's default route"},
+		&cli.StringFlag{Name: "physical-ip", Aliases: []string{"gateway-ip"}, Usage: "this node's address/length on that network, e.g. 172.18.0.2/24; default: the bridge's one global IPv4 address"},
+		&cli.StringFlag{Name: "default-gw", Aliases: []string{"gateway-nexthop"}, Usage: "next hop of the gateway router's default route; default: that of the host's default route through the bridge (none: no default route)"},
 	}
 }
 
@@ -33,23 +32,33 @@ func gatewayConfig(c *cli.Context, require bool) (*node.GatewayConfig, error) {
 	if c.String("bridge-interface") == "" && !require {
 		return nil, nil
 	}
-	for _, name := range []string{"node-name", "bridge-interface", "physical-ip"} {
+	for _, name := range []string{"node-name", "bridge-interface"} {
 		if _, err := required(c, name); err != nil {
 			return nil, err
 		}
 	}
 	cfg := &node.GatewayConfig{NodeName: c.String("node-name"), Bridge: c.String("bridge-interface"), OVSAddress: c.String("ovs-address")}
 	var err error
-	if cfg.PhysicalIP, err = netip.ParsePrefix(c.String("physical-ip")); err != nil || !cfg.PhysicalIP.Addr().Is4() {
-		return nil, flagError("physical-ip", fmt.Errorf("%q is not an IPv4 address/length such as 172.18.0.2/24", c.String("physical-ip")))
+	if c.String("physical-ip") == "" || c.String("default-gw") == "" {
+		// A DaemonSet says the same for every node: the rest is the bridge's.
+		ip, gw, err := node.BridgeAddresses(cfg.Bridge)
+		if err != nil && c.String("physical-ip") == "" {
+			return nil, flagError("physical-ip", err)
+		}
+		cfg.PhysicalIP, cfg.DefaultGW = ip, gw
+	}
+	if s := c.String("physical-ip"); s != "" {
+		if cfg.PhysicalIP, err = netip.ParsePrefix(s); err != nil || !cfg.PhysicalIP.Addr().Is4() {
+			return nil, flagError("physical-ip", fmt.Errorf("%q is not an IPv4 address/length such as 172.18.0.2/24", s))
+		}
 	}
 	if s := c.String("default-gw"); s != "" {
 		if cfg.DefaultGW, err = netip.ParseAddr(s); err != nil || !cfg.DefaultGW.Is4() {
 			return nil, flagError("default-gw", fmt.Errorf("%q is not an IPv4 address", s))
 		}
 	}
-	if _, err := config.ParseCIDRs(c.StringSlice("cluster-ip-subnet")); err != nil {
-		return nil, flagError("cluster-ip-subnet", err)
+	if _, err := clusterCIDRs(c); err != nil {
+		return nil, err
 	}
 	return cfg, nil
 }
@@ -65,7 +74,7 @@ func gatewayInitCommand() *cli.Command {
 			"so; --remove takes it all away again. Idempotent.",
 		Flags: append(append(kubeFlags(),
 			&cli.StringFlag{Name: "node-name", Usage: "this node's Kubernetes name (required)"},
-			&cli.StringSliceFlag{Name: "cluster-ip-subnet", Value: cli.NewStringSlice(config.DefaultClusterSubnet), Usage: "pod network(s); accepted as the seed did, the master's --cluster-subnet is what is SNATed"},
+			clusterSubnetFlag("pod network(s); checked only, the master's --cluster-subnet is what is SNATed"),
 			&cli.StringFlag{Name: "ovs-address", Value: ovs.DefaultAddress, Usage: "local OVS database (the bridge's management socket is in the same directory)"},
 			&cli.StringFlag{Name: "nb-address", Usage: "OVN NB database: if given, wait until the master has built GR_<node>"},
 			&cli.DurationFlag{Name: "timeout", Value: 60 * time.Second, Usage: "give up after this long (unreachable databases, no gateway router yet)"},

@@ -3,7 +3,9 @@ package app
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"sync/atomic"
 	"time"
@@ -23,14 +25,20 @@ import (
 
 func kubeFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig file; empty: in-cluster service account", EnvVars: []string{"KUBECONFIG"}},
+		&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig file; empty: the pod's service account", EnvVars: []string{"KUBECONFIG"}},
+		&cli.StringFlag{Name: "k8s-apiserver", Usage: "API server URL, e.g. https://10.0.0.10:6443 (overrides the kubeconfig's); without --kubeconfig the pod's service account talks to it. Default in a pod: the kubernetes Service's ClusterIP, which needs the pod network this program builds, so host-network pods set it"},
 		&cli.Float64Flag{Name: "kube-api-qps", Value: 2000, Usage: "client-side rate limit of Kubernetes API requests per second (a low limit caps pods/s)"},
 		&cli.IntFlag{Name: "kube-api-burst", Value: 4000, Usage: "burst above --kube-api-qps"},
 	}
 }
 
 func kubeConfig(c *cli.Context) (config.Kube, error) {
-	k := config.Kube{Kubeconfig: c.String("kubeconfig"), QPS: float32(c.Float64("kube-api-qps")), Burst: c.Int("kube-api-burst")}
+	k := config.Kube{Kubeconfig: c.String("kubeconfig"), APIServer: c.String("k8s-apiserver"), QPS: float32(c.Float64("kube-api-qps")), Burst: c.Int("kube-api-burst")}
+	if k.APIServer != "" {
+		if u, err := url.Parse(k.APIServer); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return k, flagError("k8s-apiserver", fmt.Errorf("%q is not a URL such as https://10.0.0.10:6443", k.APIServer))
+		}
+	}
 	if k.QPS <= 0 {
 		return k, flagError("kube-api-qps", fmt.Errorf("must be positive"))
 	}
@@ -52,19 +60,37 @@ func kubeClient(k config.Kube, agent string) (kubernetes.Interface, error) {
 func kubeRESTConfig(k config.Kube, agent string) (*rest.Config, error) {
 	var rc *rest.Config
 	var err error
-	if k.Kubeconfig != "" {
-		rc, err = clientcmd.BuildConfigFromFlags("", k.Kubeconfig)
-	} else {
+	switch {
+	case k.Kubeconfig != "":
+		rc, err = clientcmd.BuildConfigFromFlags(k.APIServer, k.Kubeconfig)
+	case k.APIServer != "":
+		rc, err = serviceAccountConfig(k.APIServer)
+	default:
 		rc, err = rest.InClusterConfig()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("Kubernetes client config (set --kubeconfig outside a cluster): %w", err)
+		return nil, fmt.Errorf("Kubernetes client config (set --kubeconfig outside a pod): %w", err)
 	}
 	rc.QPS, rc.Burst = k.QPS, k.Burst
 	rc.UserAgent = agent
 	rc.ContentType = "application/vnd.kubernetes.protobuf"
 	rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	return rc, nil
+}
+
+// serviceAccountDir is where a pod finds its service account's token and
+// the cluster's CA.
+const serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+// serviceAccountConfig is the pod's service account talking to server: what
+// rest.InClusterConfig builds, without its ClusterIP.
+func serviceAccountConfig(server string) (*rest.Config, error) {
+	token := filepath.Join(serviceAccountDir, "token")
+	if _, err := os.Stat(token); err != nil {
+		return nil, fmt.Errorf("no service account token (%w)", err)
+	}
+	return &rest.Config{Host: server, BearerTokenFile: token,
+		TLSClientConfig: rest.TLSClientConfig{CAFile: filepath.Join(serviceAccountDir, "ca.crt")}}, nil
 }
 
 func masterCommand() *cli.Command {
@@ -78,7 +104,7 @@ func masterCommand() *cli.Command {
 			"from annotations and the NB, and only rows ovn-k8s owns are ever deleted.",
 		Flags: append(append(append(append(kubeFlags(), tlsFlags("nb")...),
 			&cli.StringFlag{Name: "nb-address", Usage: "OVN NB database: unix:PATH, tcp:HOST:PORT or ssl:HOST:PORT; comma-separated for a clustered NB"},
-			&cli.StringSliceFlag{Name: "cluster-subnet", Value: cli.NewStringSlice(fmt.Sprintf("%s/%d", config.DefaultClusterSubnet, config.DefaultHostSubnetLen)), Usage: "pod network CIDR/HOSTLEN (repeatable; one per IP family for dual-stack)"},
+			&cli.StringSliceFlag{Name: "cluster-subnet", Aliases: []string{"cluster-ip-subnet"}, Value: cli.NewStringSlice(config.DefaultClusterSubnetFlag), Usage: "pod network CIDR/HOSTLEN (repeatable; one per IP family for dual-stack)"},
 			&cli.StringSliceFlag{Name: "service-cidr", Value: cli.NewStringSlice(config.DefaultServiceCIDR), Usage: "service ClusterIP range (repeatable)"},
 			&cli.StringFlag{Name: "join-subnet", Value: config.DefaultJoinSubnet, Usage: "subnet of the join switch between the cluster router and gateway routers"},
 			&cli.IntFlag{Name: "pod-workers", Value: 32, Usage: "pods synced concurrently (their NB writes share transactions)"},

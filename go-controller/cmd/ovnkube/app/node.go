@@ -24,7 +24,7 @@ import (
 func nodeFlags() []cli.Flag {
 	return append(kubeFlags(),
 		&cli.StringFlag{Name: "node-name", Usage: "this node's Kubernetes name (required)"},
-		&cli.StringSliceFlag{Name: "cluster-ip-subnet", Value: cli.NewStringSlice(config.DefaultClusterSubnet), Usage: "pod network(s), routed through the management port"},
+		clusterSubnetFlag("pod network(s), routed through the management port"),
 		&cli.StringSliceFlag{Name: "service-cidr", Value: cli.NewStringSlice(config.DefaultServiceCIDR), Usage: "service range(s), routed through the management port"},
 		&cli.StringFlag{Name: "minion-switch-subnet", Usage: "this node's host subnet; default: read from its k8s.ovn.org/node-subnets annotation"},
 		&cli.StringFlag{Name: "encap-type", Value: "geneve", Usage: "tunnel encapsulation: geneve or vxlan"},
@@ -40,6 +40,26 @@ func nodeFlags() []cli.Flag {
 	)
 }
 
+// clusterSubnetFlag is the master's --cluster-subnet, for the commands that
+// need only its ranges: the same value (one ConfigMap key) serves them all.
+func clusterSubnetFlag(usage string) cli.Flag {
+	return &cli.StringSliceFlag{Name: "cluster-subnet", Aliases: []string{"cluster-ip-subnet"},
+		Value: cli.NewStringSlice(config.DefaultClusterSubnetFlag), Usage: usage + ": CIDR[/HOSTLEN], as the master's"}
+}
+
+// clusterCIDRs are the ranges of --cluster-subnet (host lengths ignored).
+func clusterCIDRs(c *cli.Context) ([]netip.Prefix, error) {
+	subnets, err := config.ParseClusterSubnets(c.StringSlice("cluster-subnet"))
+	if err != nil {
+		return nil, flagError("cluster-subnet", err)
+	}
+	out := make([]netip.Prefix, len(subnets))
+	for i, s := range subnets {
+		out[i] = s.CIDR
+	}
+	return out, nil
+}
+
 func nodeConfig(c *cli.Context) (node.Config, config.Kube, error) {
 	var cfg node.Config
 	var err error
@@ -49,8 +69,8 @@ func nodeConfig(c *cli.Context) (node.Config, config.Kube, error) {
 		}
 	}
 	cfg.NodeName = c.String("node-name")
-	if cfg.ClusterSubnets, err = config.ParseCIDRs(c.StringSlice("cluster-ip-subnet")); err != nil {
-		return cfg, config.Kube{}, flagError("cluster-ip-subnet", err)
+	if cfg.ClusterSubnets, err = clusterCIDRs(c); err != nil {
+		return cfg, config.Kube{}, err
 	}
 	if cfg.ServiceCIDRs, err = config.ParseCIDRs(c.StringSlice("service-cidr")); err != nil {
 		return cfg, config.Kube{}, flagError("service-cidr", err)
@@ -98,7 +118,7 @@ func nodeConfig(c *cli.Context) (node.Config, config.Kube, error) {
 // optionalKube builds a client when a kubeconfig was given (minion-init can
 // run without one if the subnet is on the command line).
 func optionalKube(k config.Kube, needed bool) (kubernetes.Interface, error) {
-	if k.Kubeconfig == "" && !needed {
+	if k.Kubeconfig == "" && k.APIServer == "" && !needed {
 		return nil, nil
 	}
 	return kubeClient(k, "ovnkube-minion-init")
@@ -152,9 +172,6 @@ func nodeCommand() *cli.Command {
 			cfg, kcfg, err := nodeConfig(c)
 			if err != nil {
 				return err
-			}
-			if kcfg.Kubeconfig == "" {
-				return flagError("kubeconfig", fmt.Errorf("is required by the node daemon"))
 			}
 			gw, err := gatewayConfig(c, false)
 			if err != nil {

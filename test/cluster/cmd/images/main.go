@@ -7,9 +7,11 @@
 //	             runs (curl, nc, dig, wget, ip, ...) and /agnhost: every
 //	             e2e-test-images tag the network suite pulls
 //	coredns.tar  /coredns (test/tools/coredns, built by make deps)
+//	ovnkube.tar  a Debian minbase root with iptables and ovs-ofctl, and
+//	             ovnkube, ovn_cni and the conflist: what dist/kubernetes/ runs
 //
 // Each archive is rebuilt only when its key, a sha256 over all of its inputs,
-// differs from the one stored beside it in NAME.key. The Debian root is cached
+// differs from the one stored beside it in NAME.key. The Debian roots are cached
 // apart (under -cache, keyed by suite, packages and mirror), so that a new
 // agnhost binary does not run debootstrap again. Run it, as root, from the
 // top of the checkout.
@@ -38,20 +40,35 @@ import (
 )
 
 const (
-	module = "github.com/ovn-k8s/ovn-k8s"
-	// What the agnhost image's root is made of: debootstrap's minbase plus
-	// the commands the e2e suite runs in its pods.
-	packages = "curl,netcat-openbsd,dnsutils,wget,iproute2,ca-certificates,iperf,bash"
-	// commands the agnhost image must have; checked in the root after debootstrap.
-	commands = "curl nc dig nslookup wget getent ip sh seq iperf bash"
-	// What upstream's agnhost Dockerfile adds besides packages: the upload
-	// directory, the second name, and the user and group tests look up.
-	customize = "mkdir -p /uploads && ln -s agnhost /agnhost-2 && groupadd -g 50000 group-defined-in-image && " +
-		"useradd -u 1000 -M -N user-defined-in-image && usermod -a -G group-defined-in-image user-defined-in-image"
+	module      = "github.com/ovn-k8s/ovn-k8s"
 	mirrorShell = "hack/stacks/mirror.sh"
 	pauseTag    = "registry.k8s.io/pause:3.10.1"
 	corednsTag  = "localhost/ovn-k8s/coredns:v1.14.7"
 )
+
+// rootSpec is a Debian root an image is made from: debootstrap's minbase,
+// packages, then customize run in it; commands must be there afterwards.
+type rootSpec struct{ name, packages, commands, customize string }
+
+// agnhostRoot holds the commands the e2e suite runs in its pods, and what
+// upstream's agnhost Dockerfile adds besides packages: the upload directory,
+// the second name, and the user and group tests look up.
+var agnhostRoot = rootSpec{
+	name:     "agnhost",
+	packages: "curl,netcat-openbsd,dnsutils,wget,iproute2,ca-certificates,iperf,bash",
+	commands: "curl nc dig nslookup wget getent ip sh seq iperf bash",
+	customize: "mkdir -p /uploads && ln -s agnhost /agnhost-2 && groupadd -g 50000 group-defined-in-image && " +
+		"useradd -u 1000 -M -N user-defined-in-image && usermod -a -G group-defined-in-image user-defined-in-image",
+}
+
+// ovnkubeRoot holds what the node daemon runs besides itself: iptables (the
+// host NodePort chain) and ovs-ofctl (the gateway bridge's flows).
+var ovnkubeRoot = rootSpec{
+	name:      "ovnkube",
+	packages:  "iptables,openvswitch-common",
+	commands:  "iptables iptables-restore ovs-ofctl sh cp mv",
+	customize: "true",
+}
 
 // agnhostTags are the images the network e2e suite runs; agnhost serves them
 // all (its subcommands stand in for nginx, busybox and jessie-dnsutils, whose
@@ -109,6 +126,7 @@ func run(ctx context.Context, out, bin, cache string) error {
 		{"pause", b.pauseInputs, b.pause},
 		{"coredns", b.corednsInputs, b.coredns},
 		{"agnhost", b.agnhostInputs, b.agnhost},
+		{"ovnkube", b.ovnkubeInputs, b.ovnkube},
 	}
 	var failed []string
 	for _, t := range targets {
@@ -307,7 +325,7 @@ func (b *builder) coredns(tmp, out string) error {
 }
 
 var agnhostConfig = image.Config{Tags: agnhostTags, Entrypoint: []string{"/agnhost"}, Cmd: []string{"pause"},
-	CreatedBy: "debootstrap --variant=minbase --include=" + packages + "; /agnhost"}
+	CreatedBy: "debootstrap --variant=minbase --include=" + agnhostRoot.packages + "; /agnhost"}
 
 func (b *builder) agnhostBinary() (string, error) {
 	p := filepath.Join(b.bin, "agnhost")
@@ -346,7 +364,7 @@ func (b *builder) agnhostInputs(k *key) error {
 		return err
 	}
 	b.debian = d
-	k.add("debian", d.suite, d.mirror, packages)
+	k.add("debian", d.suite, d.mirror, agnhostRoot.packages)
 	k.add("config", fmt.Sprintf("%q", agnhostConfig))
 	porter, err := porterDir(b.ctx)
 	if err != nil {
@@ -365,7 +383,7 @@ func (b *builder) agnhost(tmp, out string) error {
 	if err != nil {
 		return err
 	}
-	root, err := b.debianRoot(b.debian)
+	root, err := b.debianRoot(b.debian, agnhostRoot)
 	if err != nil {
 		return err
 	}
@@ -380,6 +398,66 @@ func (b *builder) agnhost(tmp, out string) error {
 		"/localhost.key": {Source: filepath.Join(porter, "localhost.key"), Mode: 0o644},
 	}}
 	return image.Write(out, layer, []image.Config{agnhostConfig})
+}
+
+// ovnkubeTag is the image dist/kubernetes/ runs: ovnkube, ovn_cni and the
+// conflist the DaemonSet's init container installs.
+const ovnkubeTag = "localhost/ovn-k8s/ovnkube:latest"
+
+var ovnkubeConfig = image.Config{Tags: []string{ovnkubeTag}, Entrypoint: []string{"/usr/bin/ovnkube"},
+	CreatedBy: "debootstrap --variant=minbase --include=" + ovnkubeRoot.packages + "; make build"}
+
+// ovnkubeFiles are the image's own files: what `make build` made, and the
+// conflist as shipped.
+func (b *builder) ovnkubeFiles() (map[string]image.File, error) {
+	files := map[string]image.File{
+		"/usr/bin/ovnkube":                       {Source: filepath.Join(b.bin, "ovnkube"), Mode: 0o755},
+		"/usr/bin/ovn_cni":                       {Source: filepath.Join(b.bin, "ovn_cni"), Mode: 0o755},
+		"/usr/share/ovn-k8s/10-ovn-k8s.conflist": {Source: "dist/cni/10-ovn-k8s.conflist", Mode: 0o644},
+	}
+	for _, f := range files {
+		if _, err := os.Stat(f.Source); err != nil {
+			return nil, fmt.Errorf("no %s: make build makes the binaries", f.Source)
+		}
+	}
+	return files, nil
+}
+
+func (b *builder) ovnkubeInputs(k *key) error {
+	files, err := b.ovnkubeFiles()
+	if err != nil {
+		return err
+	}
+	d, err := b.host()
+	if err != nil {
+		return err
+	}
+	b.debian = d
+	k.add("debian", d.suite, d.mirror, ovnkubeRoot.packages)
+	k.add("config", fmt.Sprintf("%q", ovnkubeConfig))
+	names := make([]string, 0, len(files))
+	for name := range files {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if err := k.file("file", name, files[name].Source); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *builder) ovnkube(tmp, out string) error {
+	files, err := b.ovnkubeFiles()
+	if err != nil {
+		return err
+	}
+	root, err := b.debianRoot(b.debian, ovnkubeRoot)
+	if err != nil {
+		return err
+	}
+	return image.Write(out, image.Layer{Root: root, Files: files}, []image.Config{ovnkubeConfig})
 }
 
 // porterDir is agnhost's porter source in the Kubernetes module that
@@ -410,14 +488,15 @@ func codename() (string, error) {
 	return "", errors.New("no VERSION_CODENAME in /etc/os-release: the agnhost image is made from this system's Debian release")
 }
 
-// debianRoot returns the cached root for d, making it with debootstrap
-// (a few minutes) when there is none. Roots of other keys are removed.
-func (b *builder) debianRoot(d debian) (string, error) {
+// debianRoot returns the cached root of spec for d, making it with
+// debootstrap (a few minutes) when there is none. Roots of spec's other keys
+// are removed.
+func (b *builder) debianRoot(d debian, spec rootSpec) (string, error) {
 	k := &key{}
-	k.add("debian", d.suite, d.mirror, packages)
+	k.add("debian", d.suite, d.mirror, spec.packages)
 	k.add("clean", "/var/cache/apt/archives/*.deb", "/var/lib/apt/lists/*")
-	k.add("customize", customize)
-	name := "agnhost-root-" + k.sum()[:16]
+	k.add("customize", spec.customize)
+	name := spec.name + "-root-" + k.sum()[:16]
 	cache, err := filepath.Abs(b.cache)
 	if err != nil {
 		return "", err
@@ -430,7 +509,7 @@ func (b *builder) debianRoot(d debian) (string, error) {
 		return "", err
 	}
 	// Other roots, and what an interrupted build left (its mounts first).
-	old, _ := filepath.Glob(filepath.Join(cache, "agnhost-root-*"))
+	old, _ := filepath.Glob(filepath.Join(cache, spec.name+"-root-*"))
 	for _, o := range old {
 		if err := removeTree(o); err != nil {
 			return "", err
@@ -444,9 +523,9 @@ func (b *builder) debianRoot(d debian) (string, error) {
 	}
 	tmp := root + ".tmp"
 	log := root + ".log"
-	fmt.Printf("agnhost.tar: debootstrap %s from %s (about 2 minutes; log in %s)\n", d.suite, d.mirror, log)
+	fmt.Printf("%s.tar: debootstrap %s from %s (about 2 minutes; log in %s)\n", spec.name, d.suite, d.mirror, log)
 	start := time.Now()
-	err = debootstrap(b.ctx, d, tmp, log)
+	err = debootstrap(b.ctx, d, spec.packages, tmp, log)
 	// debootstrap mounts proc and sys in the root while it installs: none may
 	// stay, whatever happened (the root is removed with them otherwise).
 	if uerr := unmountUnder(tmp); uerr != nil {
@@ -465,19 +544,19 @@ func (b *builder) debianRoot(d debian) (string, error) {
 			}
 		}
 	}
-	check := exec.CommandContext(b.ctx, "chroot", tmp, "/bin/sh", "-c", customize+" && "+
-		`for c in `+commands+`; do command -v $c >/dev/null || { echo "no $c"; exit 1; }; done`)
+	check := exec.CommandContext(b.ctx, "chroot", tmp, "/bin/sh", "-c", spec.customize+" && "+
+		`for c in `+spec.commands+`; do command -v $c >/dev/null || { echo "no $c"; exit 1; }; done`)
 	if msg, err := check.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("the debootstrap root in %s lacks a command (%s): %s: check the package list", tmp, err, strings.TrimSpace(string(msg)))
 	}
 	if err := os.Rename(tmp, root); err != nil {
 		return "", err
 	}
-	fmt.Printf("agnhost.tar: debootstrap took %s\n", time.Since(start).Round(time.Second))
+	fmt.Printf("%s.tar: debootstrap took %s\n", spec.name, time.Since(start).Round(time.Second))
 	return root, nil
 }
 
-func debootstrap(ctx context.Context, d debian, root, logPath string) error {
+func debootstrap(ctx context.Context, d debian, packages, root, logPath string) error {
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return err

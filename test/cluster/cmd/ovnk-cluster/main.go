@@ -14,7 +14,7 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/test/cluster"
 )
 
-const usage = `usage: ovnk-cluster [flags] up|down|kubectl ARGS...|e2e|conformance|demo|northsouth
+const usage = `usage: ovnk-cluster [flags] up|down|kubectl ARGS...|e2e|conformance|demo|northsouth|install
 
   up           build the cluster (control plane + workers) and wait until it is Ready
   down         stop everything the cluster started and undo every host change
@@ -23,6 +23,8 @@ const usage = `usage: ovnk-cluster [flags] up|down|kubectl ARGS...|e2e|conforman
   conformance  up, e2e, down (down also on failure or interrupt)
   demo         up (unless running), a Deployment, a Service and a client pod, and a report
   northsouth   up, the demo's paths, a node's gateway removed and restored, down
+  install      up with ovn-k8s installed from dist/kubernetes/ and the ovnkube image
+               (-dist), the demo's paths, the leading master pod deleted, down
 
 flags:
 `
@@ -31,6 +33,7 @@ func main() {
 	fs := flag.NewFlagSet("ovnk-cluster", flag.ContinueOnError)
 	fs.Usage = func() { fmt.Fprint(os.Stderr, usage); fs.PrintDefaults() }
 	workers := fs.Int("workers", 2, "worker nodes")
+	dist := fs.Bool("dist", false, "up: install ovn-k8s from dist/kubernetes/ and the ovnkube image instead of starting its daemons")
 	e2eCfg := cluster.E2EConfig{}
 	fs.StringVar(&e2eCfg.Focus, "focus", cluster.ConformanceFocus, "ginkgo focus regexp")
 	fs.StringVar(&e2eCfg.Skip, "skip", "", "ginkgo skip regexp (added to the documented skips)")
@@ -47,7 +50,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "ovnk-cluster:", err)
 		os.Exit(1)
 	}
-	c := cluster.New(cluster.Config{Repo: repo, Dir: filepath.Join(repo, "_output", "cluster"), Workers: *workers})
+	c := cluster.New(cluster.Config{Repo: repo, Dir: filepath.Join(repo, "_output", "cluster"), Workers: *workers, Dist: *dist})
 	e2eCfg.Out = filepath.Join(repo, "_output", "conformance")
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -92,6 +95,13 @@ func main() {
 	case "northsouth":
 		code = upRunDown(ctx, c, "northsouth", func() error {
 			report, err := c.NorthSouth(ctx)
+			fmt.Print(report)
+			return err
+		})
+	case "install":
+		c.Dist = true
+		code = upRunDown(ctx, c, "install", func() error {
+			report, err := c.Install(ctx)
 			fmt.Print(report)
 			return err
 		})

@@ -1,0 +1,207 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// An installed cluster (Config.Dist) runs ovn-k8s as an operator would:
+// the ovnkube image (`make images`) in every node's containerd, OVS and
+// ovn-controller on the hosts, and dist/kubernetes/ applied with kubectl,
+// the ConfigMap holding this cluster's settings. The master is then the
+// Deployment's two replicas (every node may run one) and the node daemon,
+// ovn_cni and the conflist come from the DaemonSet.
+const (
+	distNamespace = "ovn-kubernetes"
+	distImage     = "ovnkube.tar"
+	nbPort        = 6641
+)
+
+// distConfig is the ConfigMap dist/kubernetes/20-config.yaml stands for.
+func (c *Cluster) distConfig() *corev1.ConfigMap {
+	cp := c.ControlPlane()
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "ovn-config", Namespace: distNamespace},
+		Data: map[string]string{
+			"cluster_subnet":    clusterSubnet + "/24",
+			"service_cidr":      serviceCIDR,
+			"nb_address":        "tcp:" + cp.IP + ":" + strconv.Itoa(nbPort),
+			"sb_address":        "tcp:" + cp.IP + ":" + strconv.Itoa(sbPort),
+			"k8s_apiserver":     c.APIServer(),
+			"gateway_interface": gatewayBridge,
+			"datapath_type":     "netdev",
+		},
+	}
+}
+
+// installDist applies dist/kubernetes/ in file order, with distConfig in
+// place of the example ConfigMap.
+func (c *Cluster) installDist(ctx context.Context) error {
+	files, err := filepath.Glob(filepath.Join(c.Repo, "dist", "kubernetes", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return fmt.Errorf("no dist/kubernetes/*.yaml in %s", c.Repo)
+	}
+	sort.Strings(files)
+	for _, f := range files {
+		if filepath.Base(f) == "20-config.yaml" {
+			if _, err := c.Client.CoreV1().ConfigMaps(distNamespace).Create(ctx, c.distConfig(), metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("ConfigMap ovn-config: %w", err)
+			}
+			continue
+		}
+		if out, err := c.Exec(c.ControlPlane(), c.bin("kubectl"), "--kubeconfig", Kubeconfig, "apply", "-f", f); err != nil {
+			return fmt.Errorf("kubectl apply -f %s: %w: %s", f, err, out)
+		}
+	}
+	return nil
+}
+
+// labelMasterNodes lets every node run a master replica: the Deployment
+// wants control-plane nodes, one replica each.
+func (c *Cluster) labelMasterNodes() error {
+	for _, n := range c.Nodes {
+		if err := c.labelControlPlane(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// distDiagnostics is what an operator would look at when the install does
+// not come up: the workloads' pods and the last lines of their logs.
+func (c *Cluster) distDiagnostics() string {
+	var b strings.Builder
+	out, _ := c.Exec(c.ControlPlane(), c.bin("kubectl"), "--kubeconfig", Kubeconfig, "get", "pods", "-n", distNamespace, "-o", "wide")
+	fmt.Fprintf(&b, "--- kubectl get pods -n %s:\n%s", distNamespace, out)
+	pods, err := c.Client.CoreV1().Pods(distNamespace).List(bg, metav1.ListOptions{})
+	if err != nil {
+		return b.String() + err.Error()
+	}
+	lines := int64(15)
+	for _, p := range pods.Items {
+		for _, ct := range p.Spec.Containers {
+			logs, err := c.Client.CoreV1().Pods(distNamespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: ct.Name, TailLines: &lines}).DoRaw(bg)
+			fmt.Fprintf(&b, "--- %s/%s:\n%s%s", p.Name, ct.Name, logs, errOrEmpty(err))
+		}
+	}
+	return b.String()
+}
+
+// distReady reports why the installed workloads are not all ready: every
+// node runs a ready node daemon, and one master replica holds the Lease.
+func (c *Cluster) distReady() error {
+	ds, err := c.Client.AppsV1().DaemonSets(distNamespace).Get(bg, "ovnkube-node", metaGet)
+	if err != nil {
+		return err
+	}
+	if int(ds.Status.NumberReady) != len(c.Nodes) {
+		return fmt.Errorf("DaemonSet ovnkube-node: %d of %d ready", ds.Status.NumberReady, len(c.Nodes))
+	}
+	holder, err := c.masterLeader()
+	if err != nil {
+		return err
+	}
+	pod, err := c.Client.CoreV1().Pods(distNamespace).Get(bg, holder, metaGet)
+	if err != nil {
+		return fmt.Errorf("the Lease's holder %q: %w", holder, err)
+	}
+	if !podReady(pod) {
+		return fmt.Errorf("master %s holds the Lease but is not ready", holder)
+	}
+	return nil
+}
+
+// masterLeader is the pod holding the master's Lease.
+func (c *Cluster) masterLeader() (string, error) {
+	l, err := c.Client.CoordinationV1().Leases(distNamespace).Get(bg, "ovnkube-master", metaGet)
+	if err != nil {
+		return "", err
+	}
+	if !leaseHeld(l) {
+		return "", fmt.Errorf("Lease ovnkube-master is not held")
+	}
+	return *l.Spec.HolderIdentity, nil
+}
+
+func leaseHeld(l *coordinationv1.Lease) bool {
+	return l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" && l.Spec.RenewTime != nil &&
+		l.Spec.LeaseDurationSeconds != nil &&
+		time.Since(l.Spec.RenewTime.Time) < time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// Install is the installed cluster's check, after Up: the demo's paths,
+// then the leading master pod deleted (as `kubectl delete pod` or a drain
+// would) and another replica taking over: it holds the Lease within 15 s
+// and gives a new pod its address. (A leader killed with SIGKILL is
+// test/integration's TestLeaderKilledMidChurn...)
+func (c *Cluster) Install(ctx context.Context) (string, error) {
+	report, err := c.Demo(ctx)
+	if err != nil {
+		return report, err
+	}
+	var b strings.Builder
+	b.WriteString(report)
+	old, err := c.masterLeader()
+	if err != nil {
+		return b.String(), err
+	}
+	zero := int64(0)
+	killed := time.Now()
+	if err := c.Client.CoreV1().Pods(distNamespace).Delete(ctx, old, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		return b.String(), err
+	}
+	var holder string
+	if err := poll(ctx, 15*time.Second, "another master replica holding the Lease after "+old+" was deleted", func() error {
+		var err error
+		if holder, err = c.masterLeader(); err != nil {
+			return err
+		}
+		if holder == old {
+			return fmt.Errorf("still %s", holder)
+		}
+		return nil
+	}); err != nil {
+		return b.String(), fmt.Errorf("%w\n%s", err, c.distDiagnostics())
+	}
+	took := time.Since(killed)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "after-takeover", Namespace: demoNS},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: agnhostImg, Args: []string{"pause"}}}},
+	}
+	if _, err := c.Client.CoreV1().Pods(demoNS).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return b.String(), err
+	}
+	if err := poll(ctx, 60*time.Second, "pod after-takeover Running with an address from "+holder, func() error {
+		p, err := c.Client.CoreV1().Pods(demoNS).Get(ctx, pod.Name, metaGet)
+		if err != nil {
+			return err
+		}
+		if p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" {
+			return fmt.Errorf("phase %s, IP %q", p.Status.Phase, p.Status.PodIP)
+		}
+		return nil
+	}); err != nil {
+		return b.String(), fmt.Errorf("%w\n%s", err, c.distDiagnostics())
+	}
+	fmt.Fprintf(&b, "=== master failover ===\ndeleted the leading master pod %s; %s held the Lease after %s and a new pod got its address\n",
+		old, holder, took.Round(100*time.Millisecond))
+	return b.String(), nil
+}
