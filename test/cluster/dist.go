@@ -184,7 +184,7 @@ func (c *Cluster) Install(ctx context.Context) (string, error) {
 	took := time.Since(killed)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "after-takeover", Namespace: demoNS},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: agnhostImg, Args: []string{"pause"}}}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: agnhostImg, Args: []string{"pause"}}}},
 	}
 	if _, err := c.Client.CoreV1().Pods(demoNS).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		return b.String(), err

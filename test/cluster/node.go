@@ -57,6 +57,7 @@ func (c *Cluster) makeNamespaces(n *Node) error {
 		}
 		binds = append(binds, fmt.Sprintf("mount --bind %s %s", n.hostPath(d), d))
 	}
+
 	stage := n.hostPath(".cgroup")
 	if err := os.MkdirAll(stage, 0o755); err != nil {
 		return err
@@ -70,12 +71,16 @@ func (c *Cluster) makeNamespaces(n *Node) error {
 	// sysfs is mounted again from inside the network namespace, so that
 	// /sys/class/net shows the node's interfaces (as `ip netns exec` does);
 	// the cgroup hierarchies are carried over onto the new /sys.
+	// Every mount shared, as systemd leaves a host's: containers that mount
+	// /run/netns with HostToContainer propagation (the node daemon's CNI
+	// server) must see the network namespaces containerd mounts later. The
+	// peer groups are this namespace's own (it was made private).
 	script := strings.Join(append([]string{
 		"set -e",
 		"mount --rbind /sys/fs/cgroup " + stage,
 		"mount -t sysfs sysfs /sys",
 		"mount --move " + stage + " /sys/fs/cgroup",
-	}, binds...), "\n")
+	}, append(binds, "mount --make-rshared /")...), "\n")
 	if _, err := run("unshare", "--mount="+n.MountNS, "--propagation", "private", "--",
 		"nsenter", "--net=/var/run/netns/"+n.NetNS, "--", "sh", "-c", script); err != nil {
 		return fmt.Errorf("node %s: making its mount namespace: %w", n.Name, err)
