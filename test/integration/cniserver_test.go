@@ -15,7 +15,8 @@ import (
 
 // ovn_cni as a shim: the node daemon's CNI server does ADD, CHECK and DEL
 // (with no API credentials in the network config), answering an ADD that
-// came before the master's annotation from its pod informer; with the
+// came before the master's annotation from its pod informer, and never
+// handing a re-created pod's address to its predecessor's sandbox; with the
 // daemon down the shim fails with CNI error 11 naming the socket.
 func TestCNIServerThroughTheShim(t *testing.T) {
 	c := newNodeCluster(t)
@@ -72,6 +73,31 @@ func TestCNIServerThroughTheShim(t *testing.T) {
 		t.Fatalf("ADD of a pod without annotation: %v, want error 11 naming the pod", err)
 	}
 	waitMetric(t, get, "ovnkube_node_cni_request_duration_seconds_count{command=\"ADD\",result=\"error\"}", func(v float64) bool { return v >= 1 })
+
+	// The pod deleted and re-created with the same name while a sandbox of
+	// the old one is being set up: the old UID's ADD never gets the new
+	// pod's address (error 11 naming the UIDs); the new UID's ADD does.
+	first := c.createPod("default", "again", "n1")
+	c.podNetwork("default", "again")
+	c.deletePod("default", "again")
+	renewed := c.createPod("default", "again", "n1")
+	stale := harness.RuntimeConf("a6a1000000000000cccc", harness.NewNetNS(t, "pod"), "default", "again", string(first.UID))
+	_, err = harness.NewCNI(t, n1, "", map[string]any{"cniServerSocket": sock, "annotationTimeout": "2s"}).Add(stale)
+	if !errors.As(err, &te) || te.Code != types.ErrTryAgainLater || !strings.Contains(te.Msg+te.Details, string(first.UID)) {
+		t.Fatalf("ADD for the deleted incarnation %s: %v, want error 11 naming its UID", first.UID, err)
+	}
+	fresh := harness.RuntimeConf("a6a2000000000000dddd", harness.NewNetNS(t, "pod"), "default", "again", string(renewed.UID))
+	res, err = cni.Add(fresh)
+	if err != nil {
+		t.Fatalf("ADD for the re-created pod: %v", err)
+	}
+	r, _ = current.NewResultFromResult(res)
+	if pn := c.podNetwork("default", "again"); pn.PodUID != string(renewed.UID) || len(r.IPs) != 1 || r.IPs[0].Address.String() != pn.IPs[0].String() {
+		t.Fatalf("re-created pod: result %+v, annotation %+v (UID %s)", r, pn, renewed.UID)
+	}
+	if err := cni.Del(fresh); err != nil {
+		t.Fatalf("DEL of the re-created pod: %v", err)
+	}
 
 	// The daemon down: error 11 (try again later) naming the socket.
 	d.Stop()
