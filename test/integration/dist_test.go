@@ -96,6 +96,21 @@ func applyObjects(t *testing.T, kube *harness.KubeAPI, objs []*unstructured.Unst
 	}
 }
 
+// applyRBAC applies the namespace, ServiceAccounts and roles of objs and
+// returns a kubeconfig of the ServiceAccount sa.
+func applyRBAC(t *testing.T, kube *harness.KubeAPI, objs []*unstructured.Unstructured, sa string) string {
+	t.Helper()
+	var rbac []*unstructured.Unstructured
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+			rbac = append(rbac, o)
+		}
+	}
+	applyObjects(t, kube, rbac, false)
+	return serviceAccountKubeconfig(t, kube, "ovn-kubernetes", sa)
+}
+
 // serviceAccountKubeconfig writes a kubeconfig with a token of the
 // ServiceAccount, the identity the component has in a real install.
 func serviceAccountKubeconfig(t *testing.T, kube *harness.KubeAPI, ns, sa string) string {
@@ -156,15 +171,7 @@ func TestDistManifestsAndMasterRBAC(t *testing.T) {
 	c := newCluster(t)
 	objs := distObjects(t)
 	applyObjects(t, c.kube, objs, true)
-	var rbac []*unstructured.Unstructured
-	for _, o := range objs {
-		switch o.GetKind() {
-		case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
-			rbac = append(rbac, o)
-		}
-	}
-	applyObjects(t, c.kube, rbac, false)
-	kubeconfig := serviceAccountKubeconfig(t, c.kube, "ovn-kubernetes", "ovnkube-master")
+	kubeconfig := applyRBAC(t, c.kube, objs, "ovnkube-master")
 	round := 0
 	run := func() *harness.Process {
 		round++
@@ -262,15 +269,7 @@ func TestNodeDaemonRBAC(t *testing.T) {
 			t.Fatalf("%v: %v %s", args, err, out)
 		}
 	}
-	var rbac []*unstructured.Unstructured
-	for _, o := range distObjects(t) {
-		switch o.GetKind() {
-		case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding":
-			rbac = append(rbac, o)
-		}
-	}
-	applyObjects(t, c.kube, rbac, false)
-	kubeconfig := serviceAccountKubeconfig(t, c.kube, "ovn-kubernetes", "ovnkube-node")
+	kubeconfig := applyRBAC(t, c.kube, distObjects(t), "ovnkube-node")
 	round := 0
 	run := func() *harness.Process {
 		round++

@@ -354,17 +354,26 @@ func (b *builder) host() (debian, error) {
 	return debian{suite: suite, mirror: strings.TrimSpace(string(url))}, nil
 }
 
-func (b *builder) agnhostInputs(k *key) error {
-	p, err := b.agnhostBinary()
-	if err != nil {
-		return err
-	}
+// debianInputs finds this system's Debian (for debianRoot) and adds it and
+// spec's packages to k.
+func (b *builder) debianInputs(k *key, spec rootSpec) error {
 	d, err := b.host()
 	if err != nil {
 		return err
 	}
 	b.debian = d
-	k.add("debian", d.suite, d.mirror, agnhostRoot.packages)
+	k.add("debian", d.suite, d.mirror, spec.packages)
+	return nil
+}
+
+func (b *builder) agnhostInputs(k *key) error {
+	p, err := b.agnhostBinary()
+	if err != nil {
+		return err
+	}
+	if err := b.debianInputs(k, agnhostRoot); err != nil {
+		return err
+	}
 	k.add("config", fmt.Sprintf("%q", agnhostConfig))
 	porter, err := porterDir(b.ctx)
 	if err != nil {
@@ -428,12 +437,9 @@ func (b *builder) ovnkubeInputs(k *key) error {
 	if err != nil {
 		return err
 	}
-	d, err := b.host()
-	if err != nil {
+	if err := b.debianInputs(k, ovnkubeRoot); err != nil {
 		return err
 	}
-	b.debian = d
-	k.add("debian", d.suite, d.mirror, ovnkubeRoot.packages)
 	k.add("config", fmt.Sprintf("%q", ovnkubeConfig))
 	names := make([]string, 0, len(files))
 	for name := range files {
