@@ -12,6 +12,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/leader"
 )
 
 // An installed cluster (Config.Dist) runs ovn-k8s as an operator would:
@@ -21,7 +23,7 @@ import (
 // Deployment's two replicas (every node may run one) and the node daemon,
 // ovn_cni and the conflist come from the DaemonSet.
 const (
-	distNamespace = "ovn-kubernetes"
+	distNamespace = leader.DefaultNamespace // the Lease's, and dist/'s
 	distImage     = "ovnkube.tar"
 	nbPort        = 6641
 )
@@ -122,12 +124,12 @@ func (c *Cluster) distReady() error {
 
 // masterLeader is the pod holding the master's Lease.
 func (c *Cluster) masterLeader() (string, error) {
-	l, err := c.Client.CoordinationV1().Leases(distNamespace).Get(bg, "ovnkube-master", metaGet)
+	l, err := c.Client.CoordinationV1().Leases(distNamespace).Get(bg, leader.DefaultLeaseName, metaGet)
 	if err != nil {
 		return "", err
 	}
 	if !leaseHeld(l) {
-		return "", fmt.Errorf("Lease ovnkube-master is not held")
+		return "", fmt.Errorf("Lease %s is not held", leader.DefaultLeaseName)
 	}
 	return *l.Spec.HolderIdentity, nil
 }

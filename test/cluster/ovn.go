@@ -41,7 +41,7 @@ func (c *Cluster) startOVNCentral(n *Node, nbSchema, sbSchema string) error {
 // startMaster starts `ovnkube master` next to OVN central.
 func (c *Cluster) startMaster(n *Node) error {
 	// The master's leader Lease lives in the namespace dist/ installs it in.
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ovn-kubernetes"}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: distNamespace}}
 	if _, err := c.Client.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
