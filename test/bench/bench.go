@@ -50,6 +50,8 @@ type bench struct {
 
 	idleRSS          float64
 	podCount         int
+	podCPU           float64 // master CPU s in the scenarios that created pods
+	podsTimed        int     // pods those scenarios created
 	serviceCount     int     // Services the services scenario created
 	policyCount      int     // NetworkPolicies the policies scenario created
 	policyRSS        float64 // master RSS (KiB) the policies scenario added

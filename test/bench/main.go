@@ -140,6 +140,10 @@ func run(s *harness.Session, o options) {
 	var results []Result
 	record := func(r Result) {
 		results = append(results, r)
+		if r.Scenario == "cni" || r.Scenario == "burst" || r.Scenario == "latency" {
+			b.podCPU += r.Metrics[cpuMetric("ovnkube")]
+			b.podsTimed += int(r.Metrics["pods"])
+		}
 		data, _ := json.MarshalIndent(r, "", "  ")
 		_ = os.WriteFile(filepath.Join(o.out, r.Scenario+".json"), append(data, '\n'), 0o644)
 	}
