@@ -432,7 +432,7 @@ func (c *Controller) resolve(s PeerSet, name string, proto corev1.Protocol) []in
 // podIPs are the IPv4 addresses the master gave a pod that is networked
 // now; finished pods' addresses go back to the pool, so they never count.
 func podIPs(p *corev1.Pod) []string {
-	if p.Spec.HostNetwork || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+	if !networked(p) {
 		return nil
 	}
 	v, ok := p.Annotations[annotations.PodNetworks]
@@ -452,13 +452,20 @@ func podIPs(p *corev1.Pod) []string {
 	return out
 }
 
+// networked says whether a pod is on the pod network and not finished.
+func networked(p *corev1.Pod) bool {
+	return !p.Spec.HostNetwork && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+}
+
 // selectedPorts are the UUIDs of the ports of the namespace's pods that
 // match, among those whose port exists.
 func (c *Controller) selectedPorts(t *ovndb.Txn, ns string, match func(*corev1.Pod) bool) []string {
 	pods, _ := c.podLister.Pods(ns).List(labels.Everything())
 	var out []string
 	for _, p := range pods {
-		if !match(p) || len(podIPs(p)) == 0 {
+		// The port's existence (its add event queues what selects the pod)
+		// says the pod is networked; its annotation need not be parsed.
+		if !match(p) || !networked(p) {
 			continue
 		}
 		lsp := ovndb.Lookup(t, &nbdb.LogicalSwitchPort{Name: topology.PodPort(p.Namespace, p.Name)})
@@ -603,6 +610,9 @@ func (c *Controller) podChanged(old, cur *corev1.Pod) {
 			}
 		}
 	}
+	if len(c.nsSets[pod.Namespace]) == 0 && len(c.crossSets) == 0 {
+		return
+	}
 	oldIPs, curIPs := old != nil && len(podIPs(old)) > 0, cur != nil && len(podIPs(cur)) > 0
 	check := func(name string) {
 		e := c.sets[name]
@@ -626,8 +636,17 @@ func selects(s labels.Selector, p *corev1.Pod) bool {
 
 // samePolicyView says two versions of a pod look the same to policies.
 func samePolicyView(a, b *corev1.Pod) bool {
-	return labels.Equals(a.Labels, b.Labels) && slices.Equal(podIPs(a), podIPs(b)) &&
-		portsEqual(a, b)
+	return labels.Equals(a.Labels, b.Labels) && sameIPs(a, b) && portsEqual(a, b)
+}
+
+// sameIPs says two versions of a pod have the same podIPs, without parsing
+// the annotation when nothing podIPs reads has changed.
+func sameIPs(a, b *corev1.Pod) bool {
+	if a.UID == b.UID && a.Spec.HostNetwork == b.Spec.HostNetwork && a.Status.Phase == b.Status.Phase &&
+		a.Annotations[annotations.PodNetworks] == b.Annotations[annotations.PodNetworks] {
+		return true
+	}
+	return slices.Equal(podIPs(a), podIPs(b))
 }
 
 func portsEqual(a, b *corev1.Pod) bool {
