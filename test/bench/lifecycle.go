@@ -26,7 +26,7 @@ func (b *bench) memory() Result {
 		b.podCPU, b.podsTimed, cpuPerPod, cpu, 1000*cpu/float64(b.podCount))
 	r := Result{Scenario: "memory", Metrics: map[string]float64{"pods": float64(b.podCount), "rss_kib": rss, "idle_rss_kib": b.idleRSS,
 		"peak_rss_kib": hwm, "kib_per_pod": perPod, "cpu_s": cpu, "cpu_ms_per_pod_held": 1000 * cpu / float64(b.podCount),
-		"pod_scenarios_cpu_s": b.podCPU, "pod_scenarios_pods": float64(b.podsTimed)}}
+		"policy_rss_kib": b.policyRSS, "pod_scenarios_cpu_s": b.podCPU, "pod_scenarios_pods": float64(b.podsTimed)}}
 	if b.podsTimed > 0 { // else no scenario created pods: no figure
 		r.Metrics["cpu_ms_per_pod"] = cpuPerPod
 	}

@@ -95,9 +95,13 @@ func summary(results []Result, fullSize bool) string {
 		}
 		fmt.Fprintf(&b, "  %-62s %10s%s\n", t.what, t.format(v), verdict)
 		if verdict == "  not met" {
-			if t.metric == "cpu_ms_per_pod" {
+			switch t.metric {
+			case "cpu_ms_per_pod":
 				fmt.Fprintf(&b, "      where the master's CPU went: %s\n", masterCPU(results))
-			} else {
+			case "kib_per_pod":
+				fmt.Fprintf(&b, "      the master's own memory: %.1f MiB RSS, %.1f MiB of it idle, %.1f MiB the policies'\n",
+					r.Metrics["rss_kib"]/1024, r.Metrics["idle_rss_kib"]/1024, r.Metrics["policy_rss_kib"]/1024)
+			default:
 				fmt.Fprintf(&b, "      bound: %s\n", bound(r))
 			}
 		}
