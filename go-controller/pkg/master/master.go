@@ -68,8 +68,29 @@ type Master struct {
 	latency    podLatency
 }
 
-// New wires a master; Run starts it.
-func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client, log logr.Logger) *Master {
+// NewInformers is the informer factory a master reads the cluster through,
+// its pod informer trimmed to what the controllers read and indexed by node.
+// Started before the NB connection is up, the API's lists overlap the NB's
+// initial monitor, the two longest steps of a restart.
+func NewInformers(kube kubernetes.Interface) informers.SharedInformerFactory {
+	factory := informers.NewSharedInformerFactory(kube, 0)
+	pods := factory.Core().V1().Pods().Informer()
+	// Keep only what the controller reads: informer copies of managedFields
+	// and status are most of a pod's memory.
+	_ = pods.SetTransform(trimPod)
+	_ = pods.AddIndexers(cache.Indexers{podNodeIndex: func(obj any) ([]string, error) {
+		if pod, ok := obj.(*corev1.Pod); ok && pod.Spec.NodeName != "" {
+			return []string{pod.Spec.NodeName}, nil
+		}
+		return nil, nil
+	}})
+	factory.Core().V1().Nodes().Informer()
+	return factory
+}
+
+// New wires a master reading through factory (from NewInformers, started or
+// not); Run starts it.
+func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client, factory informers.SharedInformerFactory, log logr.Logger) *Master {
 	if cfg.PodWorkers <= 0 {
 		cfg.PodWorkers = 32
 	}
@@ -88,18 +109,8 @@ func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client,
 	if cfg.ResyncInterval == 0 {
 		cfg.ResyncInterval = config.DefaultResyncInterval
 	}
-	factory := informers.NewSharedInformerFactory(kube, 0)
 	podInformer := factory.Core().V1().Pods()
 	nodeInformer := factory.Core().V1().Nodes()
-	// Keep only what the controller reads: informer copies of managedFields
-	// and status are most of a pod's memory.
-	_ = podInformer.Informer().SetTransform(trimPod)
-	_ = podInformer.Informer().AddIndexers(cache.Indexers{podNodeIndex: func(obj any) ([]string, error) {
-		if pod, ok := obj.(*corev1.Pod); ok && pod.Spec.NodeName != "" {
-			return []string{pod.Spec.NodeName}, nil
-		}
-		return nil, nil
-	}})
 	broadcaster := record.NewBroadcaster()
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
 	m := &Master{

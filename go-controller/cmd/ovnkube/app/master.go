@@ -187,13 +187,18 @@ func runMaster(ctx context.Context, cfg config.Master, lcfg leader.Config, elect
 		}
 	}
 	run := func(ctx context.Context) error {
+		// The API's lists run while the NB client takes its initial monitor.
+		informerCtx, stopInformers := context.WithCancel(ctx)
+		defer stopInformers()
+		factory := master.NewInformers(kube)
+		factory.Start(informerCtx.Done())
 		nb, err := ovndb.ConnectNB(ctx, cfg.NBAddress, log.WithName("nb"), cfg.NBTLS)
 		if err != nil {
 			return err
 		}
 		defer nb.Close()
 		log.Info("connected to NB", "address", cfg.NBAddress, "endpoint", nb.CurrentEndpoint())
-		m := master.New(cfg, kube, nb, log)
+		m := master.New(cfg, kube, nb, factory, log)
 		if elector != nil {
 			m.Committer().SetFence(elector.Fence)
 		}
