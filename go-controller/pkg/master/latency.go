@@ -27,7 +27,7 @@ type podTimer struct {
 // saw starts timing a pod the first time it needs an address.
 func (l *podLatency) saw(obj any) {
 	pod, ok := obj.(*corev1.Pod)
-	if !ok || !wantsPort(pod) {
+	if !ok || !annotations.Networked(pod) {
 		return
 	}
 	if _, addressed := pod.Annotations[annotations.PodNetworks]; addressed {

@@ -212,7 +212,7 @@ func (m *Master) podsHoldingOn(node string) int {
 	held := m.ipam.podsOn(node)
 	objs, _ := m.podIndexer.ByIndex(podNodeIndex, node)
 	for _, obj := range objs {
-		if pod, ok := obj.(*corev1.Pod); ok && wantsPort(pod) {
+		if pod, ok := obj.(*corev1.Pod); ok && annotations.Networked(pod) {
 			held[pod.Namespace+"/"+pod.Name] = true
 		}
 	}

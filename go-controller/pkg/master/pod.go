@@ -19,13 +19,6 @@ import (
 
 var everything = labels.Everything()
 
-// wantsPort says whether ovn-k8s networks the pod: scheduled, on the pod
-// network, and not finished (a finished pod's address goes back to the pool).
-func wantsPort(pod *corev1.Pod) bool {
-	return pod.Spec.NodeName != "" && !pod.Spec.HostNetwork &&
-		pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
-}
-
 // syncPod makes the pod's LSP and annotation match the pod (or its absence).
 func (m *Master) syncPod(ctx context.Context, key string) error {
 	ns, name, err := splitKey(key)
@@ -36,7 +29,7 @@ func (m *Master) syncPod(ctx context.Context, key string) error {
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	if pod == nil || !wantsPort(pod) {
+	if pod == nil || !annotations.Networked(pod) {
 		return m.deletePod(ctx, key)
 	}
 	node := pod.Spec.NodeName
@@ -257,7 +250,7 @@ func (m *Master) podUpdated(old, cur any) {
 	o, ok1 := old.(*corev1.Pod)
 	n, ok2 := cur.(*corev1.Pod)
 	if ok1 && ok2 && o.UID == n.UID && o.Spec.NodeName == n.Spec.NodeName &&
-		wantsPort(o) == wantsPort(n) &&
+		annotations.Networked(o) == annotations.Networked(n) &&
 		(o.Annotations[annotations.PodNetworks] == n.Annotations[annotations.PodNetworks] || m.annotationIsHeld(n)) {
 		return
 	}

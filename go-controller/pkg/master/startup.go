@@ -46,7 +46,7 @@ func (m *Master) rebuild() {
 	// A node deleted while its pods run keeps its subnet (see deleteNode):
 	// restore it from its rows so it is not handed to another node.
 	for _, pod := range pods {
-		if wantsPort(pod) && m.ipam.nodeSubnets(pod.Spec.NodeName) == nil {
+		if annotations.Networked(pod) && m.ipam.nodeSubnets(pod.Spec.NodeName) == nil {
 			if _, err := m.nodeLister.Get(pod.Spec.NodeName); err != nil {
 				m.restoreNodeSubnets(pod.Spec.NodeName, nil)
 			}
@@ -54,7 +54,7 @@ func (m *Master) rebuild() {
 	}
 	restored := 0
 	for _, pod := range pods {
-		if !wantsPort(pod) {
+		if !annotations.Networked(pod) {
 			continue
 		}
 		subnets := m.ipam.nodeSubnets(pod.Spec.NodeName)

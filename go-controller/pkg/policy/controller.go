@@ -432,7 +432,7 @@ func (c *Controller) resolve(s PeerSet, name string, proto corev1.Protocol) []in
 // podIPs are the IPv4 addresses the master gave a pod that is networked
 // now; finished pods' addresses go back to the pool, so they never count.
 func podIPs(p *corev1.Pod) []string {
-	if !networked(p) {
+	if !annotations.Networked(p) {
 		return nil
 	}
 	v, ok := p.Annotations[annotations.PodNetworks]
@@ -452,11 +452,6 @@ func podIPs(p *corev1.Pod) []string {
 	return out
 }
 
-// networked says whether a pod is on the pod network and not finished.
-func networked(p *corev1.Pod) bool {
-	return !p.Spec.HostNetwork && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
-}
-
 // selectedPorts are the UUIDs of the ports of the namespace's pods that
 // match, among those whose port exists.
 func (c *Controller) selectedPorts(t *ovndb.Txn, ns string, match func(*corev1.Pod) bool) []string {
@@ -465,7 +460,7 @@ func (c *Controller) selectedPorts(t *ovndb.Txn, ns string, match func(*corev1.P
 	for _, p := range pods {
 		// The port's existence (its add event queues what selects the pod)
 		// says the pod is networked; its annotation need not be parsed.
-		if !match(p) || !networked(p) {
+		if !match(p) || !annotations.Networked(p) {
 			continue
 		}
 		lsp := ovndb.Lookup(t, &nbdb.LogicalSwitchPort{Name: topology.PodPort(p.Namespace, p.Name)})
