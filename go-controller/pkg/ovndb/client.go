@@ -9,6 +9,8 @@ import (
 	"crypto/x509"
 	"fmt"
 	"os"
+	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -42,11 +44,22 @@ func NBModel() (model.ClientDBModel, error) {
 	return m, nil
 }
 
+// Unmonitored names, by table, the columns a client leaves out of its monitor:
+// the server sends no update for a change to them alone, and cached rows hold
+// their zero value. Only columns no controller reads belong here.
+type Unmonitored map[string][]string
+
+// NBUnmonitored are the Northbound columns ovn-northd writes and nothing here
+// reads: it sets up=false on every new port, which would otherwise be a second
+// monitor update for every pod.
+var NBUnmonitored = Unmonitored{nbdb.LogicalSwitchPortTable: {"up"}}
+
 // Connect dials the endpoints (comma-separated OVSDB remotes already split),
-// retrying with backoff until ctx ends, and monitors every table. The client
-// reconnects by itself after a lost connection and refills its cache.
+// retrying with backoff until ctx ends, and monitors every table of the model,
+// each with all its columns but the unmonitored ones. The client reconnects by
+// itself after a lost connection and refills its cache.
 // tlsConfig is required for ssl: endpoints and ignored otherwise.
-func Connect(ctx context.Context, endpoints []string, dbModel model.ClientDBModel, log logr.Logger, tlsConfig ...*tls.Config) (client.Client, error) {
+func Connect(ctx context.Context, endpoints []string, dbModel model.ClientDBModel, skip Unmonitored, log logr.Logger, tlsConfig ...*tls.Config) (client.Client, error) {
 	// libovsdb logs every transaction at V(4); keep that below our own debug level.
 	quiet := log.V(3)
 	opts := []client.Option{
@@ -95,11 +108,50 @@ func Connect(ctx context.Context, endpoints []string, dbModel model.ClientDBMode
 			delay *= 2
 		}
 	}
-	if _, err := c.MonitorAll(ctx); err != nil {
+	monitor, err := skip.monitor(c)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	if _, err := c.Monitor(ctx, monitor); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("monitoring OVSDB %v: %w", endpoints, err)
 	}
 	return c, nil
+}
+
+// monitor requests every table of the model; a table with unmonitored columns
+// lists the model's other columns (the model is generated from the oldest
+// supported schema, so each of them exists on every supported server).
+func (skip Unmonitored) monitor(c client.Client) (*client.Monitor, error) {
+	m := c.NewMonitor()
+	for table, typ := range c.Cache().DatabaseModel().Types() {
+		tm := client.TableMonitor{Table: table}
+		if len(skip[table]) > 0 {
+			tm.Fields = columnsExcept(typ, skip[table])
+			if len(tm.Fields) == 0 {
+				return nil, fmt.Errorf("monitor of %s would have no column", table)
+			}
+		}
+		m.Tables = append(m.Tables, tm)
+	}
+	return m, nil
+}
+
+// columnsExcept lists the OVSDB columns of a model type (its ovsdb tags but
+// _uuid, which every update carries anyway) less those named in skip.
+func columnsExcept(typ reflect.Type, skip []string) []string {
+	if typ.Kind() == reflect.Pointer {
+		typ = typ.Elem()
+	}
+	var cols []string
+	for i := range typ.NumField() {
+		col := typ.Field(i).Tag.Get("ovsdb")
+		if col != "" && col != "_uuid" && !slices.Contains(skip, col) {
+			cols = append(cols, col)
+		}
+	}
+	return cols
 }
 
 // TLSConfig loads the client certificate, key and CA for ssl: endpoints.
@@ -159,5 +211,5 @@ func ConnectNB(ctx context.Context, endpoints []string, log logr.Logger, tlsConf
 	if err != nil {
 		return nil, err
 	}
-	return Connect(ctx, endpoints, m, log, tlsConfig...)
+	return Connect(ctx, endpoints, m, NBUnmonitored, log, tlsConfig...)
 }

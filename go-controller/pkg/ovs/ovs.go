@@ -34,7 +34,7 @@ func Connect(ctx context.Context, address string, log logr.Logger) (*Client, err
 	if err != nil {
 		return nil, err
 	}
-	c, err := ovndb.Connect(ctx, []string{address}, m, log)
+	c, err := ovndb.Connect(ctx, []string{address}, m, nil, log)
 	if err != nil {
 		return nil, err
 	}
