@@ -47,12 +47,18 @@ type NBWatcher struct {
 	tables  map[string]bool
 }
 
-// WatchNB connects a monitoring client; changes to the listed tables are counted.
+// WatchNB connects a monitoring client; changes to the listed tables are
+// counted. It monitors every column, those the controllers leave out
+// (ovndb.NBUnmonitored) included: tests check all that the database holds.
 func WatchNB(t T, ovn *OVNCentral, countTables ...string) *NBWatcher {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := ovndb.ConnectNB(ctx, ovn.NBEndpoints(), logr.Discard())
+	m, err := ovndb.NBModel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ovndb.Connect(ctx, ovn.NBEndpoints(), m, nil, logr.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}

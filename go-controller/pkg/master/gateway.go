@@ -147,7 +147,9 @@ func EnsureGateway(ctx context.Context, nb libovsdbclient.Client, commit CommitF
 	localnet := t.Ensure(rows.Localnet, topology.LSPColumns(rows.Localnet), nil)
 	etor := t.Ensure(rows.ExtToRouter, topology.LSPColumns(rows.ExtToRouter), nil)
 	t.Ensure(rows.External, []any{&rows.External.ExternalIDs}, &rows.External.Ports, localnet, etor)
-	removeStaleLocalnets(t, nb, in.Node, rows.Localnet.Name)
+	if err := removeStaleLocalnets(ctx, t, nb, in.Node, rows.Localnet.Name); err != nil {
+		return err
+	}
 	ops, err := t.Ops()
 	if err == nil {
 		err = commit(ctx, ops)
@@ -206,20 +208,23 @@ func gatewaySourceRoutes(t *ovndb.Txn, cluster *nbdb.LogicalRouter, node string,
 // keep: one named after another bridge, or the name an older version used
 // (<bridge>_<node>, which a pod could take). Two localnet ports on one
 // switch would both deliver the physical network's frames.
-func removeStaleLocalnets(t *ovndb.Txn, nb libovsdbclient.Client, node, keep string) {
-	ext := ovndb.Lookup(t, &nbdb.LogicalSwitch{Name: topology.ExternalSwitch(node)})
-	if ext == nil {
-		return
+// A switch's ports are not monitored (ovndb.NBUnmonitored): they are read
+// from the server.
+func removeStaleLocalnets(ctx context.Context, t *ovndb.Txn, nb libovsdbclient.Client, node, keep string) error {
+	ext := &nbdb.LogicalSwitch{Name: topology.ExternalSwitch(node)}
+	if found, err := ovndb.FetchByName(ctx, nb, ext, &ext.Ports); err != nil || !found {
+		return err
 	}
 	owner := topology.Owner{Type: topology.OwnerNode, Name: node}
 	var stale []string
 	for _, uuid := range ext.Ports {
 		p := &nbdb.LogicalSwitchPort{UUID: uuid}
-		if nb.Get(context.Background(), p) == nil && p.Type == "localnet" && p.Name != keep && ownedBy(p.ExternalIDs, owner) {
+		if nb.Get(ctx, p) == nil && p.Type == "localnet" && p.Name != keep && ownedBy(p.ExternalIDs, owner) {
 			stale = append(stale, uuid)
 		}
 	}
 	t.RemoveChildren(ext, &ext.Ports, stale...)
+	return nil
 }
 
 // removeGateway deletes the node's gateway rows and frees its join address.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -221,29 +220,15 @@ func (m *Master) removePodPort(ctx context.Context, key string) error {
 	if lsp == nil || !ownedBy(lsp.ExternalIDs, topology.Owner{Type: topology.OwnerPod, Name: key}) {
 		return t.Err()
 	}
-	sw := ovndb.Lookup(t, &nbdb.LogicalSwitch{Name: lsp.Options["requested-chassis"]})
-	if sw == nil || !slices.Contains(sw.Ports, lsp.UUID) {
-		sw = m.switchHolding(lsp.UUID)
-	}
-	if sw != nil {
-		t.RemoveChildren(sw, &sw.Ports, lsp.UUID)
-	}
+	// Whichever switch holds it: normally its node's, but rows may have been
+	// edited by hand.
+	sw := &nbdb.LogicalSwitch{}
+	t.Detach(sw, &sw.Ports, lsp.UUID)
 	ops, err := t.Ops()
 	if err != nil {
 		return err
 	}
 	return m.committer.Commit(ctx, ops)
-}
-
-// switchHolding scans for the switch referencing a port; only reached when a
-// port's requested-chassis does not name its switch (rows edited by hand).
-func (m *Master) switchHolding(lspUUID string) *nbdb.LogicalSwitch {
-	var found []nbdb.LogicalSwitch
-	_ = m.nb.WhereCache(func(ls *nbdb.LogicalSwitch) bool { return slices.Contains(ls.Ports, lspUUID) }).List(context.Background(), &found)
-	if len(found) == 0 {
-		return nil
-	}
-	return &found[0]
 }
 
 func (m *Master) podUpdated(old, cur any) {

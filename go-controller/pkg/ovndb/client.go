@@ -18,6 +18,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/model"
+	"github.com/ovn-org/libovsdb/ovsdb"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
@@ -49,10 +50,19 @@ func NBModel() (model.ClientDBModel, error) {
 // their zero value. Only columns no controller reads belong here.
 type Unmonitored map[string][]string
 
-// NBUnmonitored are the Northbound columns ovn-northd writes and nothing here
-// reads: it sets up=false on every new port, which would otherwise be a second
-// monitor update for every pod.
-var NBUnmonitored = Unmonitored{nbdb.LogicalSwitchPortTable: {"up"}}
+// NBUnmonitored are the Northbound columns the controllers do without:
+//   - Logical_Switch_Port.up, which ovn-northd sets on every new port (a second
+//     monitor update for every pod);
+//   - Logical_Switch.ports, which grows with every pod: each change would make
+//     every client copy the whole switch and diff the whole set. A port exists
+//     only while a switch holds it (Logical_Switch_Port is not a root table),
+//     so Txn inserts only new ports and detaches old ones from whichever switch
+//     holds them; a switch's ports are read from the server where a sync must
+//     list them (FetchByName).
+var NBUnmonitored = Unmonitored{
+	nbdb.LogicalSwitchPortTable: {"up"},
+	nbdb.LogicalSwitchTable:     {"ports"},
+}
 
 // Connect dials the endpoints (comma-separated OVSDB remotes already split),
 // retrying with backoff until ctx ends, and monitors every table of the model,
@@ -212,4 +222,50 @@ func ConnectNB(ctx context.Context, endpoints []string, log logr.Logger, tlsConf
 		return nil, err
 	}
 	return Connect(ctx, endpoints, m, NBUnmonitored, log, tlsConfig...)
+}
+
+// FetchByName reads the listed columns (fields: pointers into row) and the
+// UUID of the row named like row from the server, not the cache, into row: for
+// columns the client does not monitor. False when no row has that name.
+func FetchByName(ctx context.Context, c client.Client, row model.Model, fields ...any) (bool, error) {
+	tc := c.Cache()
+	if tc == nil || c.CurrentEndpoint() == "" {
+		return false, ErrNotConnected
+	}
+	dbm := tc.DatabaseModel()
+	info, err := dbm.NewModelInfo(row)
+	if err != nil {
+		return false, err
+	}
+	cols := []string{"_uuid"}
+	for _, f := range fields {
+		col, err := info.ColumnByPtr(f)
+		if err != nil {
+			return false, err
+		}
+		cols = append(cols, col)
+	}
+	table, name := info.Metadata.TableName, rowName(row)
+	op := ovsdb.Operation{Op: ovsdb.OperationSelect, Table: table, Columns: cols,
+		Where: []ovsdb.Condition{ovsdb.NewCondition("name", ovsdb.ConditionEqual, name)}}
+	results, err := c.Transact(ctx, op)
+	if err != nil {
+		return false, fmt.Errorf("reading %s %q: %w", table, name, err)
+	}
+	if err := checkResults(results, []ovsdb.Operation{op}); err != nil {
+		return false, fmt.Errorf("reading %s %q: %w", table, name, err)
+	}
+	switch rows := results[0].Rows; len(rows) {
+	case 0:
+		return false, nil
+	case 1:
+		uuid, ok := rows[0]["_uuid"].(ovsdb.UUID)
+		if !ok {
+			return false, fmt.Errorf("reading %s %q: the server sent no _uuid", table, name)
+		}
+		setUUID(row, uuid.GoUUID)
+		return true, dbm.Mapper.GetRowData(&rows[0], info)
+	default:
+		return false, fmt.Errorf("%d %s rows are named %q", len(rows), table, name)
+	}
 }

@@ -128,8 +128,9 @@ func (t *Txn) mergeDuplicates(table string, want model.Model, rows map[string]mo
 	return keep
 }
 
-// betterKeeper prefers the row with more ports, then the smaller UUID, so
-// every writer picks the same one.
+// betterKeeper prefers the row with more ports (as far as the cache knows
+// them: a switch's are not monitored), then the smaller UUID, so every writer
+// picks the same one.
 func betterKeeper(a, b model.Model) bool {
 	na, nb := portCount(a), portCount(b)
 	if na != nb {
@@ -181,8 +182,7 @@ func (t *Txn) Ensure(want model.Model, fields []any, childField any, children ..
 			t.fail(err)
 			return ""
 		}
-		have := reflect.ValueOf(cached).Elem().Field(i).Interface().([]string)
-		t.mutateSet(want, childField, ovsdb.MutateOperationInsert, missing(have, children))
+		t.AddChildren(cached, reflect.ValueOf(cached).Elem().Field(i).Addr().Interface(), children...)
 	}
 	return uuid
 }
@@ -249,15 +249,34 @@ func (t *Txn) updateChanged(cached, want model.Model, uuid string, fields []any)
 }
 
 // AddChildren inserts UUIDs into a set column (childField points into parent,
-// a cached row) unless they are there already.
+// a cached row) unless they are there already. For a column the client does
+// not monitor (NBUnmonitored), only rows created in this transaction are
+// inserted: the children are rows of a non-root table (ports), and such a row
+// exists only while a parent holds it, so an existing one is held already.
 func (t *Txn) AddChildren(parent model.Model, childField any, children ...string) {
+	if t.unmonitored(parent, childField) {
+		var created []string
+		for _, c := range children {
+			if ovsdb.IsNamedUUID(c) {
+				created = append(created, c)
+			}
+		}
+		t.mutateSet(parent, childField, ovsdb.MutateOperationInsert, created)
+		return
+	}
 	have := reflect.ValueOf(childField).Elem().Interface().([]string)
 	t.mutateSet(parent, childField, ovsdb.MutateOperationInsert, missing(have, children))
 }
 
 // RemoveChildren deletes UUIDs from a set column of a cached row; rows only
 // referenced from there (ports) are then garbage-collected by the server.
+// For a column the client does not monitor, they are detached from whichever
+// row of parent's table holds them (Detach).
 func (t *Txn) RemoveChildren(parent model.Model, childField any, children ...string) {
+	if t.unmonitored(parent, childField) {
+		t.Detach(parent, childField, children...)
+		return
+	}
 	have := reflect.ValueOf(childField).Elem().Interface().([]string)
 	var present []string
 	for _, c := range children {
@@ -266,6 +285,46 @@ func (t *Txn) RemoveChildren(parent model.Model, childField any, children ...str
 		}
 	}
 	t.mutateSet(parent, childField, ovsdb.MutateOperationDelete, present)
+}
+
+// Detach deletes each UUID from the set column (field, a pointer into
+// probe) of every row of probe's table that holds it, whatever the cache
+// says: one mutation per UUID, conditioned on the column including it. A UUID
+// no row holds makes the transaction fail with ErrRowGone (the cache was
+// behind: the caller's retry finds the child gone).
+func (t *Txn) Detach(probe model.Model, field any, children ...string) {
+	if t.err != nil {
+		return
+	}
+	i, err := fieldIndex(probe, field)
+	if err != nil {
+		t.fail(err)
+		return
+	}
+	for _, c := range children {
+		target := reflect.New(reflect.TypeOf(probe).Elem()).Interface().(model.Model)
+		fv := reflect.ValueOf(target).Elem().Field(i)
+		fv.Set(reflect.ValueOf([]string{c}))
+		set := fv.Addr().Interface()
+		ops, err := t.c.WhereAll(target, model.Condition{Field: set, Function: ovsdb.ConditionIncludes, Value: []string{c}}).
+			Mutate(target, model.Mutation{Field: set, Mutator: ovsdb.MutateOperationDelete, Value: []string{c}})
+		t.fail(err)
+		t.ops = append(t.ops, ops...)
+	}
+}
+
+// unmonitored says whether field (a pointer into row) is a column of
+// NBUnmonitored, whose cached value is always empty.
+func (t *Txn) unmonitored(row model.Model, field any) bool {
+	table, rc := t.tableCache(row)
+	if rc == nil || len(NBUnmonitored[table]) == 0 {
+		return false
+	}
+	i, err := fieldIndex(row, field)
+	if err != nil {
+		return false
+	}
+	return slices.Contains(NBUnmonitored[table], reflect.TypeOf(row).Elem().Field(i).Tag.Get("ovsdb"))
 }
 
 // Delete removes a cached root row (a switch or router), once per transaction.

@@ -57,12 +57,31 @@ func NewServer(t testing.TB) string {
 	return sock
 }
 
-// Connect connects an NB client with ovn-k8s's model to a unix socket.
+// Connect connects an NB client to a unix socket as the controllers do
+// (ovndb.ConnectNB: some columns are not monitored).
 func Connect(t testing.TB, sock string) client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c, err := ovndb.ConnectNB(ctx, []string{"unix:" + sock}, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// ConnectObserver connects a client that monitors every column, those the
+// controllers leave out included: for tests checking what the database holds.
+func ConnectObserver(t testing.TB, sock string) client.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m, err := ovndb.NBModel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ovndb.Connect(ctx, []string{"unix:" + sock}, m, nil, logr.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}
