@@ -22,6 +22,11 @@ umount "$tmp/root/proc" 2>/dev/null || true
 rm -rf --one-file-system "$tmp"
 mkdir -p "$tmp/bin" "$tmp/share"
 
+# No pipe here ends early: under pipefail, a reader that quits before the
+# writer is done (head -1) fails the pipeline with SIGPIPE, now and then.
+is_elf() { [[ $(LC_ALL=C head -c4 "$1") == $'\x7fELF' ]]; }
+first_line() { sed -n 1p; }
+
 # check_versions LISTER: every EXPECT pattern matches the installed version.
 check_versions() {
 	: >"$tmp/versions"
@@ -68,7 +73,7 @@ if [[ -n $SUITE ]]; then
 		# (ovs-vswitchd -> /etc/alternatives/...), which outside it would
 		# name the host's binary.
 		src=$root$(chroot "$root" readlink -f "${f#"$root"}")
-		head -c4 "$src" | grep -q ELF || continue
+		is_elf "$src" || continue
 		cp "$src" "$tmp/bin/$(basename "$f")"
 		patchelf --set-interpreter "$final/lib64/ld-linux-x86-64.so.2" --force-rpath \
 			--set-rpath "$final/lib/x86_64-linux-gnu:$final/usr/lib/x86_64-linux-gnu" "$tmp/bin/$(basename "$f")"
@@ -80,7 +85,7 @@ if [[ -n $SUITE ]]; then
 else
 	check_versions
 	for f in /usr/bin/ov* /usr/sbin/ov*; do
-		head -c4 "$f" | grep -q ELF && ln -s "$f" "$tmp/bin/"
+		! is_elf "$f" || ln -s "$f" "$tmp/bin/"
 	done
 	ln -s /usr/share/ovn "$tmp/share/ovn"
 	ln -s /usr/share/openvswitch "$tmp/share/openvswitch"
@@ -99,11 +104,11 @@ ovs=$("${lister[@]}" dpkg-query -W -f='${Version}' openvswitch-switch | sed 's/-
 ovn=$("${lister[@]}" dpkg-query -W -f='${Version}' ovn-host | sed 's/-.*//')
 for c in ovs-vswitchd:$ovs ovsdb-server:$ovs ovn-controller:$ovn ovn-northd:$ovn; do
 	cmd=${c%%:*} want=${c#*:}
-	got=$("$out/bin/$cmd" --version 2>&1 | head -1)
+	got=$("$out/bin/$cmd" --version 2>&1 | first_line)
 	case "$got" in
 	*" $want"*) echo "$got" ;;
 	*) echo "$cmd in $out reports '$got', not $want: the stack is broken; remove $out" >&2; exit 1 ;;
 	esac
 done
-"$out/bin/etcd" --version | head -1
+"$out/bin/etcd" --version | first_line
 cp "$pin" "$out/pin"
