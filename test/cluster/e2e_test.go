@@ -73,3 +73,35 @@ func TestNodesAndAddresses(t *testing.T) {
 		t.Fatalf("nodes %v, API %s", got, c.APIServer())
 	}
 }
+
+// Up refuses a host that holds another cluster's namespace or cgroup, and
+// names what it found.
+func TestHostFree(t *testing.T) {
+	netns, cgroups := t.TempDir(), t.TempDir()
+	if err := os.MkdirAll(filepath.Join(cgroups, "pids", "other"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(netns, "someone-else"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := hostFree(netns, cgroups); err != nil {
+		t.Fatalf("a host without %s names: %v", prefix, err)
+	}
+	ul := filepath.Join(netns, prefix+"-underlay")
+	if err := os.WriteFile(ul, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := hostFree(netns, cgroups); err == nil || !strings.Contains(err.Error(), ul) {
+		t.Fatalf("a left-behind %s: got %v, want an error naming it", ul, err)
+	}
+	if err := os.Remove(ul); err != nil {
+		t.Fatal(err)
+	}
+	cg := filepath.Join(cgroups, "pids", prefix)
+	if err := os.MkdirAll(cg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := hostFree(netns, cgroups); err == nil || !strings.Contains(err.Error(), cg) {
+		t.Fatalf("a left-behind cgroup %s: got %v, want an error naming it", cg, err)
+	}
+}

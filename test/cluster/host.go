@@ -99,6 +99,21 @@ func cgroupHierarchies() []string {
 	return out
 }
 
+// hostFree fails when the host already holds a cluster's namespaces or
+// cgroups: another checkout's cluster, running or left behind. Up checks
+// it before recording anything, so the Down that follows a failed Up
+// cannot remove what another cluster made.
+// netnsDir and cgroupDir are /var/run/netns and /sys/fs/cgroup but in tests.
+func hostFree(netnsDir, cgroupDir string) error {
+	held, _ := filepath.Glob(filepath.Join(netnsDir, prefix+"-*"))
+	cgroups, _ := filepath.Glob(filepath.Join(cgroupDir, "*", prefix))
+	held = append(held, cgroups...)
+	if len(held) > 0 {
+		return fmt.Errorf("the host already holds another cluster (%s): run `make cluster-down` in the checkout that started it", strings.Join(held, ", "))
+	}
+	return nil
+}
+
 // makeCgroup creates rel (e.g. ovnk-cluster/node/daemons) in every
 // hierarchy; cpuset levels inherit their parent's CPUs and memory nodes.
 func makeCgroup(rel string) error {

@@ -28,6 +28,9 @@ func (c *Cluster) Up(ctx context.Context) error {
 	if Running(c.Dir) {
 		return fmt.Errorf("a cluster is already recorded in %s: run `down` first", c.Dir)
 	}
+	if err := hostFree("/var/run/netns", "/sys/fs/cgroup"); err != nil {
+		return err
+	}
 	start := time.Now()
 	if !slices.Contains(cgroupHierarchies(), "pids") {
 		return fmt.Errorf("no cgroup v1 pids hierarchy in /sys/fs/cgroup: the cluster finds every process it started (containers too) through it, and its kubelets run with cgroup v1")
