@@ -54,11 +54,7 @@ func WatchNB(t T, ovn *OVNCentral, countTables ...string) *NBWatcher {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	m, err := ovndb.NBModel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := ovndb.Connect(ctx, ovn.NBEndpoints(), m, nil, logr.Discard())
+	c, err := ovndb.ConnectNBFull(ctx, ovn.NBEndpoints(), logr.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}

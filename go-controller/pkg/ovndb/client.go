@@ -224,6 +224,16 @@ func ConnectNB(ctx context.Context, endpoints []string, log logr.Logger, tlsConf
 	return Connect(ctx, endpoints, m, NBUnmonitored, log, tlsConfig...)
 }
 
+// ConnectNBFull is ConnectNB monitoring every column, NBUnmonitored
+// included: for tests and tools that check all the database holds.
+func ConnectNBFull(ctx context.Context, endpoints []string, log logr.Logger) (client.Client, error) {
+	m, err := NBModel()
+	if err != nil {
+		return nil, err
+	}
+	return Connect(ctx, endpoints, m, nil, log)
+}
+
 // FetchByName reads the listed columns (fields: pointers into row) and the
 // UUID of the row named like row from the server, not the cache, into row: for
 // columns the client does not monitor. False when no row has that name.

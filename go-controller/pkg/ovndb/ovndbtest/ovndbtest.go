@@ -77,11 +77,7 @@ func ConnectObserver(t testing.TB, sock string) client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	m, err := ovndb.NBModel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := ovndb.Connect(ctx, []string{"unix:" + sock}, m, nil, logr.Discard())
+	c, err := ovndb.ConnectNBFull(ctx, []string{"unix:" + sock}, logr.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}
