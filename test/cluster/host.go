@@ -106,8 +106,7 @@ func cgroupHierarchies() []string {
 // netnsDir and cgroupDir are /var/run/netns and /sys/fs/cgroup but in tests.
 func hostFree(netnsDir, cgroupDir string) error {
 	held, _ := filepath.Glob(filepath.Join(netnsDir, prefix+"-*"))
-	cgroups, _ := filepath.Glob(filepath.Join(cgroupDir, "*", prefix))
-	held = append(held, cgroups...)
+	held = append(held, cgroupCopies(cgroupDir, prefix)...)
 	if len(held) > 0 {
 		return fmt.Errorf("the host already holds another cluster (%s): run `make cluster-down` in the checkout that started it", strings.Join(held, ", "))
 	}
@@ -182,13 +181,21 @@ func killCgroup(rel string, timeout time.Duration) error {
 	}
 }
 
+// cgroupCopies lists rel in every hierarchy below cgroupDir that holds it:
+// those makeCgroup made, and the cgroup v2 copies ("unified") that runc
+// makes for the containers below it on a hybrid host.
+func cgroupCopies(cgroupDir, rel string) []string {
+	copies, _ := filepath.Glob(filepath.Join(cgroupDir, "*", rel))
+	return copies
+}
+
 // removeCgroup removes rel and everything below it in every hierarchy,
 // deepest first.
 func removeCgroup(rel string) error {
 	var errs []error
-	for _, h := range cgroupHierarchies() {
+	for _, root := range cgroupCopies("/sys/fs/cgroup", rel) {
 		var dirs []string
-		_ = filepath.WalkDir(filepath.Join("/sys/fs/cgroup", h, rel), func(p string, d os.DirEntry, err error) error {
+		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 			if err == nil && d.IsDir() {
 				dirs = append(dirs, p)
 			}
