@@ -61,23 +61,23 @@ func NewServer(t testing.TB) string {
 // (ovndb.ConnectNB: some columns are not monitored).
 func Connect(t testing.TB, sock string) client.Client {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := ovndb.ConnectNB(ctx, []string{"unix:" + sock}, logr.Discard())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
+	return connect(t, sock, func(ctx context.Context, eps []string, log logr.Logger) (client.Client, error) {
+		return ovndb.ConnectNB(ctx, eps, log)
+	})
 }
 
 // ConnectObserver connects a client that monitors every column, those the
 // controllers leave out included: for tests checking what the database holds.
 func ConnectObserver(t testing.TB, sock string) client.Client {
 	t.Helper()
+	return connect(t, sock, ovndb.ConnectNBFull)
+}
+
+func connect(t testing.TB, sock string, dial func(context.Context, []string, logr.Logger) (client.Client, error)) client.Client {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := ovndb.ConnectNBFull(ctx, []string{"unix:" + sock}, logr.Discard())
+	c, err := dial(ctx, []string{"unix:" + sock}, logr.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}
