@@ -5,17 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-
-	corev1 "k8s.io/api/core/v1"
 )
-
-// Networked says whether ovn-k8s networks the pod, and so whether it has a
-// port and pod-networks annotation: scheduled, on the pod network, and not
-// finished (a finished pod's address goes back to the pool).
-func Networked(pod *corev1.Pod) bool {
-	return pod.Spec.NodeName != "" && !pod.Spec.HostNetwork &&
-		pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
-}
 
 // PodRoute is one extra route a pod gets besides its default route.
 type PodRoute struct {

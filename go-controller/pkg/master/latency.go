@@ -5,12 +5,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/metrics"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/slim"
 )
 
 // podLatency times new pods from the master first seeing them scheduled and
@@ -26,11 +25,8 @@ type podTimer struct {
 
 // saw starts timing a pod the first time it needs an address.
 func (l *podLatency) saw(obj any) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok || !annotations.Networked(pod) {
-		return
-	}
-	if _, addressed := pod.Annotations[annotations.PodNetworks]; addressed {
+	pod, ok := obj.(*slim.Pod)
+	if !ok || !pod.Networked() || pod.Annotated {
 		return
 	}
 	l.timers.LoadOrStore(pod.UID, &podTimer{start: time.Now()})
@@ -62,7 +58,7 @@ func (l *podLatency) forget(obj any) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
-	if pod, ok := obj.(*corev1.Pod); ok {
+	if pod, ok := obj.(*slim.Pod); ok {
 		l.timers.Delete(pod.UID)
 	}
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/policy"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/services"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/slim"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
 
@@ -50,8 +51,7 @@ type Master struct {
 
 	factory    informers.SharedInformerFactory
 	nodeLister corelisters.NodeLister
-	podLister  corelisters.PodLister
-	podIndexer cache.Indexer
+	podLister  slim.Lister
 	nodeQueue  *controller.Queue
 	podQueue   *controller.Queue
 	services   *services.Controller
@@ -69,18 +69,17 @@ type Master struct {
 }
 
 // NewInformers is the informer factory a master reads the cluster through,
-// its pod informer trimmed to what the controllers read and indexed by node.
+// its pod informer holding slim.Pods (what the controllers read) indexed by
+// node.
 // Started before the NB connection is up, the API's lists overlap the NB's
 // initial monitor, the two longest steps of a restart.
 func NewInformers(kube kubernetes.Interface) informers.SharedInformerFactory {
 	factory := informers.NewSharedInformerFactory(kube, 0)
 	pods := factory.Core().V1().Pods().Informer()
-	// Keep only what the controller reads: informer copies of managedFields
-	// and status are most of a pod's memory.
-	_ = pods.SetTransform(trimPod)
+	_ = pods.SetTransform(slim.Transform)
 	_ = pods.AddIndexers(cache.Indexers{podNodeIndex: func(obj any) ([]string, error) {
-		if pod, ok := obj.(*corev1.Pod); ok && pod.Spec.NodeName != "" {
-			return []string{pod.Spec.NodeName}, nil
+		if pod, ok := obj.(*slim.Pod); ok && pod.NodeName != "" {
+			return []string{pod.NodeName}, nil
 		}
 		return nil, nil
 	}})
@@ -123,8 +122,7 @@ func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client,
 		recorder:   broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "ovnkube-master"}),
 		factory:    factory,
 		nodeLister: nodeInformer.Lister(),
-		podLister:  podInformer.Lister(),
-		podIndexer: podInformer.Informer().GetIndexer(),
+		podLister:  slim.NewLister(podInformer.Informer()),
 		synced:     make(chan struct{}),
 
 		clusterDirty: make(chan struct{}, 1),
@@ -276,7 +274,7 @@ func (m *Master) enqueueAll(check bool) (nodes, pods int) {
 	for _, n := range nodeObjs {
 		addNode(n.Name)
 	}
-	podObjs, _ := m.podLister.List(everything)
+	podObjs := m.podLister.List("", everything)
 	for _, p := range podObjs {
 		addPod(p.Namespace + "/" + p.Name)
 	}

@@ -210,9 +210,8 @@ func (m *Master) nodeUpdated(old, cur any) {
 // given, an address in its subnet.
 func (m *Master) podsHoldingOn(node string) int {
 	held := m.ipam.podsOn(node)
-	objs, _ := m.podIndexer.ByIndex(podNodeIndex, node)
-	for _, obj := range objs {
-		if pod, ok := obj.(*corev1.Pod); ok && annotations.Networked(pod) {
+	for _, pod := range m.podLister.ByIndex(podNodeIndex, node) {
+		if pod.Networked() {
 			held[pod.Namespace+"/"+pod.Name] = true
 		}
 	}
@@ -220,8 +219,7 @@ func (m *Master) podsHoldingOn(node string) int {
 }
 
 func (m *Master) enqueuePodsOn(node string) {
-	objs, _ := m.podIndexer.ByIndex(podNodeIndex, node)
-	for _, obj := range objs {
-		m.enqueue(m.podQueue, obj)
+	for _, pod := range m.podLister.ByIndex(podNodeIndex, node) {
+		m.enqueue(m.podQueue, pod)
 	}
 }

@@ -11,12 +11,12 @@ import (
 	"testing"
 
 	"github.com/go-logr/logr/testr"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/slim"
 )
 
 // The annotation PATCH goes through the REST client without decoding the
@@ -49,7 +49,7 @@ func TestAnnotationPatchThroughTheRESTClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := &Master{kube: kube, log: testr.New(t)}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p1", UID: "uid-1"}}
+	pod := &slim.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p1", UID: "uid-1"}}
 	pn := annotations.PodNetwork{PodUID: "uid-1"}
 	for _, c := range []struct {
 		status  int

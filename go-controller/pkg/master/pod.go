@@ -5,14 +5,13 @@ import (
 	"fmt"
 	"net/netip"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/slim"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
 
@@ -24,14 +23,11 @@ func (m *Master) syncPod(ctx context.Context, key string) error {
 	if err != nil {
 		return nil // malformed keys cannot become valid by retrying
 	}
-	pod, err := m.podLister.Pods(ns).Get(name)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	if pod == nil || !annotations.Networked(pod) {
+	pod := m.podLister.Get(ns, name)
+	if pod == nil || !pod.Networked() {
 		return m.deletePod(ctx, key)
 	}
-	node := pod.Spec.NodeName
+	node := pod.NodeName
 	subnets := m.ipam.nodeSubnets(node)
 	if subnets == nil {
 		// Retried with backoff (and queued at once when the node's sync
@@ -66,7 +62,7 @@ func (m *Master) syncPod(ctx context.Context, key string) error {
 
 // annotatePod writes the pod-networks annotation. A pod that is gone or was
 // replaced is not an error: its own events follow.
-func (m *Master) annotatePod(ctx context.Context, pod *corev1.Pod, pn annotations.PodNetwork) error {
+func (m *Master) annotatePod(ctx context.Context, pod *slim.Pod, pn annotations.PodNetwork) error {
 	err := m.patchAnnotation(ctx, pod, annotations.PodNetworks, annotations.FormatPodNetworks(pn))
 	if err == nil {
 		m.latency.annotatedPod(pod.UID)
@@ -79,13 +75,13 @@ func (m *Master) annotatePod(ctx context.Context, pod *corev1.Pod, pn annotation
 
 // podNetwork decides the pod's addresses: what this pod incarnation already
 // holds, else a valid existing annotation, else fresh ones.
-func (m *Master) podNetwork(pod *corev1.Pod, subnets []netip.Prefix) (annotations.PodNetwork, error) {
+func (m *Master) podNetwork(pod *slim.Pod, subnets []netip.Prefix) (annotations.PodNetwork, error) {
 	key := pod.Namespace + "/" + pod.Name
 	uid := string(pod.UID)
 	var ips []netip.Addr
 	var annotated *annotations.PodNetwork
-	if v, ok := pod.Annotations[annotations.PodNetworks]; ok {
-		if pn, err := annotations.ParsePodNetworks(v); err != nil {
+	if pod.Annotated {
+		if pn, err := annotations.ParsePodNetworks(pod.Networks); err != nil {
 			m.log.Info("ignoring malformed pod annotation; allocating a new address", "pod", key, "reason", err.Error())
 		} else if pn.PodUID != "" && pn.PodUID != uid {
 			m.log.Info("ignoring pod annotation copied from an earlier incarnation", "pod", key, "annotationUID", pn.PodUID, "uid", uid)
@@ -93,12 +89,12 @@ func (m *Master) podNetwork(pod *corev1.Pod, subnets []netip.Prefix) (annotation
 			annotated = &pn
 		}
 	}
-	if held, ok := m.ipam.pod(key); ok && held.uid == uid && held.node == pod.Spec.NodeName {
+	if held, ok := m.ipam.pod(key); ok && held.uid == uid && held.node == pod.NodeName {
 		ips = held.ips
 	} else if annotated != nil {
 		want, err := addrsInSubnets(annotated.IPs, subnets)
 		if err == nil {
-			err = m.ipam.claimPod(key, uid, pod.Spec.NodeName, want)
+			err = m.ipam.claimPod(key, uid, pod.NodeName, want)
 		}
 		if err == nil {
 			ips = want
@@ -109,7 +105,7 @@ func (m *Master) podNetwork(pod *corev1.Pod, subnets []netip.Prefix) (annotation
 	}
 	if ips == nil {
 		var err error
-		if ips, err = m.ipam.allocatePod(key, uid, pod.Spec.NodeName); err != nil {
+		if ips, err = m.ipam.allocatePod(key, uid, pod.NodeName); err != nil {
 			return annotations.PodNetwork{}, err
 		}
 	}
@@ -161,17 +157,13 @@ func addrsInSubnets(ips []netip.Prefix, subnets []netip.Prefix) ([]netip.Addr, e
 	return out, nil
 }
 
-func annotationMatches(pod *corev1.Pod, want annotations.PodNetwork) bool {
-	v, ok := pod.Annotations[annotations.PodNetworks]
-	if !ok {
-		return false
-	}
-	return v == annotations.FormatPodNetworks(want)
+func annotationMatches(pod *slim.Pod, want annotations.PodNetwork) bool {
+	return pod.Annotated && pod.Networks == annotations.FormatPodNetworks(want)
 }
 
 // ensurePodPort creates or repairs the pod's LSP on its node's switch.
-func (m *Master) ensurePodPort(ctx context.Context, pod *corev1.Pod, pn annotations.PodNetwork) error {
-	info := topology.PodInfo{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID), Node: pod.Spec.NodeName, MAC: pn.MAC}
+func (m *Master) ensurePodPort(ctx context.Context, pod *slim.Pod, pn annotations.PodNetwork) error {
+	info := topology.PodInfo{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID), Node: pod.NodeName, MAC: pn.MAC}
 	for _, ip := range pn.IPs {
 		info.IPs = append(info.IPs, ip.Addr())
 	}
@@ -232,11 +224,10 @@ func (m *Master) removePodPort(ctx context.Context, key string) error {
 }
 
 func (m *Master) podUpdated(old, cur any) {
-	o, ok1 := old.(*corev1.Pod)
-	n, ok2 := cur.(*corev1.Pod)
-	if ok1 && ok2 && o.UID == n.UID && o.Spec.NodeName == n.Spec.NodeName &&
-		annotations.Networked(o) == annotations.Networked(n) &&
-		(o.Annotations[annotations.PodNetworks] == n.Annotations[annotations.PodNetworks] || m.annotationIsHeld(n)) {
+	o, ok1 := old.(*slim.Pod)
+	n, ok2 := cur.(*slim.Pod)
+	if ok1 && ok2 && o.UID == n.UID && o.NodeName == n.NodeName && o.Networked() == n.Networked() &&
+		(o.Annotated == n.Annotated && o.Networks == n.Networks || m.annotationIsHeld(n)) {
 		return
 	}
 	m.enqueue(m.podQueue, cur)
@@ -246,9 +237,9 @@ func (m *Master) podUpdated(old, cur any) {
 // what the master holds for it: the echo of its own PATCH, which needs no
 // sync (the sync that wrote it also committed the port, or failed and is
 // retrying). It reads state and changes nothing.
-func (m *Master) annotationIsHeld(pod *corev1.Pod) bool {
+func (m *Master) annotationIsHeld(pod *slim.Pod) bool {
 	held, ok := m.ipam.pod(pod.Namespace + "/" + pod.Name)
-	if !ok || held.uid != string(pod.UID) || held.node != pod.Spec.NodeName {
+	if !ok || held.uid != string(pod.UID) || held.node != pod.NodeName {
 		return false
 	}
 	subnets := m.ipam.nodeSubnets(held.node)
@@ -256,42 +247,6 @@ func (m *Master) annotationIsHeld(pod *corev1.Pod) bool {
 		return false
 	}
 	return annotationMatches(pod, m.buildPodNetwork(held.uid, held.ips, subnets))
-}
-
-// trimPod drops what the controller never reads from informer copies of pods.
-func trimPod(obj any) (any, error) {
-	if acc, err := meta.Accessor(obj); err == nil {
-		acc.SetManagedFields(nil)
-	}
-	if pod, ok := obj.(*corev1.Pod); ok {
-		// Labels and named container ports are what NetworkPolicies read.
-		pod.Spec = corev1.PodSpec{NodeName: pod.Spec.NodeName, HostNetwork: pod.Spec.HostNetwork, Containers: namedPorts(pod.Spec.Containers)}
-		pod.Status = corev1.PodStatus{Phase: pod.Status.Phase}
-		kept := map[string]string{}
-		if v, ok := pod.Annotations[annotations.PodNetworks]; ok {
-			kept[annotations.PodNetworks] = v
-		}
-		pod.Annotations = kept
-		pod.OwnerReferences = nil
-	}
-	return obj, nil
-}
-
-// namedPorts keeps, of a pod's containers, only their named ports.
-func namedPorts(cs []corev1.Container) []corev1.Container {
-	var out []corev1.Container
-	for _, c := range cs {
-		var ports []corev1.ContainerPort
-		for _, p := range c.Ports {
-			if p.Name != "" {
-				ports = append(ports, corev1.ContainerPort{Name: p.Name, Protocol: p.Protocol, ContainerPort: p.ContainerPort})
-			}
-		}
-		if len(ports) > 0 {
-			out = append(out, corev1.Container{Ports: ports})
-		}
-	}
-	return out
 }
 
 func splitKey(key string) (string, string, error) {

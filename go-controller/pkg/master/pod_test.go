@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/slim"
 )
 
 // The echo of the master's own annotation PATCH needs no sync; any other
@@ -18,7 +19,7 @@ func TestOwnAnnotationEchoIsRecognised(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !e.m.annotationIsHeld(pod) {
+	if !e.m.annotationIsHeld(slim.FromPod(pod)) {
 		t.Fatalf("the annotation the master wrote (%s) is not recognised as its own", pod.Annotations[annotations.PodNetworks])
 	}
 	edited := pn
@@ -32,7 +33,7 @@ func TestOwnAnnotationEchoIsRecognised(t *testing.T) {
 	} {
 		p := pod.DeepCopy()
 		change(p)
-		if e.m.annotationIsHeld(p) {
+		if e.m.annotationIsHeld(slim.FromPod(p)) {
 			t.Errorf("%s: taken for the master's own annotation", name)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/slim"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
 
@@ -39,31 +40,31 @@ func (m *Master) rebuild() {
 			}
 		}
 	}
-	pods, _ := m.podLister.List(everything)
+	pods := m.podLister.List("", everything)
 	sort.Slice(pods, func(i, j int) bool {
 		return pods[i].Namespace+"/"+pods[i].Name < pods[j].Namespace+"/"+pods[j].Name
 	})
 	// A node deleted while its pods run keeps its subnet (see deleteNode):
 	// restore it from its rows so it is not handed to another node.
 	for _, pod := range pods {
-		if annotations.Networked(pod) && m.ipam.nodeSubnets(pod.Spec.NodeName) == nil {
-			if _, err := m.nodeLister.Get(pod.Spec.NodeName); err != nil {
-				m.restoreNodeSubnets(pod.Spec.NodeName, nil)
+		if pod.Networked() && m.ipam.nodeSubnets(pod.NodeName) == nil {
+			if _, err := m.nodeLister.Get(pod.NodeName); err != nil {
+				m.restoreNodeSubnets(pod.NodeName, nil)
 			}
 		}
 	}
 	restored := 0
 	for _, pod := range pods {
-		if !annotations.Networked(pod) {
+		if !pod.Networked() {
 			continue
 		}
-		subnets := m.ipam.nodeSubnets(pod.Spec.NodeName)
+		subnets := m.ipam.nodeSubnets(pod.NodeName)
 		if subnets == nil {
 			continue
 		}
 		ips, err := m.existingPodAddrs(pod, subnets)
 		if err == nil {
-			err = m.ipam.claimPod(pod.Namespace+"/"+pod.Name, string(pod.UID), pod.Spec.NodeName, ips)
+			err = m.ipam.claimPod(pod.Namespace+"/"+pod.Name, string(pod.UID), pod.NodeName, ips)
 		}
 		if err != nil {
 			m.log.V(2).Info("pod address not restored; it will be allocated", "pod", pod.Namespace+"/"+pod.Name, "reason", err.Error())
@@ -109,9 +110,9 @@ func (m *Master) existingNodeSubnets(node string, ann map[string]string) ([]neti
 	return subnets, nil
 }
 
-func (m *Master) existingPodAddrs(pod *corev1.Pod, subnets []netip.Prefix) ([]netip.Addr, error) {
-	if v, ok := pod.Annotations[annotations.PodNetworks]; ok {
-		pn, err := annotations.ParsePodNetworks(v)
+func (m *Master) existingPodAddrs(pod *slim.Pod, subnets []netip.Prefix) ([]netip.Addr, error) {
+	if pod.Annotated {
+		pn, err := annotations.ParsePodNetworks(pod.Networks)
 		if err != nil {
 			return nil, err
 		}
@@ -176,7 +177,7 @@ func (m *Master) patchAnnotation(ctx context.Context, obj runtime.Object, key, v
 	patch := annotations.MergePatch(string(acc.GetUID()), key, value)
 	var resource string
 	switch obj.(type) {
-	case *corev1.Pod:
+	case *slim.Pod:
 		resource = "pods"
 	case *corev1.Node:
 		resource = "nodes"

@@ -28,6 +28,7 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/controller"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/slim"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
 
@@ -61,7 +62,7 @@ type Controller struct {
 	nb        libovsdbclient.Client
 	commit    CommitFunc
 	npLister  networkinglisters.NetworkPolicyLister
-	podLister corelisters.PodLister
+	podLister slim.Lister
 	nsLister  corelisters.NamespaceLister
 	queue     *controller.Queue
 	// started: events before the first full queueing are covered by it.
@@ -94,7 +95,8 @@ type policyEntry struct {
 }
 
 // New wires the controller onto shared informers (pods, namespaces and
-// network policies) and the NB client.
+// network policies) and the NB client. The pod informer holds slim.Pods
+// (master.NewInformers sets its transform).
 func New(factory informers.SharedInformerFactory, nb libovsdbclient.Client, commit CommitFunc, opts Options, log logr.Logger, maxDelay time.Duration) *Controller {
 	c := &Controller{
 		opts:      opts,
@@ -102,7 +104,7 @@ func New(factory informers.SharedInformerFactory, nb libovsdbclient.Client, comm
 		nb:        nb,
 		commit:    commit,
 		npLister:  factory.Networking().V1().NetworkPolicies().Lister(),
-		podLister: factory.Core().V1().Pods().Lister(),
+		podLister: slim.NewLister(factory.Core().V1().Pods().Informer()),
 		nsLister:  factory.Core().V1().Namespaces().Lister(),
 		sets:      map[string]*peerEntry{},
 		policies:  map[string]*policyEntry{},
@@ -310,7 +312,7 @@ func (c *Controller) syncPolicy(ctx context.Context, key string) error {
 		for _, s := range rows.PeerSets {
 			c.ensurePeerSet(t, s)
 		}
-		c.ensurePortGroup(t, rows.PortGroup, rows.ACLs, c.selectedPorts(t, ns, func(p *corev1.Pod) bool {
+		c.ensurePortGroup(t, rows.PortGroup, rows.ACLs, c.selectedPorts(t, ns, func(p *slim.Pod) bool {
 			return rows.PodSelector.Matches(labels.Set(p.Labels))
 		}))
 	}
@@ -392,7 +394,7 @@ func (c *Controller) members(s PeerSet) []string {
 }
 
 // podsIn lists the pods a set selects (networked or not).
-func (c *Controller) podsIn(s PeerSet) []*corev1.Pod {
+func (c *Controller) podsIn(s PeerSet) []*slim.Pod {
 	var namespaces []string
 	if s.Namespace != "" {
 		namespaces = []string{s.Namespace}
@@ -402,13 +404,12 @@ func (c *Controller) podsIn(s PeerSet) []*corev1.Pod {
 			namespaces = append(namespaces, ns.Name)
 		}
 	}
-	var out []*corev1.Pod
+	var out []*slim.Pod
 	for _, ns := range namespaces {
-		pods, _ := c.podLister.Pods(ns).List(s.Pods)
-		for _, p := range pods {
+		for _, p := range c.podLister.List(ns, s.Pods) {
 			if s.Port == nil {
 				out = append(out, p)
-			} else if n, ok := ContainerPort(p, s.Port.Name, s.Port.Protocol); ok && n == s.Port.Number {
+			} else if n, ok := p.ContainerPort(s.Port.Name, s.Port.Protocol); ok && n == s.Port.Number {
 				out = append(out, p)
 			}
 		}
@@ -421,7 +422,7 @@ func (c *Controller) resolve(s PeerSet, name string, proto corev1.Protocol) []in
 	seen := map[int32]bool{}
 	var out []int32
 	for _, p := range c.podsIn(s) {
-		if n, ok := ContainerPort(p, name, proto); ok && !seen[n] && len(podIPs(p)) > 0 {
+		if n, ok := p.ContainerPort(name, proto); ok && !seen[n] && len(podIPs(p)) > 0 {
 			seen[n] = true
 			out = append(out, n)
 		}
@@ -431,15 +432,11 @@ func (c *Controller) resolve(s PeerSet, name string, proto corev1.Protocol) []in
 
 // podIPs are the IPv4 addresses the master gave a pod that is networked
 // now; finished pods' addresses go back to the pool, so they never count.
-func podIPs(p *corev1.Pod) []string {
-	if !annotations.Networked(p) {
+func podIPs(p *slim.Pod) []string {
+	if !p.Networked() || !p.Annotated {
 		return nil
 	}
-	v, ok := p.Annotations[annotations.PodNetworks]
-	if !ok {
-		return nil
-	}
-	pn, err := annotations.ParsePodNetworks(v)
+	pn, err := annotations.ParsePodNetworks(p.Networks)
 	if err != nil || !pn.WrittenFor(string(p.UID)) {
 		return nil
 	}
@@ -454,13 +451,12 @@ func podIPs(p *corev1.Pod) []string {
 
 // selectedPorts are the UUIDs of the ports of the namespace's pods that
 // match, among those whose port exists.
-func (c *Controller) selectedPorts(t *ovndb.Txn, ns string, match func(*corev1.Pod) bool) []string {
-	pods, _ := c.podLister.Pods(ns).List(labels.Everything())
+func (c *Controller) selectedPorts(t *ovndb.Txn, ns string, match func(*slim.Pod) bool) []string {
 	var out []string
-	for _, p := range pods {
+	for _, p := range c.podLister.List(ns, labels.Everything()) {
 		// The port's existence (its add event queues what selects the pod)
 		// says the pod is networked; its annotation need not be parsed.
-		if !match(p) || !annotations.Networked(p) {
+		if !match(p) || !p.Networked() {
 			continue
 		}
 		lsp := ovndb.Lookup(t, &nbdb.LogicalSwitchPort{Name: topology.PodPort(p.Namespace, p.Name)})
@@ -525,7 +521,7 @@ func (c *Controller) syncNamespace(ctx context.Context, ns string) error {
 			continue
 		}
 		pg, acls := DefaultDeny(ns, d, log)
-		c.ensurePortGroup(t, pg, acls, c.selectedPorts(t, ns, func(p *corev1.Pod) bool {
+		c.ensurePortGroup(t, pg, acls, c.selectedPorts(t, ns, func(p *slim.Pod) bool {
 			return slices.ContainsFunc(sels, func(s labels.Selector) bool { return s.Matches(labels.Set(p.Labels)) })
 		}))
 	}
@@ -571,7 +567,7 @@ func (c *Controller) policyChanged(obj any) {
 // policies of its namespace selecting it (before or after), its
 // namespace's default-deny groups, and the peer sets it enters, leaves or
 // changes the address of.
-func (c *Controller) podChanged(old, cur *corev1.Pod) {
+func (c *Controller) podChanged(old, cur *slim.Pod) {
 	if !c.started.Load() {
 		return
 	}
@@ -625,50 +621,28 @@ func (c *Controller) podChanged(old, cur *corev1.Pod) {
 	}
 }
 
-func selects(s labels.Selector, p *corev1.Pod) bool {
+func selects(s labels.Selector, p *slim.Pod) bool {
 	return p != nil && s.Matches(labels.Set(p.Labels))
 }
 
 // samePolicyView says two versions of a pod look the same to policies.
-func samePolicyView(a, b *corev1.Pod) bool {
+func samePolicyView(a, b *slim.Pod) bool {
 	return labels.Equals(a.Labels, b.Labels) && sameIPs(a, b) && portsEqual(a, b)
 }
 
 // sameIPs says two versions of a pod have the same podIPs, without parsing
 // the annotation when nothing podIPs reads has changed.
-func sameIPs(a, b *corev1.Pod) bool {
-	if a.UID == b.UID && a.Spec.HostNetwork == b.Spec.HostNetwork && a.Status.Phase == b.Status.Phase &&
-		a.Annotations[annotations.PodNetworks] == b.Annotations[annotations.PodNetworks] {
+func sameIPs(a, b *slim.Pod) bool {
+	if a.UID == b.UID && a.NodeName == b.NodeName && a.HostNetwork == b.HostNetwork && a.Phase == b.Phase &&
+		a.Annotated == b.Annotated && a.Networks == b.Networks {
 		return true
 	}
 	return slices.Equal(podIPs(a), podIPs(b))
 }
 
-func portsEqual(a, b *corev1.Pod) bool {
-	if len(a.Spec.Containers) != len(b.Spec.Containers) {
-		return false
-	}
-	for i := range a.Spec.Containers {
-		if !slices.Equal(a.Spec.Containers[i].Ports, b.Spec.Containers[i].Ports) {
-			return false
-		}
-	}
-	return true
-}
+func portsEqual(a, b *slim.Pod) bool { return slices.Equal(a.NamedPorts, b.NamedPorts) }
 
-func hasNamedPorts(p *corev1.Pod) bool {
-	if p == nil {
-		return false
-	}
-	for _, c := range p.Spec.Containers {
-		for _, port := range c.Ports {
-			if port.Name != "" {
-				return true
-			}
-		}
-	}
-	return false
-}
+func hasNamedPorts(p *slim.Pod) bool { return p != nil && len(p.NamedPorts) > 0 }
 
 func (c *Controller) nsLabels(ns string) labels.Set {
 	n, err := c.nsLister.Get(ns)
@@ -734,7 +708,7 @@ func (c *Controller) nbRowChanged(m model.Model, deleted bool) {
 			return // a deleted port leaves port groups by itself
 		}
 		ns, name, _ := strings.Cut(o.Name, "/")
-		if pod, err := c.podLister.Pods(ns).Get(name); err == nil {
+		if pod := c.podLister.Get(ns, name); pod != nil {
 			c.podChanged(nil, pod)
 		}
 	case *nbdb.PortGroup:
@@ -748,11 +722,11 @@ func (c *Controller) nbRowChanged(m model.Model, deleted bool) {
 	}
 }
 
-func podOf(obj any) *corev1.Pod {
+func podOf(obj any) *slim.Pod {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
-	p, _ := obj.(*corev1.Pod)
+	p, _ := obj.(*slim.Pod)
 	return p
 }
 

@@ -38,6 +38,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/slim"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
 
@@ -131,7 +132,7 @@ func (p PeerSet) Name() string {
 
 // Selects says whether a pod (with its namespace's labels) belongs to the
 // set, leaving aside whether it has an address.
-func (p PeerSet) Selects(pod *corev1.Pod, nsLabels labels.Set) bool {
+func (p PeerSet) Selects(pod *slim.Pod, nsLabels labels.Set) bool {
 	if p.Namespace != "" {
 		if pod.Namespace != p.Namespace {
 			return false
@@ -143,7 +144,7 @@ func (p PeerSet) Selects(pod *corev1.Pod, nsLabels labels.Set) bool {
 		return false
 	}
 	if p.Port != nil {
-		n, ok := ContainerPort(pod, p.Port.Name, p.Port.Protocol)
+		n, ok := pod.ContainerPort(p.Port.Name, p.Port.Protocol)
 		return ok && n == p.Port.Number
 	}
 	return true
@@ -154,23 +155,6 @@ func (p PeerSet) AddressSet(addrs []string) *nbdb.AddressSet {
 	ids := topology.Owner{Type: OwnerPeers, Name: p.Name()}.ExternalIDs()
 	ids[PeersKey] = p.Key()
 	return &nbdb.AddressSet{Name: p.Name(), Addresses: addrs, ExternalIDs: ids}
-}
-
-// ContainerPort resolves a named port on a pod: the number of the first
-// container port with that name and protocol.
-func ContainerPort(pod *corev1.Pod, name string, proto corev1.Protocol) (int32, bool) {
-	for _, c := range pod.Spec.Containers {
-		for _, p := range c.Ports {
-			pp := p.Protocol
-			if pp == "" {
-				pp = corev1.ProtocolTCP
-			}
-			if p.Name == name && pp == proto {
-				return p.ContainerPort, true
-			}
-		}
-	}
-	return 0, false
 }
 
 // Resolver lists the distinct numbers a named port has among the pods of a

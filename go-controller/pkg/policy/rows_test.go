@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/slim"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -251,8 +253,8 @@ func TestDefaultDeny(t *testing.T) {
 }
 
 func TestPeerSetSelects(t *testing.T) {
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Labels: map[string]string{"app": "db"}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Ports: []corev1.ContainerPort{{Name: "pg", ContainerPort: 5432}}}}}}
+	pod := slim.FromPod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Labels: map[string]string{"app": "db"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Ports: []corev1.ContainerPort{{ContainerPort: 80}, {Name: "pg", ContainerPort: 5432}}}}}})
 	nsSel := PeerSet{Namespaces: must(metav1.LabelSelectorAsSelector(sel("team", "a"))), Pods: labels.Everything()}
 	if !nsSel.Selects(pod, labels.Set{"team": "a"}) || nsSel.Selects(pod, labels.Set{"team": "b"}) {
 		t.Error("namespace selector")

@@ -6,11 +6,11 @@ import (
 	"slices"
 	"sort"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/slim"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
 
@@ -79,8 +79,7 @@ func (c *Controller) syncTenant(ctx context.Context, tenant string) error {
 	} else {
 		var addrs []string
 		for _, ns := range members {
-			pods, _ := c.podLister.Pods(ns).List(labels.Everything())
-			for _, p := range pods {
+			for _, p := range c.podLister.List(ns, labels.Everything()) {
 				addrs = append(addrs, podIPs(p)...)
 			}
 		}
@@ -89,7 +88,7 @@ func (c *Controller) syncTenant(ctx context.Context, tenant string) error {
 		if tenant != GlobalTenant {
 			var ports []string
 			for _, ns := range members {
-				ports = append(ports, c.selectedPorts(t, ns, func(*corev1.Pod) bool { return true })...)
+				ports = append(ports, c.selectedPorts(t, ns, func(*slim.Pod) bool { return true })...)
 			}
 			c.ensurePortGroup(t, pg, acls, ports)
 		}

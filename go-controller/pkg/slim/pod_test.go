@@ -1,0 +1,153 @@
+package slim_test
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/slim"
+	"github.com/ovn-k8s/ovn-k8s/test/harness"
+)
+
+func fullPod() *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: "ns", Name: "web", UID: "uid-1", ResourceVersion: "7",
+			Labels:          map[string]string{"app": "web"},
+			Annotations:     map[string]string{annotations.PodNetworks: `{"default":{}}`, "other": "x"},
+			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
+			OwnerReferences: []metav1.OwnerReference{{Name: "rs"}},
+		},
+		Spec: corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{
+			{Name: "a", Image: "busybox", Ports: []corev1.ContainerPort{{ContainerPort: 80}, {Name: "http", ContainerPort: 8080}}},
+			{Name: "b", Ports: []corev1.ContainerPort{{Name: "dns", Protocol: corev1.ProtocolUDP, ContainerPort: 53}}},
+		}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.5"},
+	}
+}
+
+func TestFromPodKeepsWhatControllersRead(t *testing.T) {
+	got := slim.FromPod(fullPod())
+	want := &slim.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "uid-1", ResourceVersion: "7", Labels: map[string]string{"app": "web"}},
+		NodeName:   "n1", Phase: corev1.PodRunning, Networks: `{"default":{}}`, Annotated: true,
+		NamedPorts: []slim.NamedPort{{Name: "http", Port: 8080}, {Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+	if n, ok := got.ContainerPort("http", corev1.ProtocolTCP); !ok || n != 8080 {
+		t.Errorf("http/TCP: %d %v", n, ok)
+	}
+	if _, ok := got.ContainerPort("dns", corev1.ProtocolTCP); ok {
+		t.Error("dns resolved for TCP; it is UDP only")
+	}
+	if !got.Networked() {
+		t.Error("a running scheduled pod is networked")
+	}
+	for name, change := range map[string]func(*corev1.Pod){
+		"unscheduled":  func(p *corev1.Pod) { p.Spec.NodeName = "" },
+		"host network": func(p *corev1.Pod) { p.Spec.HostNetwork = true },
+		"succeeded":    func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded },
+		"failed":       func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed },
+	} {
+		p := fullPod()
+		change(p)
+		if slim.FromPod(p).Networked() {
+			t.Errorf("%s: networked", name)
+		}
+	}
+	// An empty annotation is there (and malformed), not absent.
+	p := fullPod()
+	p.Annotations[annotations.PodNetworks] = ""
+	if s := slim.FromPod(p); !s.Annotated || s.Networks != "" {
+		t.Errorf("empty annotation: %+v", s)
+	}
+	delete(p.Annotations, annotations.PodNetworks)
+	if s := slim.FromPod(p); s.Annotated {
+		t.Errorf("no annotation: %+v", s)
+	}
+}
+
+func TestTransformIsIdempotentAndCopiesAreIndependent(t *testing.T) {
+	once, err := slim.Transform(fullPod())
+	if err != nil {
+		t.Fatal(err)
+	}
+	twice, err := slim.Transform(once)
+	if err != nil || twice != once {
+		t.Fatalf("a Pod transformed again: %v %v", twice, err)
+	}
+	tomb := cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: once}
+	if got, _ := slim.Transform(tomb); !reflect.DeepEqual(got, tomb) {
+		t.Fatalf("tombstone changed: %+v", got)
+	}
+	p := once.(*slim.Pod)
+	c := p.DeepCopyObject().(*slim.Pod)
+	c.Labels["app"] = "changed"
+	c.NamedPorts[0].Port = 1
+	if p.Labels["app"] != "web" || p.NamedPorts[0].Port != 8080 {
+		t.Fatalf("the copy shares memory with the original: %+v", p)
+	}
+}
+
+// An informer with the transform stores Pods, and the Lister reads them by
+// key, by namespace and label, and by index.
+func TestListerOverInformer(t *testing.T) {
+	other := fullPod()
+	other.Namespace, other.Name, other.UID, other.Labels = "ns2", "db", "uid-2", map[string]string{"app": "db"}
+	kube := fake.NewClientset(fullPod(), other)
+	f := informers.NewSharedInformerFactory(kube, 0)
+	inf := f.Core().V1().Pods().Informer()
+	if err := inf.SetTransform(slim.Transform); err != nil {
+		t.Fatal(err)
+	}
+	if err := inf.AddIndexers(cache.Indexers{"node": func(obj any) ([]string, error) { return []string{obj.(*slim.Pod).NodeName}, nil }}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f.Start(ctx.Done())
+	f.WaitForCacheSync(ctx.Done())
+	l := slim.NewLister(inf)
+	if p := l.Get("ns", "web"); p == nil || p.UID != "uid-1" || !p.Annotated {
+		t.Fatalf("Get ns/web: %+v", p)
+	}
+	if p := l.Get("ns", "missing"); p != nil {
+		t.Fatalf("Get ns/missing: %+v", p)
+	}
+	if got := l.List("", labels.Everything()); len(got) != 2 {
+		t.Fatalf("List all: %d pods", len(got))
+	}
+	if got := l.List("ns2", labels.Everything()); len(got) != 1 || got[0].Name != "db" {
+		t.Fatalf("List ns2: %+v", got)
+	}
+	if got := l.List("", labels.SelectorFromSet(labels.Set{"app": "db"})); len(got) != 1 || got[0].Name != "db" {
+		t.Fatalf("List app=db: %+v", got)
+	}
+	if got := l.ByIndex("node", "n1"); len(got) != 2 {
+		t.Fatalf("ByIndex node n1: %d pods", len(got))
+	}
+	// An update arrives through the transform as well.
+	upd := fullPod()
+	upd.Labels = map[string]string{"app": "web2"}
+	if _, err := kube.CoreV1().Pods("ns").Update(ctx, upd, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, 10*time.Second, "the update in the informer", func() error {
+		if p := l.Get("ns", "web"); p == nil || p.Labels["app"] != "web2" {
+			return fmt.Errorf("last seen %+v", p)
+		}
+		return nil
+	})
+}
