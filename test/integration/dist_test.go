@@ -151,16 +151,7 @@ func masterConverges(c *cluster, i int) func() error {
 		if _, ok := p.Annotations[annotations.PodNetworks]; !ok {
 			return fmt.Errorf("pod %s has no address", pod)
 		}
-		evs, err := c.kube.Client.CoreV1().Events("default").List(c.ctx(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + bad})
-		if err != nil {
-			return err
-		}
-		for _, e := range evs.Items {
-			if e.Reason == "GatewayConfigInvalid" {
-				return nil
-			}
-		}
-		return fmt.Errorf("no GatewayConfigInvalid event for node %s", bad)
+		return c.warningEvent("default", bad, "GatewayConfigInvalid")
 	}
 }
 

@@ -183,6 +183,23 @@ func (c *cluster) waitPort(sw, name string, check func(*nbdb.LogicalSwitchPort) 
 	return lsp
 }
 
+// warningEvent is nil once the API holds a Warning Event with reason about
+// object name in namespace ns ("default" for cluster-scoped objects).
+func (c *cluster) warningEvent(ns, name, reason string) error {
+	evs, err := c.kube.Client.CoreV1().Events(ns).List(c.ctx(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+	if err != nil {
+		return err
+	}
+	var seen []string
+	for _, e := range evs.Items {
+		if e.Reason == reason && e.Type == corev1.EventTypeWarning {
+			return nil
+		}
+		seen = append(seen, e.Type+" "+e.Reason)
+	}
+	return fmt.Errorf("no Warning %s event about %s/%s; events seen: %v", reason, ns, name, seen)
+}
+
 func (c *cluster) waitNoPort(name string) {
 	c.t.Helper()
 	harness.Eventually(c.t, 30*time.Second, "LSP "+name+" removed", func() error {

@@ -159,7 +159,9 @@ func TestMasterNeverDuplicatesAddresses(t *testing.T) {
 	// The subnet is now full: an extra pod waits, and gets an address once
 	// another pod is deleted.
 	c.createPod("burst", "extra", "node1")
-	harness.WaitForLog(t, c.master, "all addresses of host subnet", 30*time.Second)
+	harness.Eventually(t, 30*time.Second, "AddressAllocationFailed event on pod extra", func() error {
+		return c.warningEvent("burst", "extra", "AddressAllocationFailed")
+	})
 	c.deletePod("burst", "p00")
 	c.podNetwork("burst", "extra")
 }
@@ -172,18 +174,8 @@ func TestMasterExhaustedClusterSubnet(t *testing.T) {
 	sa, sb := c.nodeSubnet("a"), c.nodeSubnet("b")
 	c.createNode("c", nil)
 	harness.Eventually(t, 30*time.Second, "SubnetAllocationFailed event on node c", func() error {
-		evs, err := c.kube.Client.CoreV1().Events("").List(c.ctx(), metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		for _, e := range evs.Items {
-			if e.InvolvedObject.Name == "c" && e.Reason == "SubnetAllocationFailed" && e.Type == corev1.EventTypeWarning {
-				return nil
-			}
-		}
-		return fmt.Errorf("no event among %d", len(evs.Items))
+		return c.warningEvent("default", "c", "SubnetAllocationFailed")
 	})
-	harness.WaitForLog(t, c.master, "cannot give node a host subnet", 10*time.Second)
 	if c.nodeSubnet("a") != sa || c.nodeSubnet("b") != sb {
 		t.Fatal("other nodes' subnets changed")
 	}

@@ -2,12 +2,15 @@ package master
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/allocator"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
@@ -36,6 +39,12 @@ func (m *Master) syncPod(ctx context.Context, key string) error {
 	}
 	pn, err := m.podNetwork(pod, subnets)
 	if err != nil {
+		if errors.Is(err, allocator.ErrExhausted) {
+			// Retried with backoff; the address freed by a deleted pod goes
+			// to the next retry. Repeats are counted into one Event.
+			m.recorder.Eventf(pod.Ref(), corev1.EventTypeWarning, "AddressAllocationFailed",
+				"no address for the pod on node %s: %v; it waits until a pod on that node is deleted (nodes get larger host subnets from a smaller HOSTLEN in --cluster-subnet CIDR/HOSTLEN)", node, err)
+		}
 		return fmt.Errorf("pod %s: %w", key, err)
 	}
 	// The NB commit and the annotation PATCH are independent round trips, so

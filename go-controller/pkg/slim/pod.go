@@ -90,6 +90,13 @@ func (p *Pod) ContainerPort(name string, proto corev1.Protocol) (int32, bool) {
 	return 0, false
 }
 
+// Ref is the pod's reference for Events: a Pod has no kind the API
+// machinery's scheme knows, so an event recorder cannot find it by itself.
+func (p *Pod) Ref() *corev1.ObjectReference {
+	return &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: p.Namespace, Name: p.Name,
+		UID: p.UID, ResourceVersion: p.ResourceVersion}
+}
+
 // GetObjectKind: a Pod carries no type metadata.
 func (p *Pod) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
