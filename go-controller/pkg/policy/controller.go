@@ -80,6 +80,8 @@ type Controller struct {
 	nsPolicies map[string]map[string]bool
 	nsSets     map[string]map[string]bool
 	crossSets  map[string]bool
+	// namedPortPolicies counts the policies with a named-port peer.
+	namedPortPolicies int
 }
 
 type peerEntry struct {
@@ -244,6 +246,9 @@ func (c *Controller) register(key string, rows *Rows) (unused []string) {
 		}
 		delete(c.policies, key)
 		delete(c.nsPolicies[old.namespace], key)
+		if old.namedPort {
+			c.namedPortPolicies--
+		}
 	}
 	if rows == nil {
 		return unused
@@ -263,6 +268,9 @@ func (c *Controller) register(key string, rows *Rows) (unused []string) {
 		e.users[key] = true
 	}
 	c.policies[key] = p
+	if p.namedPort {
+		c.namedPortPolicies++
+	}
 	if c.nsPolicies[ns] == nil {
 		c.nsPolicies[ns] = map[string]bool{}
 	}
@@ -575,7 +583,7 @@ func (c *Controller) podChanged(old, cur *slim.Pod) {
 	if pod == nil {
 		pod = old
 	}
-	if pod == nil || old != nil && cur != nil && samePolicyView(old, cur) {
+	if pod == nil || !c.concerns(pod.Namespace) || old != nil && cur != nil && samePolicyView(old, cur) {
 		return
 	}
 	if c.opts.Isolation {
@@ -619,6 +627,20 @@ func (c *Controller) podChanged(old, cur *slim.Pod) {
 	for name := range c.crossSets {
 		check(name)
 	}
+}
+
+// concerns says whether a change of a pod in namespace ns can alter any row:
+// not when no policy lives there, no peer set can hold its pods, no policy
+// names a port and namespaces are not isolated (a cluster without
+// policies pays nothing for pod events). A policy registered after this
+// answer reads the pod from the informer in its own sync.
+func (c *Controller) concerns(ns string) bool {
+	if c.opts.Isolation {
+		return true
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.nsPolicies[ns]) > 0 || len(c.nsSets[ns]) > 0 || len(c.crossSets) > 0 || c.namedPortPolicies > 0
 }
 
 func selects(s labels.Selector, p *slim.Pod) bool {
