@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
@@ -73,8 +74,20 @@ type Master struct {
 // node.
 // Started before the NB connection is up, the API's lists overlap the NB's
 // initial monitor, the two longest steps of a restart.
+//
+// Against an API server, the pod informer reads its protobuf straight into
+// slim.Pods (slim.NewListWatch): decoding whole pods was the largest part of
+// a lone pod's cost to the master after the NB and HTTP/2 (docs/performance.md).
 func NewInformers(kube kubernetes.Interface) informers.SharedInformerFactory {
 	factory := informers.NewSharedInformerFactory(kube, 0)
+	if rc, ok := kube.CoreV1().RESTClient().(*rest.RESTClient); ok && rc != nil {
+		factory.InformerFor(&corev1.Pod{}, func(_ kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+			return cache.NewSharedIndexInformer(slim.NewListWatch(rc), &slim.Pod{}, resync,
+				cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+		})
+	}
+	// Fake clientsets (unit tests) have no REST client: their pods are trimmed
+	// by the transform.
 	pods := factory.Core().V1().Pods().Informer()
 	_ = pods.SetTransform(slim.Transform)
 	_ = pods.AddIndexers(cache.Indexers{podNodeIndex: func(obj any) ([]string, error) {
