@@ -9,11 +9,13 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ovn-k8s/ovn-k8s/test/harness"
@@ -107,6 +109,7 @@ func main() {
 	}
 	tmp, _ := filepath.Abs(filepath.Join(o.out, "tmp"))
 	s := harness.NewSession(tmp)
+	stopOnSignal(s, tmp)
 	code := 0
 	func() {
 		defer func() {
@@ -123,6 +126,21 @@ func main() {
 	_ = os.RemoveAll(tmp)
 	pprof.StopCPUProfile() // os.Exit skips deferred calls
 	os.Exit(code)
+}
+
+// stopOnSignal makes an interrupted benchmark remove what it created (network
+// namespaces, processes, files) before it exits, as a finished one does.
+func stopOnSignal(s *harness.Session, tmp string) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig := <-sigs
+		fmt.Fprintf(os.Stderr, "\n%v: stopping the benchmark and removing what it created\n", sig)
+		s.RunCleanups()
+		_ = os.RemoveAll(tmp)
+		pprof.StopCPUProfile()
+		os.Exit(130)
+	}()
 }
 
 // fullSize reports whether the sizes are those the targets are stated for.

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/ovn-k8s/ovn-k8s/test/harness"
 )
@@ -31,7 +33,22 @@ func runStacks(stacks []string, args []string, out string, fullSize bool) error 
 		cmd := exec.Command(os.Args[0], append(args, "-stacks", s)...)
 		cmd.Env = append(os.Environ(), "OVN="+s)
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-		if err := cmd.Run(); err != nil {
+		// An interrupt reaches the child too (same process group, or sent on
+		// below): wait for it to clean up instead of dying first.
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+		err := cmd.Start()
+		if err == nil {
+			go func() {
+				for sig := range sigs {
+					_ = cmd.Process.Signal(sig)
+				}
+			}()
+			err = cmd.Wait()
+		}
+		signal.Stop(sigs)
+		close(sigs)
+		if err != nil {
 			return fmt.Errorf("the benchmark on stack %s: %w", s, err)
 		}
 		r, err := readStack(filepath.Join(out, "ovn-"+s))

@@ -17,6 +17,7 @@ type Session struct {
 	n        int
 	cleanups []func()
 	failed   bool
+	closed   bool // RunCleanups was called: a later cleanup runs at once
 }
 
 // SessionFatal is the panic value of Session.Fatal.
@@ -39,10 +40,17 @@ func (t *Session) Fatalf(format string, args ...any) { t.Fatal(fmt.Sprintf(forma
 
 func (t *Session) Failed() bool { return t.failed }
 
+// Cleanup registers f for RunCleanups; after RunCleanups (a program stopped
+// by a signal while it was still creating things) f runs at once.
 func (t *Session) Cleanup(f func()) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.cleanups = append(t.cleanups, f)
+	if !t.closed {
+		t.cleanups = append(t.cleanups, f)
+		t.mu.Unlock()
+		return
+	}
+	t.mu.Unlock()
+	runCleanup(f)
 }
 
 func (t *Session) TempDir() string {
@@ -58,15 +66,19 @@ func (t *Session) TempDir() string {
 }
 
 // RunCleanups runs what was registered, last first, as testing does.
+// It may be called more than once, from any goroutine (a signal handler).
 func (t *Session) RunCleanups() {
 	t.mu.Lock()
 	cs := t.cleanups
 	t.cleanups = nil
+	t.closed = true
 	t.mu.Unlock()
 	for i := len(cs) - 1; i >= 0; i-- {
-		func() {
-			defer func() { _ = recover() }()
-			cs[i]()
-		}()
+		runCleanup(cs[i])
 	}
+}
+
+func runCleanup(f func()) {
+	defer func() { _ = recover() }()
+	f()
 }
