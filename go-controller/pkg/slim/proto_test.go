@@ -256,3 +256,29 @@ func FuzzDecodePod(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkDecodePod: a pod with managed fields, several containers and a
+// status, read by DecodePod; BenchmarkDecodeCorePodAndTrim reads the same
+// bytes as the informer did before (the API machinery, then FromPod).
+func BenchmarkDecodePod(b *testing.B) {
+	data := encode(b, samplePods()[0])
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodePod(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodeCorePodAndTrim(b *testing.B) {
+	data := encode(b, samplePods()[0])
+	decoder := scheme.Codecs.UniversalDeserializer()
+	b.ReportAllocs()
+	for b.Loop() {
+		obj, _, err := decoder.Decode(data, nil, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = FromPod(obj.(*corev1.Pod))
+	}
+}
