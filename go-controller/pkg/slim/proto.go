@@ -84,12 +84,13 @@ func (f field) str() (string, error) {
 	return string(b), err
 }
 
-// unwrap strips the magic and the runtime.Unknown envelope of an object the
-// API server encoded, returning its kind and its own bytes.
-func unwrap(b []byte) (kind string, raw []byte, err error) {
+// unwrap strips the magic and the runtime.Unknown envelope of an object of
+// kind want that the API server encoded, returning the object's own bytes.
+func unwrap(b []byte, want string) (raw []byte, err error) {
 	if !bytes.HasPrefix(b, protobufMagic) {
-		return "", nil, fmt.Errorf("not a Kubernetes protobuf object (no magic prefix; was protobuf asked for?)")
+		return nil, fmt.Errorf("not a Kubernetes protobuf object (no magic prefix; was protobuf asked for?)")
 	}
+	var kind string
 	err = each(b[len(protobufMagic):], func(f field) error {
 		var err error
 		switch f.num {
@@ -113,7 +114,10 @@ func unwrap(b []byte) (kind string, raw []byte, err error) {
 		}
 		return err
 	})
-	return kind, raw, err
+	if err == nil && kind != want {
+		err = fmt.Errorf("object of kind %q where a %s was expected", kind, want)
+	}
+	return raw, err
 }
 
 // decodePod reads a Pod message into p.
@@ -251,12 +255,9 @@ func decodePort(b []byte, p *Pod) error {
 // DecodePod reads a pod the API server encoded as protobuf (magic, envelope
 // and Pod message) into a Pod.
 func DecodePod(b []byte) (*Pod, error) {
-	kind, raw, err := unwrap(b)
+	raw, err := unwrap(b, "Pod")
 	if err != nil {
 		return nil, err
-	}
-	if kind != "Pod" {
-		return nil, fmt.Errorf("object of kind %q where a Pod was expected", kind)
 	}
 	p := &Pod{}
 	if err := decodePod(raw, p); err != nil {
@@ -267,12 +268,9 @@ func DecodePod(b []byte) (*Pod, error) {
 
 // DecodePodList reads a PodList the API server encoded as protobuf.
 func DecodePodList(b []byte) (*PodList, error) {
-	kind, raw, err := unwrap(b)
+	raw, err := unwrap(b, "PodList")
 	if err != nil {
 		return nil, err
-	}
-	if kind != "PodList" {
-		return nil, fmt.Errorf("object of kind %q where a PodList was expected", kind)
 	}
 	l := &PodList{}
 	err = each(raw, func(f field) error {
