@@ -122,6 +122,12 @@ func main() {
 		}()
 		run(s, o)
 	}()
+	exit(s, tmp, code)
+}
+
+// exit removes what the benchmark created and ends the program; a signal
+// during the normal exit waits for the cleanups under way (RunCleanups).
+func exit(s *harness.Session, tmp string, code int) {
 	s.RunCleanups()
 	_ = os.RemoveAll(tmp)
 	pprof.StopCPUProfile() // os.Exit skips deferred calls
@@ -136,10 +142,7 @@ func stopOnSignal(s *harness.Session, tmp string) {
 	go func() {
 		sig := <-sigs
 		fmt.Fprintf(os.Stderr, "\n%v: stopping the benchmark and removing what it created\n", sig)
-		s.RunCleanups()
-		_ = os.RemoveAll(tmp)
-		pprof.StopCPUProfile()
-		os.Exit(130)
+		exit(s, tmp, 130)
 	}()
 }
 

@@ -12,6 +12,7 @@ import (
 // benchmarks): cleanups run when RunCleanups is called, and Fatal panics with
 // SessionFatal for the program to recover.
 type Session struct {
+	running  sync.Mutex // held while RunCleanups runs: a second call waits for the first
 	mu       sync.Mutex
 	dir      string
 	n        int
@@ -66,8 +67,11 @@ func (t *Session) TempDir() string {
 }
 
 // RunCleanups runs what was registered, last first, as testing does.
-// It may be called more than once, from any goroutine (a signal handler).
+// It may be called more than once, from any goroutine (a signal handler); a
+// call returns only when the cleanups it or an earlier call took have run.
 func (t *Session) RunCleanups() {
+	t.running.Lock()
+	defer t.running.Unlock()
 	t.mu.Lock()
 	cs := t.cleanups
 	t.cleanups = nil
