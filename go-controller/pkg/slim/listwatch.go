@@ -36,19 +36,16 @@ func (l *PodList) DeepCopyObject() runtime.Object {
 	return c
 }
 
-// protobufMediaType is what ListWatch asks the API server for: every
-// built-in type has a protobuf encoding, and the server refuses (406) rather
-// than answer in another.
-const protobufMediaType = "application/vnd.kubernetes.protobuf"
-
 // NewListWatch lists and watches pods (of every namespace) through rc, a
 // core/v1 REST client, reading the API server's protobuf straight into Pods:
-// an informer over it never decodes a whole corev1.Pod.
+// an informer over it never decodes a whole corev1.Pod. Only protobuf is
+// accepted: every built-in type has that encoding, and the server refuses
+// (406) rather than answer in another.
 func NewListWatch(rc rest.Interface) *cache.ListWatch {
 	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			body, err := rc.Get().Resource("pods").VersionedParams(&opts, scheme.ParameterCodec).
-				SetHeader("Accept", protobufMediaType).Do(ctx).Raw()
+				SetHeader("Accept", runtime.ContentTypeProtobuf).Do(ctx).Raw()
 			if err != nil {
 				return nil, err
 			}
@@ -57,7 +54,7 @@ func NewListWatch(rc rest.Interface) *cache.ListWatch {
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			opts.Watch = true
 			stream, err := rc.Get().Resource("pods").VersionedParams(&opts, scheme.ParameterCodec).
-				SetHeader("Accept", protobufMediaType).Stream(ctx)
+				SetHeader("Accept", runtime.ContentTypeProtobuf).Stream(ctx)
 			if err != nil {
 				return nil, err
 			}

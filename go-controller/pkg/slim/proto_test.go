@@ -158,7 +158,7 @@ func TestDecodeRejectsWhatIsNotAPod(t *testing.T) {
 func watchStream(t *testing.T, events ...watch.Event) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	info, _ := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), protobufMediaType)
+	info, _ := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
 	enc := restwatch.NewEncoder(
 		streaming.NewEncoder(info.StreamSerializer.Framer.NewFrameWriter(&buf), info.StreamSerializer.Serializer),
 		apiEncoder)
