@@ -83,7 +83,8 @@ func summary(results []Result, fullSize bool) string {
 			continue
 		}
 		v, ok := r.Metrics[t.metric]
-		if !ok {
+		if !ok { // the scenario ran but could not measure it: say so, never 0
+			fmt.Fprintf(&b, "  %-62s %10s\n", t.what, "not measured")
 			continue
 		}
 		verdict := ""

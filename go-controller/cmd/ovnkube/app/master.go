@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"runtime/debug"
 	"sync/atomic"
 	"time"
@@ -204,6 +205,7 @@ func runMaster(ctx context.Context, cfg config.Master, lcfg leader.Config, elect
 			m.Committer().SetFence(elector.Fence)
 		}
 		running.Store(m)
+		go oneProcAfterSync(ctx, m.Synced(), log)
 		return m.Run(ctx)
 	}
 	if elector == nil {
@@ -215,6 +217,27 @@ func runMaster(ctx context.Context, cfg config.Master, lcfg leader.Config, elect
 		return err
 	}
 	return elector.Run(ctx, leaseKube, run)
+}
+
+// oneProcAfterSync runs the master on one P once its startup sync is done,
+// unless GOMAXPROCS is set in the environment. The startup lists and the NB
+// client's initial monitor decode in parallel and use every core; after it,
+// the work is a chain of short hand-offs between goroutines (watch decoder,
+// informer, worker, NB committer, OVSDB reader), rarely two at once, and with
+// more than one P each hand-off wakes an idle P that spins looking for work
+// and sleeps again: a seventh to a fifth of the master's CPU per pod on two
+// cores, for no throughput (docs/performance.md).
+func oneProcAfterSync(ctx context.Context, synced <-chan struct{}, log logr.Logger) {
+	if os.Getenv("GOMAXPROCS") != "" {
+		return
+	}
+	select {
+	case <-synced:
+		if was := goruntime.GOMAXPROCS(1); was != 1 {
+			log.V(1).Info("startup sync done: running on one P from now on (set GOMAXPROCS to choose)", "was", was)
+		}
+	case <-ctx.Done():
+	}
 }
 
 func masterConfig(c *cli.Context) (config.Master, error) {
