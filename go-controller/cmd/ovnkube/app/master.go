@@ -225,7 +225,7 @@ func runMaster(ctx context.Context, cfg config.Master, lcfg leader.Config, elect
 // the work is a chain of short hand-offs between goroutines (watch decoder,
 // informer, worker, NB committer, OVSDB reader), rarely two at once, and with
 // more than one P each hand-off wakes an idle P that spins looking for work
-// and sleeps again: a seventh to a fifth of the master's CPU per pod on two
+// and sleeps again: 8-22 % of the master's CPU per pod on two
 // cores, for no throughput (docs/performance.md).
 func oneProcAfterSync(ctx context.Context, synced <-chan struct{}, log logr.Logger) {
 	if os.Getenv("GOMAXPROCS") != "" {
