@@ -24,6 +24,15 @@ func TestParseClusterSubnet(t *testing.T) {
 		{in: "banana", wantErr: "not a CIDR"},
 		{in: "0.0.0.0/4/30", wantErr: "more than the 24 supported"},
 		{in: "", wantErr: "not a CIDR"},
+		// A host length is decimal digits in range, nothing else: these used to
+		// become the /24 default ("-1") or be read by strconv.Atoi ("+24").
+		{in: "10.0.0.0/16/-1", wantErr: `host subnet length "-1" is not a number`},
+		{in: "10.0.0.0/16/+24", wantErr: `host subnet length "+24" is not a number`},
+		{in: "10.0.0.0/16/", wantErr: "host subnet length is empty"},
+		{in: "10.0.0.0/16/024", wantErr: "leading zero"},
+		{in: "10.0.0.0/16/ 24", wantErr: "not a number"},
+		{in: "10.0.0.0/16/99999999999999999999", wantErr: "outside 0..128"},
+		{in: "fd00::/48/0x40", wantErr: "not a number"},
 	}
 	for _, tt := range tests {
 		got, err := ParseClusterSubnet(tt.in)
@@ -67,6 +76,23 @@ func TestParseOVSDBAddress(t *testing.T) {
 		{"ssl:10.0.0.1:6641,ssl:10.0.0.2:6641,ssl:10.0.0.3:6641", 3, false},
 		{"tcp:[::1]:6641", 1, false},
 		{"tcp:127.0.0.1", 0, true},
+		{"tcp:ovn-central.example.com:6641", 1, false},
+		{"ssl:OVN-Central:6641", 1, false},
+		{"tcp:[fe80::1%eth0]:6641", 1, false},
+		// The port is a decimal number 1..65535 and the host an IP address or DNS name.
+		{"tcp:127.0.0.1:http", 0, true},
+		{"ssl:127.0.0.1:6641x", 0, true},
+		{"tcp:127.0.0.1:0", 0, true},
+		{"tcp:127.0.0.1:65536", 0, true},
+		{"tcp:127.0.0.1:-1", 0, true},
+		{"tcp:127.0.0.1:+6641", 0, true},
+		{"tcp:127.0.0.1:06641", 0, true},
+		{"ssl:10.0.0.1:6641,tcp:10.0.0.2:x", 0, true},
+		{"tcp::6641", 0, true},
+		{"tcp:::1:6641", 0, true},
+		{"tcp:[127.0.0.1]:6641", 0, true},
+		{"tcp:a b:6641", 0, true},
+		{"tcp:host_name:6641", 0, true},
 		{"http://x", 0, true},
 		{"/var/run/nb.sock", 0, true},
 		{"", 0, true},
@@ -75,6 +101,20 @@ func TestParseOVSDBAddress(t *testing.T) {
 		got, err := ParseOVSDBAddress(tt.in)
 		if (err != nil) != tt.wantErr || len(got) != tt.want {
 			t.Errorf("ParseOVSDBAddress(%q) = %v, %v", tt.in, got, err)
+		}
+	}
+}
+
+func TestParseOVSDBAddressNamesThePortProblem(t *testing.T) {
+	for in, want := range map[string]string{
+		"tcp:127.0.0.1:http":  `port "http" is not a number`,
+		"ssl:10.0.0.1:70000":  "port 70000 is outside 1..65535",
+		"tcp:::1:6641":        "an IPv6 address in brackets",
+		"tcp:a b:6641":        "neither an IP address nor a DNS name",
+		"unix:/x,tcp:h:06641": `port "06641" has a leading zero`,
+	} {
+		if _, err := ParseOVSDBAddress(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseOVSDBAddress(%q) error = %v, want one containing %q", in, err, want)
 		}
 	}
 }

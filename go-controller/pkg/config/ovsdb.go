@@ -2,7 +2,11 @@ package config
 
 import (
 	"fmt"
+	"net"
+	"net/netip"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // ParseOVSDBAddress validates an OVSDB remote list: comma-separated
@@ -14,19 +18,8 @@ func ParseOVSDBAddress(s string) ([]string, error) {
 		if ep == "" {
 			continue
 		}
-		scheme, rest, ok := strings.Cut(ep, ":")
-		if !ok || rest == "" {
-			return nil, fmt.Errorf("%q is not an OVSDB address (want unix:/path, tcp:host:port or ssl:host:port)", ep)
-		}
-		switch scheme {
-		case "unix":
-		case "tcp", "ssl":
-			i := strings.LastIndex(rest, ":")
-			if i <= 0 || i == len(rest)-1 {
-				return nil, fmt.Errorf("%q needs host:port", ep)
-			}
-		default:
-			return nil, fmt.Errorf("%q: scheme %q is not one of unix, tcp, ssl", ep, scheme)
+		if err := checkOVSDBEndpoint(ep); err != nil {
+			return nil, err
 		}
 		out = append(out, ep)
 	}
@@ -34,4 +27,34 @@ func ParseOVSDBAddress(s string) ([]string, error) {
 		return nil, fmt.Errorf("no OVSDB address given")
 	}
 	return out, nil
+}
+
+func checkOVSDBEndpoint(ep string) error {
+	scheme, rest, ok := strings.Cut(ep, ":")
+	if !ok || rest == "" {
+		return fmt.Errorf("%q is not an OVSDB address (want unix:/path, tcp:host:port or ssl:host:port)", ep)
+	}
+	switch scheme {
+	case "unix":
+		return nil
+	case "tcp", "ssl":
+		return checkHostPort(ep, rest)
+	}
+	return fmt.Errorf("%q: scheme %q is not one of unix, tcp, ssl", ep, scheme)
+}
+
+// checkHostPort accepts HOST:PORT as OVS writes it: an IP address or DNS
+// name, an IPv6 address in brackets, and a port 1..65535 in decimal.
+func checkHostPort(ep, hostPort string) error {
+	host, port, err := net.SplitHostPort(hostPort)
+	if err != nil || host == "" || net.JoinHostPort(host, port) != hostPort {
+		return fmt.Errorf("%q needs host:port (an IPv6 address in brackets, e.g. tcp:[fd00::1]:6641)", ep)
+	}
+	if _, err := netip.ParseAddr(host); err != nil && len(validation.IsDNS1123Subdomain(strings.ToLower(host))) > 0 {
+		return fmt.Errorf("%q: host %q is neither an IP address nor a DNS name", ep, host)
+	}
+	if _, err := parseDecimal(port, 1, 65535); err != nil {
+		return fmt.Errorf("%q: port %v", ep, err)
+	}
+	return nil
 }

@@ -5,7 +5,6 @@ package config
 import (
 	"fmt"
 	"net/netip"
-	"strconv"
 	"strings"
 )
 
@@ -21,26 +20,23 @@ func (c ClusterSubnet) String() string {
 }
 
 // ParseClusterSubnet parses "CIDR[/hostlen]". Without a host length, IPv4
-// ranges get /24 host subnets and IPv6 ranges /64, as upstream does.
+// ranges get /24 host subnets and IPv6 ranges /64, as upstream does. A host
+// length is decimal digits only: "-1", "+24" or "" is refused, not defaulted.
 func ParseClusterSubnet(s string) (ClusterSubnet, error) {
 	s = strings.TrimSpace(s)
-	cidr, hostLen := s, -1
-	if strings.Count(s, "/") == 2 {
+	cidr, hostLenText, explicit := s, "", strings.Count(s, "/") == 2
+	if explicit {
 		i := strings.LastIndex(s, "/")
-		n, err := strconv.Atoi(s[i+1:])
-		if err != nil {
-			return ClusterSubnet{}, fmt.Errorf("cluster subnet %q: host subnet length %q is not a number", s, s[i+1:])
-		}
-		cidr, hostLen = s[:i], n
+		cidr, hostLenText = s[:i], s[i+1:]
 	}
 	p, err := ParseCIDR(cidr)
 	if err != nil {
 		return ClusterSubnet{}, fmt.Errorf("cluster subnet %q: %v", s, err)
 	}
-	if hostLen < 0 {
-		hostLen = 24
-		if p.Addr().Is6() {
-			hostLen = 64
+	hostLen := defaultHostSubnetLength(p)
+	if explicit {
+		if hostLen, err = parseDecimal(hostLenText, 0, 128); err != nil {
+			return ClusterSubnet{}, fmt.Errorf("cluster subnet %q: host subnet length %v (want e.g. 10.244.0.0/16/24)", s, err)
 		}
 	}
 	maxLen := p.Addr().BitLen()
@@ -54,6 +50,14 @@ func ParseClusterSubnet(s string) (ClusterSubnet, error) {
 		return ClusterSubnet{}, fmt.Errorf("cluster subnet %q: %d host subnet bits is more than the 24 supported (16M nodes)", s, hostLen-p.Bits())
 	}
 	return ClusterSubnet{CIDR: p, HostSubnetLength: hostLen}, nil
+}
+
+// defaultHostSubnetLength is the host subnet length when none is given.
+func defaultHostSubnetLength(p netip.Prefix) int {
+	if p.Addr().Is6() {
+		return 64
+	}
+	return 24
 }
 
 // ParseClusterSubnets parses a list of cluster subnets; entries may also be comma-separated.
