@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb/ovndbtest"
 	"github.com/ovn-k8s/ovn-k8s/test/harness"
 )
 
@@ -35,7 +37,22 @@ func newCluster(t *testing.T) *cluster {
 			t.Logf("master log tail:\n%s", c.master.Tail(40))
 		}
 	})
+	t.Cleanup(c.checkReferences)
 	return c
+}
+
+// checkReferences is the invariant every test ends on: no ACL names an
+// address set or port group that does not exist (OVN would ignore it).
+func (c *cluster) checkReferences() {
+	if c.t.Failed() {
+		return
+	}
+	harness.Eventually(c.t, 10*time.Second, "every ACL's sets and groups exist", func() error {
+		if d := ovndbtest.DanglingReferences(c.nb); len(d) > 0 {
+			return fmt.Errorf("%s", strings.Join(d, "; "))
+		}
+		return nil
+	})
 }
 
 func (c *cluster) startMaster(extra ...string) {

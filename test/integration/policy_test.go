@@ -247,6 +247,26 @@ func TestOVNTracePolicyVerdicts(t *testing.T) {
 	})
 }
 
+// TestOVNTraceIsolationWithoutGlobalNamespace: isolation holds in a cluster
+// with no global namespace (every isolation ACL names the global tenant's
+// address set, which must exist, empty, for OVN to apply the ACL).
+func TestOVNTraceIsolationWithoutGlobalNamespace(t *testing.T) {
+	c := newCluster(t)
+	c.startMaster("--namespace-isolation")
+	c.createNode("n1", nil)
+	c.createNode("n2", nil)
+	c.namespace("a", nil)
+	c.namespace("b", nil)
+	c.createPod("a", "a1", "n1")
+	c.createPod("b", "b1", "n1")
+	c.createPod("a", "a2", "n1")
+	pods := c.tracePods([3]string{"a", "a1", "n1"}, [3]string{"b", "b1", "n1"}, [3]string{"a", "a2", "n1"})
+	tr := newTracer(c, pods)
+	tr.expect("b1 → a1 dropped (other tenant)", tr.to("b1", "a1", 80), false)
+	tr.expect("a1 → b1 dropped (other tenant)", tr.to("a1", "b1", 80), false)
+	tr.expect("a2 → a1 allowed (same tenant)", tr.to("a2", "a1", 80), true)
+}
+
 // TestOVNTraceNamespaceIsolation checks namespace isolation (multitenant
 // mode) verdicts in the real SB: tenants, a joined namespace, a global one,
 // services, and NetworkPolicy applying only within what isolation allows.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,7 +47,22 @@ func newEnv(t *testing.T, objs ...any) *env {
 		JoinSubnet: netip.MustParsePrefix("100.64.0.0/16"), RetryMaxDelay: 500 * time.Millisecond}
 	e.nb = ovndbtest.Connect(t, e.proxy.Sock)
 	t.Cleanup(e.stop)
+	t.Cleanup(e.checkReferences) // runs first, while the master still runs
 	return e
+}
+
+// checkReferences is the invariant every test ends on: no ACL names an
+// address set or port group that does not exist (OVN would ignore it).
+func (e *env) checkReferences() {
+	if e.t.Failed() {
+		return
+	}
+	harness.Eventually(e.t, 10*time.Second, "every ACL's sets and groups exist", func() error {
+		if d := ovndbtest.DanglingReferences(e.nb); len(d) > 0 {
+			return fmt.Errorf("%s", strings.Join(d, "; "))
+		}
+		return nil
+	})
 }
 
 // start runs a master (a new process, as after a restart) and waits for its first sync.

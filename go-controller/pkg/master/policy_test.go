@@ -411,6 +411,36 @@ func TestNamespaceIsolationRows(t *testing.T) {
 	})
 }
 
+// Without any global namespace, the global tenant's address set still
+// exists (empty) while isolation is on: every isolation ACL names it, and
+// OVN ignores an ACL naming a missing set, which would let tenants in.
+func TestNamespaceIsolationWithoutGlobalNamespace(t *testing.T) {
+	e := newEnv(t)
+	e.cfg.NamespaceIsolation = true
+	e.createNode("n1")
+	e.createNamespace("a", nil)
+	e.createNamespace("b", nil)
+	e.start()
+	e.createPod("a", "a1", "n1")
+	e.createPod("b", "b1", "n1")
+	e.podIP("a", "a1")
+	e.waitPortGroup(policy.TenantPortGroup("a"), "a_a1")
+	e.waitPortGroup(policy.TenantPortGroup("b"), "b_b1")
+	harness.Eventually(t, 10*time.Second, "the global tenant's address set, empty", func() error {
+		as := &nbdb.AddressSet{Name: policy.TenantAddressSet(policy.GlobalTenant)}
+		if err := e.nb.Get(context.Background(), as); err != nil {
+			return err
+		}
+		if len(as.Addresses) != 0 {
+			return fmt.Errorf("addresses %v, want none", as.Addresses)
+		}
+		return nil
+	})
+	if d := ovndbtest.DanglingReferences(e.nb); len(d) > 0 {
+		t.Fatalf("ACLs name missing rows: %v", d)
+	}
+}
+
 // Faults: a policy whose transaction loses its reply, the NB replaced by an
 // empty database, and a policy deleted and re-created with the same name
 // all end with exactly the rows the policies want, once each.

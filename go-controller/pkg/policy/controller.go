@@ -171,6 +171,7 @@ func (c *Controller) enqueueAll(add func(string)) int {
 		n++
 	}
 	nss, _ := c.nsLister.List(labels.Everything())
+	add(tenantKey + GlobalTenant)
 	for _, ns := range nss {
 		add(namespaceKey + ns.Name)
 		add(tenantKey + c.tenantOf(ns.Name))

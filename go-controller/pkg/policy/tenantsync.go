@@ -32,9 +32,11 @@ func (c *Controller) tenantSpec(ns string) TenantSpec {
 
 func (c *Controller) tenantOf(ns string) string { return ResolveTenant(ns, c.tenantSpec) }
 
-// enqueueTenants queues every tenant some namespace is in and every tenant
-// with rows in the NB.
+// enqueueTenants queues every tenant some namespace is in, the global
+// tenant (whose address set exists whenever isolation is on) and every
+// tenant with rows in the NB.
 func (c *Controller) enqueueTenants() {
+	c.queue.Add(tenantKey + GlobalTenant)
 	nss, _ := c.nsLister.List(labels.Everything())
 	for _, ns := range nss {
 		c.queue.Add(tenantKey + c.tenantOf(ns.Name))
@@ -51,7 +53,10 @@ func (c *Controller) enqueueTenants() {
 
 // syncTenant makes a tenant's address set hold its pods' addresses and, for
 // an isolated tenant, its port group hold their ports with the isolation
-// ACL; a tenant no namespace is in (or isolation off) loses its rows.
+// ACL; a tenant no namespace is in (or isolation off) loses its rows. The
+// global tenant's address set is kept, empty or not, while isolation is on:
+// every isolation ACL names it, and OVN ignores an ACL naming a missing set
+// (which would let every tenant in).
 func (c *Controller) syncTenant(ctx context.Context, tenant string) error {
 	var members []string
 	if c.opts.Isolation {
@@ -72,7 +77,8 @@ func (c *Controller) syncTenant(ctx context.Context, tenant string) error {
 			t.Delete(cachedPG)
 		}
 	}
-	if len(members) == 0 {
+	keepSet := len(members) > 0 || tenant == GlobalTenant && c.opts.Isolation
+	if !keepSet {
 		if cachedSet != nil && ownedBy(cachedSet.ExternalIDs, owner) {
 			t.Delete(cachedSet)
 		}
@@ -86,6 +92,7 @@ func (c *Controller) syncTenant(ctx context.Context, tenant string) error {
 		sort.Strings(addrs)
 		ensureAddressSet(t, cachedSet, TenantAddressSetRow(tenant, slices.Compact(addrs)))
 		if tenant != GlobalTenant {
+			ensureGlobalSet(t) // named by the isolation ACL: created with it
 			var ports []string
 			for _, ns := range members {
 				ports = append(ports, c.selectedPorts(t, ns, func(*slim.Pod) bool { return true })...)
@@ -97,4 +104,12 @@ func (c *Controller) syncTenant(ctx context.Context, tenant string) error {
 		return fmt.Errorf("tenant %s: %w", tenant, err)
 	}
 	return nil
+}
+
+// ensureGlobalSet creates the global tenant's address set, empty, when it
+// does not exist; the global tenant's own sync fills it.
+func ensureGlobalSet(t *ovndb.Txn) {
+	if ovndb.Lookup(t, &nbdb.AddressSet{Name: TenantAddressSet(GlobalTenant)}) == nil {
+		ensureAddressSet(t, nil, TenantAddressSetRow(GlobalTenant, nil))
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -225,5 +226,29 @@ func TestNodeHostRoutes(t *testing.T) {
 	}
 	if o, _ := OwnerOf(r.ExternalIDs); o != (Owner{Type: OwnerNode, Name: "n"}) {
 		t.Errorf("owner = %v", o)
+	}
+}
+
+func TestMatchReferences(t *testing.T) {
+	for _, tc := range []struct {
+		match     string
+		sets, pgs []string
+	}{
+		{`outport == @mt.a && ip4.src != {$mt.a, $mt_global}`, []string{"mt.a", "mt_global"}, []string{"mt.a"}},
+		{`inport == @np.x.y && ip4.dst == $peers.ab12 && ip4.dst == $peers.ab12`, []string{"peers.ab12"}, []string{"np.x.y"}},
+		{`ip4.src == 10.0.0.1 && tcp.dst == 80`, nil, nil},
+		{`inport == "x@y$z" && outport == @g`, nil, []string{"g"}},
+		{`$ || @`, nil, nil},
+	} {
+		sets, pgs := MatchReferences(tc.match)
+		if !slices.Equal(sets, tc.sets) || !slices.Equal(pgs, tc.pgs) {
+			t.Errorf("MatchReferences(%q) = %v, %v; want %v, %v", tc.match, sets, pgs, tc.sets, tc.pgs)
+		}
+	}
+	if g := PortGroupOfAddressSet("np.a.b_ip4"); g != "np.a.b" {
+		t.Errorf("PortGroupOfAddressSet = %q", g)
+	}
+	if g := PortGroupOfAddressSet("peers.ab"); g != "" {
+		t.Errorf("PortGroupOfAddressSet = %q", g)
 	}
 }

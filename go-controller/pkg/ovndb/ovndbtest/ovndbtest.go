@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"path/filepath"
 	"sync"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
 
 // NewServer starts an empty in-memory NB on a unix socket and returns its path.
@@ -215,4 +217,39 @@ func (p *Proxy) serve(down net.Conn) {
 			return
 		}
 	}
+}
+
+// DanglingReferences lists, for every ACL in the client's cache, the
+// address sets and port groups its match names that do not exist (OVN
+// would ignore the ACL). Empty means the invariant holds.
+func DanglingReferences(c client.Client) []string {
+	ctx := context.Background()
+	var acls []nbdb.ACL
+	var sets []nbdb.AddressSet
+	var pgs []nbdb.PortGroup
+	_ = c.List(ctx, &acls)
+	_ = c.List(ctx, &sets)
+	_ = c.List(ctx, &pgs)
+	haveSet, havePG := map[string]bool{}, map[string]bool{}
+	for _, s := range sets {
+		haveSet[s.Name] = true
+	}
+	for _, g := range pgs {
+		havePG[g.Name] = true
+	}
+	var out []string
+	for _, a := range acls {
+		setNames, pgNames := topology.MatchReferences(a.Match)
+		for _, n := range setNames {
+			if !haveSet[n] && !havePG[topology.PortGroupOfAddressSet(n)] {
+				out = append(out, fmt.Sprintf("ACL %q names address set %s, which does not exist", a.Match, n))
+			}
+		}
+		for _, n := range pgNames {
+			if !havePG[n] {
+				out = append(out, fmt.Sprintf("ACL %q names port group %s, which does not exist", a.Match, n))
+			}
+		}
+	}
+	return out
 }
