@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
@@ -223,6 +224,29 @@ func TestPeerAddressSetShared(t *testing.T) {
 	e.waitAddressSet(fromTeamAKey, e.podIP("front", "c1"))
 	e.deletePolicy("db", "two")
 	e.waitGone("shared address set", func() bool { _, sets, _ := e.countRows(); return sets > 0 })
+}
+
+// A peer address set row of that name recording another selector (a
+// collision, or a row rewritten by hand) is never reused as it is: the
+// policy's sync rewrites its selector and members.
+func TestPeerAddressSetRecordingAnotherSelectorIsRewritten(t *testing.T) {
+	e := startDBFrontEnv(t)
+	e.createPod("front", "c1", "n1", labelled("role", "client"))
+	c1 := e.podIP("front", "c1")
+	nsSel, _ := labels.Parse("team=a")
+	podSel, _ := labels.Parse("role=client")
+	name := policy.PeerSet{Namespaces: nsSel, Pods: podSel}.Name()
+	ids := topology.Owner{Type: policy.OwnerPeers, Name: name}.ExternalIDs()
+	ids[policy.PeersKey] = "namespaces=[team=b] pods=[]"
+	ops, err := e.nb.Create(&nbdb.AddressSet{Name: name, Addresses: []string{"10.244.9.9"}, ExternalIDs: ids})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.nb.Transact(context.Background(), ops...); err != nil {
+		t.Fatal(err)
+	}
+	e.createPolicy("db", "from-team-a", fromTeamA)
+	e.waitAddressSet(fromTeamAKey, c1)
 }
 
 // An idle restart writes nothing; rows deleted or wiped come back.

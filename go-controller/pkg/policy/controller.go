@@ -231,8 +231,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 }
 
 // register records the peer sets and selector of a policy (nil: deleted)
-// and returns the sets no policy names any more.
-func (c *Controller) register(key string, rows *Rows) (unused []string) {
+// and returns the sets no policy names any more, and those of the policy
+// whose name another selector holds already (not registered: see Name).
+func (c *Controller) register(key string, rows *Rows) (unused, collisions []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old := c.policies[key]; old != nil {
@@ -252,12 +253,16 @@ func (c *Controller) register(key string, rows *Rows) (unused []string) {
 		}
 	}
 	if rows == nil {
-		return unused
+		return unused, nil
 	}
 	ns, _, _ := strings.Cut(key, "/")
 	p := &policyEntry{namespace: ns, pods: rows.PodSelector}
 	for _, s := range rows.PeerSets {
 		name := s.Name()
+		if e := c.sets[name]; e != nil && e.set.Key() != s.Key() {
+			collisions = append(collisions, name)
+			continue
+		}
 		p.sets = append(p.sets, name)
 		p.namedPort = p.namedPort || s.Port != nil
 		e := c.sets[name]
@@ -276,7 +281,7 @@ func (c *Controller) register(key string, rows *Rows) (unused []string) {
 		c.nsPolicies[ns] = map[string]bool{}
 	}
 	c.nsPolicies[ns][key] = true
-	return slices.DeleteFunc(unused, func(n string) bool { return c.sets[n] != nil })
+	return slices.DeleteFunc(unused, func(n string) bool { return c.sets[n] != nil }), collisions
 }
 
 // setIndex adds (or removes) a peer set to the pod-event indexes.
@@ -308,7 +313,7 @@ func (c *Controller) syncPolicy(ctx context.Context, key string) error {
 	t := ovndb.NewTxn(c.nb)
 	var unused []string
 	if np == nil {
-		unused = c.register(key, nil)
+		unused, _ = c.register(key, nil)
 		if pg := ovndb.Lookup(t, &nbdb.PortGroup{Name: PolicyPortGroup(ns, name)}); pg != nil && ownedBy(pg.ExternalIDs, owner) {
 			t.Delete(pg) // its ACLs go with it
 		}
@@ -317,7 +322,13 @@ func (c *Controller) syncPolicy(ctx context.Context, key string) error {
 		for _, p := range rows.Problems {
 			c.log.Info("ignoring part of a network policy", "policy", key, "problem", p)
 		}
-		unused = c.register(key, &rows)
+		var collisions []string
+		unused, collisions = c.register(key, &rows)
+		if len(collisions) > 0 {
+			c.log.Error(nil, "a peer selector's address set name is another selector's; the rules naming it are left out (they allow nothing)",
+				"policy", key, "addressSets", collisions)
+			rows.dropCollisions(collisions)
+		}
 		for _, s := range rows.PeerSets {
 			c.ensurePeerSet(t, s)
 		}
@@ -344,13 +355,14 @@ func (c *Controller) commitTxn(ctx context.Context, t *ovndb.Txn) error {
 }
 
 // ensurePeerSet creates a peer address set that does not exist yet, with its
-// members; an existing one is kept up to date by its own key.
+// members; an existing one recording this selector is kept up to date by
+// its own key, and one recording another is rewritten here, never reused.
 func (c *Controller) ensurePeerSet(t *ovndb.Txn, s PeerSet) {
-	if ovndb.Lookup(t, &nbdb.AddressSet{Name: s.Name()}) != nil {
+	cached := ovndb.Lookup(t, &nbdb.AddressSet{Name: s.Name()})
+	if cached != nil && cached.ExternalIDs[PeersKey] == s.Key() {
 		return
 	}
-	as := s.AddressSet(c.members(s))
-	t.Ensure(as, []any{&as.ExternalIDs}, nil)
+	ensureAddressSet(t, cached, s.AddressSet(c.members(s)))
 }
 
 // syncPeers makes one peer address set hold the addresses of exactly the

@@ -9,7 +9,7 @@
 //   - a port group per namespace and direction (ns.<namespace>.ingressDefaultDeny)
 //     holding every pod some policy selects for that direction, carrying the
 //     default deny and what is always allowed (ARP/ND, hairpin);
-//   - an address set per peer selector (peers.<hash>), shared by every policy
+//   - an address set per peer selector (peers.<SHA-256 of it>), shared by every policy
 //     naming the same selector;
 //   - on each node switch, an ACL letting the node's management port reach
 //     its pods (kubelet probes), above every policy tier.
@@ -25,9 +25,11 @@
 package policy
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
-	"hash/fnv"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 
@@ -122,12 +124,18 @@ func (p PeerSet) Key() string {
 	return b.String()
 }
 
-// Name is the address set's name: a hash of the key (selectors do not fit
-// OVN's identifier alphabet), which external_ids spell out.
-func (p PeerSet) Name() string {
-	h := fnv.New64a()
-	h.Write([]byte(p.Key()))
-	return fmt.Sprintf("peers.%016x", h.Sum64())
+// Name is the address set's name: the SHA-256 of the key (selectors do not
+// fit OVN's identifier alphabet), which external_ids spell out. A name two
+// selectors share would put one selector's pods into the other's
+// allow-lists, so the hash is one nobody can find collisions for (a 64-bit
+// FNV pair takes minutes of CPU); the controller still refuses a name
+// whose registered or recorded selector differs.
+func (p PeerSet) Name() string { return "peers." + peerSetHash(p.Key()) }
+
+// peerSetHash is a variable only so that a test can force a collision.
+var peerSetHash = func(key string) string {
+	h := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(h[:])
 }
 
 // Selects says whether a pod (with its namespace's labels) belongs to the
@@ -181,6 +189,24 @@ type Rows struct {
 	// Problems are parts of the policy that could not be turned into rows
 	// (which the API server's validation should have refused).
 	Problems []string
+}
+
+// dropCollisions leaves out the peer sets with these names and the ACLs
+// naming them: a rule whose peers cannot be told apart allows nothing
+// rather than too much.
+func (r *Rows) dropCollisions(names []string) {
+	bad := map[string]bool{}
+	for _, n := range names {
+		bad[n] = true
+	}
+	r.PeerSets = slices.DeleteFunc(r.PeerSets, func(s PeerSet) bool { return bad[s.Name()] })
+	r.ACLs = slices.DeleteFunc(r.ACLs, func(a *nbdb.ACL) bool {
+		sets, _ := topology.MatchReferences(a.Match)
+		return slices.ContainsFunc(sets, func(n string) bool { return bad[n] })
+	})
+	for _, n := range names {
+		r.Problems = append(r.Problems, fmt.Sprintf("address set %s: its name is another peer selector's", n))
+	}
 }
 
 // Policy computes a policy's rows. resolve answers named ports; log is its

@@ -1,0 +1,78 @@
+package policy
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
+	"strings"
+	"testing"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// A peer set's name is the full SHA-256 of its selector's canonical text:
+// no collision can be searched for (64-bit FNV names fell in minutes).
+func TestPeerSetNameIsSHA256OfItsKey(t *testing.T) {
+	s := PeerSet{Namespace: "x", Pods: must(labels.Parse("app=db"))}
+	sum := sha256.Sum256([]byte(s.Key()))
+	if want := "peers." + hex.EncodeToString(sum[:]); s.Name() != want {
+		t.Fatalf("name %s, want %s", s.Name(), want)
+	}
+}
+
+// forceCollisions makes every peer set's name the same, as a hash
+// collision would, for the rest of the test.
+func forceCollisions(t *testing.T) {
+	old := peerSetHash
+	peerSetHash = func(string) string { return "same" }
+	t.Cleanup(func() { peerSetHash = old })
+}
+
+func emptyController() *Controller {
+	return &Controller{sets: map[string]*peerEntry{}, policies: map[string]*policyEntry{},
+		nsPolicies: map[string]map[string]bool{}, nsSets: map[string]map[string]bool{}, crossSets: map[string]bool{}}
+}
+
+// Two selectors sharing a name: the second policy's set is refused (never
+// registered under the first one's entry), and its rules naming it are left
+// out, so the policy allows nothing through them.
+func TestCollidingPeerSetNamesAreRefused(t *testing.T) {
+	forceCollisions(t)
+	c := emptyController()
+	from := func(ns, podLabel string) *Rows {
+		p := np(networkingv1.NetworkPolicySpec{Ingress: []networkingv1.NetworkPolicyIngressRule{
+			{From: []networkingv1.NetworkPolicyPeer{{PodSelector: sel("app", podLabel)}}},
+			{From: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "192.0.2.0/24"}}}},
+		}})
+		p.Namespace = ns
+		r := Policy(p, noResolve, Logging{})
+		return &r
+	}
+	a, b := from("a", "db"), from("b", "web")
+	if _, coll := c.register("a/p", a); len(coll) != 0 {
+		t.Fatalf("first policy refused: %v", coll)
+	}
+	_, coll := c.register("b/p", b)
+	if !slices.Equal(coll, []string{"peers.same"}) {
+		t.Fatalf("collisions %v, want [peers.same]", coll)
+	}
+	if got := c.sets["peers.same"].set.Key(); got != a.PeerSets[0].Key() {
+		t.Fatalf("the name now holds %q, want the first selector %q", got, a.PeerSets[0].Key())
+	}
+	if users := c.sets["peers.same"].users; len(users) != 1 || !users["a/p"] {
+		t.Fatalf("users %v, want only a/p", users)
+	}
+	b.dropCollisions(coll)
+	if len(b.PeerSets) != 0 {
+		t.Fatalf("peer sets %v, want none", b.PeerSets)
+	}
+	for _, acl := range b.ACLs {
+		if strings.Contains(acl.Match, "$peers.same") {
+			t.Fatalf("an ACL still names the colliding set: %s", acl.Match)
+		}
+	}
+	if len(b.ACLs) != 1 || !strings.Contains(b.ACLs[0].Match, "192.0.2.0/24") {
+		t.Fatalf("ACLs %v, want only the ipBlock rule's", b.ACLs)
+	}
+}
