@@ -66,7 +66,11 @@ type Master struct {
 	// nodesReady holds the nodes whose last sync succeeded; a node entering
 	// it queues its pods (which wait, retrying, for their node's subnet).
 	nodesReady sync.Map
-	latency    podLatency
+	// nodeIndexer finds Nodes by InternalIP; dupAddrReported holds the
+	// duplicate-address conflicts already reported (nodeaddr.go).
+	nodeIndexer     cache.Indexer
+	dupAddrReported sync.Map
+	latency         podLatency
 }
 
 // NewInformers is the informer factory a master reads the cluster through,
@@ -96,7 +100,7 @@ func NewInformers(kube kubernetes.Interface) informers.SharedInformerFactory {
 		}
 		return nil, nil
 	}})
-	factory.Core().V1().Nodes().Informer()
+	_ = factory.Core().V1().Nodes().Informer().AddIndexers(cache.Indexers{nodeAddrIndex: indexNodeAddresses})
 	return factory
 }
 
@@ -126,26 +130,27 @@ func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client,
 	broadcaster := record.NewBroadcaster()
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
 	m := &Master{
-		cfg:        cfg,
-		log:        log,
-		kube:       kube,
-		nb:         nb,
-		committer:  ovndb.NewCommitter(nb, log.WithName("nb")),
-		ipam:       newIPAM(cfg.ClusterSubnets, cfg.JoinSubnet),
-		recorder:   broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "ovnkube-master"}),
-		factory:    factory,
-		nodeLister: nodeInformer.Lister(),
-		podLister:  slim.NewLister(podInformer.Informer()),
-		synced:     make(chan struct{}),
+		cfg:         cfg,
+		log:         log,
+		kube:        kube,
+		nb:          nb,
+		committer:   ovndb.NewCommitter(nb, log.WithName("nb")),
+		ipam:        newIPAM(cfg.ClusterSubnets, cfg.JoinSubnet),
+		recorder:    broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "ovnkube-master"}),
+		factory:     factory,
+		nodeLister:  nodeInformer.Lister(),
+		nodeIndexer: nodeInformer.Informer().GetIndexer(),
+		podLister:   slim.NewLister(podInformer.Informer()),
+		synced:      make(chan struct{}),
 
 		clusterDirty: make(chan struct{}, 1),
 	}
 	m.nodeQueue = controller.NewQueue("nodes", cfg.RetryMaxDelay, m.syncNode, log)
 	m.podQueue = controller.NewQueue("pods", cfg.RetryMaxDelay, m.syncPod, log)
 	_, _ = nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { m.enqueue(m.nodeQueue, obj) },
+		AddFunc:    func(obj any) { m.enqueue(m.nodeQueue, obj); m.enqueueAddressPeers(obj) },
 		UpdateFunc: func(old, cur any) { m.nodeUpdated(old, cur) },
-		DeleteFunc: func(obj any) { m.enqueue(m.nodeQueue, obj) },
+		DeleteFunc: func(obj any) { m.enqueue(m.nodeQueue, obj); m.enqueueAddressPeers(obj) },
 	})
 	_, _ = podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { m.latency.saw(obj); m.enqueue(m.podQueue, obj) },

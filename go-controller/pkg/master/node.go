@@ -38,7 +38,7 @@ func (m *Master) syncNode(ctx context.Context, name string) error {
 		}
 		return err
 	}
-	if err := EnsureNode(ctx, m.nb, m.committer.Commit, name, subnets, internalIPs(node), mgmtMAC(node, m)); err != nil {
+	if err := EnsureNode(ctx, m.nb, m.committer.Commit, name, subnets, m.claimedIPs(node), mgmtMAC(node, m)); err != nil {
 		return fmt.Errorf("node %s: %w", name, err)
 	}
 	want := annotations.FormatNodeSubnets(subnets)
@@ -204,6 +204,10 @@ func (m *Master) nodeUpdated(old, cur any) {
 		return
 	}
 	m.enqueue(m.nodeQueue, cur)
+	if ok1 && ok2 && !slices.Equal(internalIPs(o), internalIPs(n)) {
+		m.enqueueAddressPeers(o)
+		m.enqueueAddressPeers(n)
+	}
 }
 
 // podsHoldingOn counts the pods bound to node that hold, or may still be

@@ -117,3 +117,59 @@ func TestNodePortsOnEveryNodeAddress(t *testing.T) {
 	e.proxy.SwitchTo(ovndbtest.NewServer(t)) // the NB lost everything
 	e.waitVIPs("Service_ns/web_TCP_node_switch", map[string]string{"172.30.0.11:30080": "10.244.0.5:8080"})
 }
+
+// warningEvents lists the reasons and messages of Warning Events about an object.
+func (e *env) warningEvents(kind, name, reason string) []string {
+	evs, err := e.kube.CoreV1().Events("").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []string
+	for _, ev := range evs.Items {
+		if ev.Type == corev1.EventTypeWarning && ev.InvolvedObject.Kind == kind && ev.InvolvedObject.Name == name && ev.Reason == reason {
+			out = append(out, ev.Message)
+		}
+	}
+	return out
+}
+
+// Two Nodes reporting one InternalIP: the route to it goes to the older
+// node (then the first by name) and stays there across restarts (an idle
+// restart writes nothing), both Nodes get a Warning Event, and the other
+// node takes the address when the first one goes.
+func TestDuplicateNodeAddressPickedDeterministically(t *testing.T) {
+	e := newEnv(t)
+	e.createNode("n2")
+	e.createNode("n1")
+	e.setNodeIP("n1", "172.30.0.11")
+	e.setNodeIP("n2", "172.30.0.11")
+	e.start()
+	mgmt1 := topology.ManagementIP(e.nodeSubnets("n1")[0]).String()
+	mgmt2 := topology.ManagementIP(e.nodeSubnets("n2")[0]).String()
+	e.waitHostRoutes("172.30.0.11/32 via " + mgmt1)
+	for _, n := range []string{"n1", "n2"} {
+		harness.Eventually(t, 10*time.Second, "a DuplicateNodeAddress Warning on "+n, func() error {
+			if evs := e.warningEvents("Node", n, "DuplicateNodeAddress"); len(evs) != 1 {
+				return fmt.Errorf("events %v, want one", evs)
+			}
+			return nil
+		})
+	}
+	for i := 0; i < 3; i++ {
+		e.stop()
+		e.start()
+		harness.Eventually(t, 5*time.Second, "restarted master idle", func() error {
+			if !e.m.nodeQueue.Idle() {
+				return fmt.Errorf("node queue busy")
+			}
+			return nil
+		})
+		if n := e.m.Committer().Transactions(); n != 0 {
+			t.Fatalf("idle restart %d sent %d transactions; want 0 (routes %v)", i, n, e.hostRoutes())
+		}
+	}
+	e.waitHostRoutes("172.30.0.11/32 via " + mgmt1)
+
+	e.deleteNode("n1")
+	e.waitHostRoutes("172.30.0.11/32 via " + mgmt2)
+}

@@ -1,0 +1,107 @@
+package master
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+// nodeAddrIndex indexes Nodes by their InternalIP addresses.
+const nodeAddrIndex = "status.addresses.internalIP"
+
+func indexNodeAddresses(obj any) ([]string, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return nil, nil
+	}
+	var out []string
+	for _, ip := range internalIPs(n) {
+		out = append(out, ip.String())
+	}
+	return out, nil
+}
+
+// claimedIPs are the node's InternalIPs that it alone holds, or that it
+// holds first among the Nodes reporting the same address: the oldest Node
+// wins, then the first by name. A route to a node address has one next hop,
+// so two Nodes reporting one address would otherwise take it from each other
+// at every sync (and a node could take another's by reporting its address).
+// Each node left without an address it reports, and the one keeping it,
+// get a Warning Event, once per conflict.
+func (m *Master) claimedIPs(node *corev1.Node) []netip.Addr {
+	var out []netip.Addr
+	for _, ip := range internalIPs(node) {
+		holders := m.nodesWithAddress(ip)
+		if len(holders) <= 1 {
+			out = append(out, ip)
+			continue
+		}
+		winner := holders[0]
+		for _, h := range holders[1:] {
+			m.reportDuplicateAddress(ip, winner, h)
+		}
+		if winner.Name == node.Name {
+			out = append(out, ip)
+		}
+	}
+	return out
+}
+
+// nodesWithAddress lists the Nodes reporting ip as an InternalIP, the one
+// that keeps it first.
+func (m *Master) nodesWithAddress(ip netip.Addr) []*corev1.Node {
+	objs, err := m.nodeIndexer.ByIndex(nodeAddrIndex, ip.String())
+	if err != nil {
+		return nil
+	}
+	var nodes []*corev1.Node
+	for _, o := range objs {
+		if n, ok := o.(*corev1.Node); ok {
+			nodes = append(nodes, n)
+		}
+	}
+	sort.Slice(nodes, func(i, j int) bool {
+		a, b := nodes[i], nodes[j]
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+		}
+		return a.Name < b.Name
+	})
+	return nodes
+}
+
+func (m *Master) reportDuplicateAddress(ip netip.Addr, winner, loser *corev1.Node) {
+	key := fmt.Sprintf("%s %s/%s %s/%s", ip, winner.Name, winner.UID, loser.Name, loser.UID)
+	if _, seen := m.dupAddrReported.LoadOrStore(key, true); seen {
+		return
+	}
+	m.log.Info("two nodes report the same InternalIP; the route to it goes to the older one", "address", ip.String(),
+		"kept", winner.Name, "refused", loser.Name)
+	m.recorder.Eventf(loser, corev1.EventTypeWarning, "DuplicateNodeAddress",
+		"node %s also reports InternalIP %s; pods reach that address on %s (the older node); fix the address of one node", winner.Name, ip, winner.Name)
+	m.recorder.Eventf(winner, corev1.EventTypeWarning, "DuplicateNodeAddress",
+		"node %s also reports InternalIP %s; pods reach that address on this node (the older one); fix the address of one node", loser.Name, ip)
+}
+
+// enqueueAddressPeers queues the other Nodes sharing an InternalIP with
+// this one: a change of its addresses, or its deletion, can hand them the
+// address.
+func (m *Master) enqueueAddressPeers(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return
+	}
+	for _, ip := range internalIPs(n) {
+		for _, peer := range m.nodesWithAddress(ip) {
+			if peer.Name != n.Name {
+				m.enqueue(m.nodeQueue, peer)
+			}
+		}
+	}
+}
