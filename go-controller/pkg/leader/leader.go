@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -60,6 +62,33 @@ func (c Config) Validate() error {
 		return fmt.Errorf("lease duration %s must exceed the renew deadline %s", c.LeaseDuration, c.RenewDeadline)
 	}
 	return nil
+}
+
+// NoNamespaceError is CheckNamespace's answer when the Lease's namespace does
+// not exist: no replica can create the Lease, so none would ever lead.
+type NoNamespaceError struct{ Namespace string }
+
+func (e *NoNamespaceError) Error() string {
+	return fmt.Sprintf("the leader Lease's namespace %q does not exist", e.Namespace)
+}
+
+// CheckNamespace asks the API once whether the Lease's namespace exists, and
+// returns a *NoNamespaceError when it does not. Any other error means the API
+// did not answer (unreachable, no permission): the caller may campaign
+// anyway, as the elector retries. It lists namespaces by name rather than
+// getting one, as a controller that watches namespaces may list them.
+func CheckNamespace(ctx context.Context, kube kubernetes.Interface, namespace string) error {
+	list, err := kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", namespace).String()})
+	if err != nil {
+		return fmt.Errorf("checking the leader Lease's namespace %q: %w", namespace, err)
+	}
+	for _, ns := range list.Items {
+		if ns.Name == namespace {
+			return nil
+		}
+	}
+	return &NoNamespaceError{Namespace: namespace}
 }
 
 // Elector runs a function while this replica holds the lease.

@@ -40,6 +40,11 @@ func kubeConfig(c *cli.Context) (config.Kube, error) {
 		if u, err := url.Parse(k.APIServer); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 			return k, flagError("k8s-apiserver", fmt.Errorf("%q is not a URL such as https://10.0.0.10:6443", k.APIServer))
 		}
+		if k.Kubeconfig == "" {
+			if err := refuseCleartextCredentials(serviceAccountRESTConfig(k.APIServer), k); err != nil {
+				return k, err
+			}
+		}
 	}
 	if k.QPS <= 0 {
 		return k, flagError("kube-api-qps", fmt.Errorf("must be positive"))
@@ -87,12 +92,16 @@ const serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 // serviceAccountConfig is the pod's service account talking to server: what
 // rest.InClusterConfig builds, without its ClusterIP.
 func serviceAccountConfig(server string) (*rest.Config, error) {
-	token := filepath.Join(serviceAccountDir, "token")
-	if _, err := os.Stat(token); err != nil {
+	rc := serviceAccountRESTConfig(server)
+	if _, err := os.Stat(rc.BearerTokenFile); err != nil {
 		return nil, fmt.Errorf("no service account token (%w)", err)
 	}
-	return &rest.Config{Host: server, BearerTokenFile: token,
-		TLSClientConfig: rest.TLSClientConfig{CAFile: filepath.Join(serviceAccountDir, "ca.crt")}}, nil
+	return rc, nil
+}
+
+func serviceAccountRESTConfig(server string) *rest.Config {
+	return &rest.Config{Host: server, BearerTokenFile: filepath.Join(serviceAccountDir, "token"),
+		TLSClientConfig: rest.TLSClientConfig{CAFile: filepath.Join(serviceAccountDir, "ca.crt")}}
 }
 
 func masterCommand() *cli.Command {
@@ -214,6 +223,9 @@ func runMaster(ctx context.Context, cfg config.Master, lcfg leader.Config, elect
 	// The lease is written through its own, unfenced client.
 	leaseKube, err := kubeClient(cfg.Kube, "ovnkube-master-leader-election")
 	if err != nil {
+		return err
+	}
+	if err := checkLeaseNamespace(ctx, leaseKube, lcfg, log); err != nil {
 		return err
 	}
 	return elector.Run(ctx, leaseKube, run)

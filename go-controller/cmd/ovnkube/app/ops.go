@@ -1,11 +1,15 @@
 package app
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/leader"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/metrics"
@@ -61,6 +65,26 @@ func leaderConfig(c *cli.Context) (leader.Config, bool, error) {
 		return cfg, true, flagError("leader-elect-lease-duration", err)
 	}
 	return cfg, true, nil
+}
+
+// checkLeaseNamespace fails at start, saying what is missing and the ways
+// out, when the Lease's namespace does not exist: the elector would otherwise
+// retry, and log the API's refusal, several times a second forever. When the
+// API does not answer (within a lease duration) it logs why once and lets
+// the elector retry.
+func checkLeaseNamespace(ctx context.Context, kube kubernetes.Interface, cfg leader.Config, log logr.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, cfg.LeaseDuration)
+	defer cancel()
+	err := leader.CheckNamespace(ctx, kube, cfg.Namespace)
+	var missing *leader.NoNamespaceError
+	switch {
+	case errors.As(err, &missing):
+		return flagError("leader-elect-resource-namespace", fmt.Errorf("%w, so no replica can ever lead: create it (kubectl create namespace %s), "+
+			"name an existing namespace with --leader-elect-resource-namespace, or run a single replica with --leader-elect=false", err, cfg.Namespace))
+	case err != nil:
+		log.Info("could not check that the leader Lease's namespace exists; campaigning anyway", "err", err)
+	}
+	return nil
 }
 
 // metricsFlags serve Prometheus metrics, health and (optionally) profiles.
