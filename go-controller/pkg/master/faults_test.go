@@ -283,3 +283,55 @@ func TestPeriodicResyncRepairsDrift(t *testing.T) {
 		return nil
 	})
 }
+
+// Issue 31 item 5: at a restart (or leader failover) the NB's ports, written
+// only by the master, are trusted before annotations. A pod whose owner
+// patched its annotation with a running pod's address (for its own UID,
+// first in name order) gets a new address; the running pod keeps its own.
+// A pod created with a hand-written annotation (no UID marker) gets a fresh
+// address, not the one it asks for.
+func TestAnnotationCannotTakeARunningPodsAddress(t *testing.T) {
+	e := newEnv(t)
+	e.createNode("n1")
+	e.start()
+	e.createPod("ns", "victim", "n1")
+	attacker := e.createPod("ns", "attacker", "n1")
+	victim := e.podNetwork("ns", "victim")
+	e.podNetwork("ns", "attacker")
+	e.stop()
+
+	forged := victim
+	forged.PodUID = string(attacker.UID)
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, annotations.PodNetworks, annotations.FormatPodNetworks(forged))
+	if _, err := e.kube.CoreV1().Pods("ns").Patch(context.Background(), "attacker", "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	harness.Eventually(t, 10*time.Second, "the attacker re-addressed, the victim unchanged", func() error {
+		a, v := e.podNetwork("ns", "attacker"), e.podNetwork("ns", "victim")
+		if v.IPs[0] != victim.IPs[0] {
+			return fmt.Errorf("victim moved from %v to %v", victim.IPs[0], v.IPs[0])
+		}
+		if a.IPs[0] == victim.IPs[0] {
+			return fmt.Errorf("attacker holds the victim's address %v", a.IPs[0])
+		}
+		return nil
+	})
+	e.lsp(topology.PodPort("ns", "victim"), func(l *nbdb.LogicalSwitchPort) error {
+		if want := victim.MAC.String() + " " + victim.IPs[0].Addr().String(); l.Addresses[0] != want {
+			return fmt.Errorf("victim's port addresses %v, want %q", l.Addresses, want)
+		}
+		return nil
+	})
+
+	// A hand-written annotation without the UID marker asks for a free address.
+	free := victim
+	free.PodUID = ""
+	free.IPs = []netip.Prefix{netip.MustParsePrefix(victim.IPs[0].Addr().Next().Next().Next().String() + "/24")}
+	e.createPod("ns", "handwritten", "n1", func(p *corev1.Pod) {
+		p.Annotations = map[string]string{annotations.PodNetworks: annotations.FormatPodNetworks(free)}
+	})
+	if got := e.podNetwork("ns", "handwritten"); got.IPs[0] == free.IPs[0] {
+		t.Fatalf("a hand-written annotation chose the pod's address %v", got.IPs[0])
+	}
+}

@@ -83,7 +83,8 @@ func (m *Master) annotatePod(ctx context.Context, pod *slim.Pod, pn annotations.
 }
 
 // podNetwork decides the pod's addresses: what this pod incarnation already
-// holds, else a valid existing annotation, else fresh ones.
+// holds, else a valid annotation written for its UID whose addresses no
+// other pod holds, else fresh ones.
 func (m *Master) podNetwork(pod *slim.Pod, subnets []netip.Prefix) (annotations.PodNetwork, error) {
 	key := pod.Namespace + "/" + pod.Name
 	uid := string(pod.UID)
@@ -92,8 +93,9 @@ func (m *Master) podNetwork(pod *slim.Pod, subnets []netip.Prefix) (annotations.
 	if pod.Annotated {
 		if pn, err := annotations.ParsePodNetworks(pod.Networks); err != nil {
 			m.log.Info("ignoring malformed pod annotation; allocating a new address", "pod", key, "reason", err.Error())
-		} else if pn.PodUID != "" && pn.PodUID != uid {
-			m.log.Info("ignoring pod annotation copied from an earlier incarnation", "pod", key, "annotationUID", pn.PodUID, "uid", uid)
+		} else if !pn.WrittenFor(uid) {
+			m.log.Info("ignoring a pod annotation the master did not write for this pod (copied from an earlier incarnation, or written by hand)",
+				"pod", key, "annotationUID", pn.PodUID, "uid", uid)
 		} else {
 			annotated = &pn
 		}

@@ -22,10 +22,14 @@ import (
 
 // rebuild restores address state before anything new is allocated: node
 // subnets from annotations (or, for a node annotated by nobody yet, from the
-// subnet its switch already has), then pod addresses from annotations (or from
-// the pod's existing LSP when we stopped between commit and annotation).
-// Where two objects claim one subnet or address, the first in name order keeps
-// it and the other is given a new one by its sync.
+// subnet its switch already has), then pod addresses. The NB's ports, which
+// only the master writes, are trusted first: every pod whose port was made
+// for its UID gets that port's addresses back. Only then are annotations
+// written for the pod's UID honoured, and only for addresses no port holds:
+// whoever may patch a pod (its owner, in a cluster without the admission
+// policy of dist/kubernetes) cannot take a running pod's address by writing
+// it into its own annotation. Where two annotations claim one address, the
+// first in name order keeps it and the other is given a new one by its sync.
 func (m *Master) rebuild() {
 	nodes, _ := m.nodeLister.List(everything)
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
@@ -53,26 +57,26 @@ func (m *Master) rebuild() {
 			}
 		}
 	}
-	restored := 0
-	for _, pod := range pods {
-		if !pod.Networked() {
-			continue
+	restored := map[string]bool{}
+	for _, source := range []func(*slim.Pod, []netip.Prefix) ([]netip.Addr, error){m.portAddrs, annotatedAddrs} {
+		for _, pod := range pods {
+			key := pod.Namespace + "/" + pod.Name
+			subnets := m.ipam.nodeSubnets(pod.NodeName)
+			if restored[key] || !pod.Networked() || subnets == nil {
+				continue
+			}
+			ips, err := source(pod, subnets)
+			if err == nil {
+				err = m.ipam.claimPod(key, string(pod.UID), pod.NodeName, ips)
+			}
+			if err != nil {
+				m.log.V(2).Info("pod address not restored from this source", "pod", key, "reason", err.Error())
+				continue
+			}
+			restored[key] = true
 		}
-		subnets := m.ipam.nodeSubnets(pod.NodeName)
-		if subnets == nil {
-			continue
-		}
-		ips, err := m.existingPodAddrs(pod, subnets)
-		if err == nil {
-			err = m.ipam.claimPod(pod.Namespace+"/"+pod.Name, string(pod.UID), pod.NodeName, ips)
-		}
-		if err != nil {
-			m.log.V(2).Info("pod address not restored; it will be allocated", "pod", pod.Namespace+"/"+pod.Name, "reason", err.Error())
-			continue
-		}
-		restored++
 	}
-	m.log.Info("address state restored", "nodes", len(nodes), "pods", restored)
+	m.log.Info("address state restored", "nodes", len(nodes), "pods", len(restored))
 }
 
 func (m *Master) restoreNodeSubnets(node string, ann map[string]string) {
@@ -110,23 +114,33 @@ func (m *Master) existingNodeSubnets(node string, ann map[string]string) ([]neti
 	return subnets, nil
 }
 
-func (m *Master) existingPodAddrs(pod *slim.Pod, subnets []netip.Prefix) ([]netip.Addr, error) {
-	if pod.Annotated {
-		pn, err := annotations.ParsePodNetworks(pod.Networks)
-		if err != nil {
-			return nil, err
-		}
-		if pn.PodUID == "" || pn.PodUID == string(pod.UID) {
-			return addrsInSubnets(pn.IPs, subnets)
-		}
-		// Copied from an earlier incarnation: only the port can tell.
+// annotatedAddrs reads the addresses of an annotation written for this pod
+// incarnation (an annotation without the UID marker, hand-written or
+// copied, is not honoured).
+func annotatedAddrs(pod *slim.Pod, subnets []netip.Prefix) ([]netip.Addr, error) {
+	if !pod.Annotated {
+		return nil, fmt.Errorf("no annotation")
 	}
+	pn, err := annotations.ParsePodNetworks(pod.Networks)
+	if err != nil {
+		return nil, err
+	}
+	if !pn.WrittenFor(string(pod.UID)) {
+		return nil, fmt.Errorf("the annotation was not written for UID %s", pod.UID)
+	}
+	return addrsInSubnets(pn.IPs, subnets)
+}
+
+// portAddrs reads the addresses of the pod's port, when the master made it
+// for this pod incarnation.
+func (m *Master) portAddrs(pod *slim.Pod, subnets []netip.Prefix) ([]netip.Addr, error) {
 	lsp := &nbdb.LogicalSwitchPort{Name: topology.PodPort(pod.Namespace, pod.Name)}
 	if err := m.nb.Get(context.Background(), lsp); err != nil {
-		return nil, fmt.Errorf("no annotation and no port")
+		return nil, fmt.Errorf("no port")
 	}
-	if lsp.Options["iface-id-ver"] != string(pod.UID) || len(lsp.Addresses) != 1 {
-		return nil, fmt.Errorf("no annotation and the port belongs to another incarnation")
+	owner := topology.Owner{Type: topology.OwnerPod, Name: pod.Namespace + "/" + pod.Name}
+	if !ownedBy(lsp.ExternalIDs, owner) || lsp.Options["iface-id-ver"] != string(pod.UID) || len(lsp.Addresses) != 1 {
+		return nil, fmt.Errorf("the port belongs to another incarnation or is not ours")
 	}
 	_, ips, ok := topology.ParseLSPAddress(lsp.Addresses[0])
 	if !ok {
