@@ -4,12 +4,11 @@ package main
 
 import (
 	"github.com/containernetworking/cni/pkg/skel"
-	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/cni"
 )
 
 func main() {
 	skel.PluginMainFuncs(skel.CNIFuncs{Add: cni.Add, Del: cni.Del, Check: cni.Check},
-		version.PluginSupports("0.3.1", "0.4.0", "1.0.0"), "ovn_cni: the ovn-k8s CNI plugin (OVN-Kubernetes style)")
+		cni.Versions, "ovn_cni: the ovn-k8s CNI plugin (OVN-Kubernetes style)")
 }

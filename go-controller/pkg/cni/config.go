@@ -8,11 +8,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/utils"
 	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovs"
@@ -48,6 +51,9 @@ func parseConf(stdin []byte) (*NetConf, error) {
 	if err := json.Unmarshal(stdin, conf); err != nil {
 		return nil, types.NewError(types.ErrDecodingFailure, "ovn_cni: cannot decode the network configuration", err.Error())
 	}
+	if err := checkNameAndVersion(conf); err != nil {
+		return nil, err
+	}
 	if conf.OVSAddress == "" {
 		conf.OVSAddress = ovs.DefaultAddress
 	}
@@ -71,6 +77,20 @@ func parseConf(stdin []byte) (*NetConf, error) {
 		return nil, types.NewError(types.ErrDecodingFailure, "ovn_cni: cannot decode prevResult", err.Error())
 	}
 	return conf, nil
+}
+
+// checkNameAndVersion: a network name of skel's characters, a spec version
+// ovn_cni answers (skel's checks, repeated for requests through the socket).
+func checkNameAndVersion(conf *NetConf) error {
+	if err := utils.ValidateNetworkName(conf.Name); err != nil {
+		return types.NewError(types.ErrInvalidNetworkConfig, "ovn_cni: invalid network configuration",
+			fmt.Sprintf("name %q: a network name is a letter or digit followed by letters, digits, '_', '.' or '-'", conf.Name))
+	}
+	if !slices.Contains(Versions.SupportedVersions(), conf.CNIVersion) {
+		return types.NewError(types.ErrIncompatibleCNIVersion, "ovn_cni: unsupported cniVersion "+strconv.Quote(conf.CNIVersion),
+			"ovn_cni answers "+strings.Join(Versions.SupportedVersions(), ", "))
+	}
+	return nil
 }
 
 func duration(key, value string, def time.Duration) (time.Duration, error) {
@@ -118,16 +138,50 @@ func HostVethName(containerID string) string {
 // and DEL remove only links that carry it.
 func hostVethAlias(containerID string) string { return "ovn_cni:" + containerID }
 
-// parseInput reads the network config from stdin and the runtime's CNI_ARGS;
-// needPod says whether the pod's namespace and name must be there.
-func parseInput(args *skel.CmdArgs, needPod bool) (*NetConf, *PodArgs, error) {
+// Versions are the CNI spec versions ovn_cni answers.
+var Versions = version.PluginSupports("0.3.1", "0.4.0", "1.0.0")
+
+// parseInput checks a call as skel does before running a plugin (whether it
+// came from the runtime or through the CNI server's socket), then reads the
+// network config from stdin and the runtime's CNI_ARGS.
+func parseInput(command string, args *skel.CmdArgs) (*NetConf, *PodArgs, error) {
+	if err := validateArgs(command, args); err != nil {
+		return nil, nil, err
+	}
 	conf, err := parseConf(args.StdinData)
 	if err != nil {
 		return nil, nil, err
 	}
-	pa, err := parseArgs(args.Args, needPod)
+	if command == "CHECK" && conf.CNIVersion == "0.3.1" {
+		return nil, nil, types.NewError(types.ErrIncompatibleCNIVersion, "ovn_cni CHECK: cniVersion 0.3.1 has no CHECK", "use cniVersion 0.4.0 or later")
+	}
+	pa, err := parseArgs(args.Args, command != "DEL")
 	if err != nil {
 		return nil, nil, err
 	}
 	return conf, pa, nil
+}
+
+// validateArgs applies skel's rules to the CNI_* variables: a known command,
+// a container ID of skel's characters, a valid interface name, and a netns
+// path for ADD and CHECK. An empty container ID would make DEL match ports
+// by an empty sandbox id.
+func validateArgs(command string, args *skel.CmdArgs) error {
+	bad := func(field, value, why string) error {
+		return types.NewError(types.ErrInvalidEnvironmentVariables, fmt.Sprintf("ovn_cni %s: invalid %s %q", command, field, value), why)
+	}
+	ifErr := utils.ValidateInterfaceName(args.IfName)
+	switch {
+	case command != "ADD" && command != "CHECK" && command != "DEL":
+		return bad("CNI_COMMAND", command, "ovn_cni answers ADD, CHECK, DEL and VERSION")
+	case args.ContainerID == "":
+		return bad("CNI_CONTAINERID", "", "the runtime must pass the sandbox's container ID")
+	case utils.ValidateContainerID(args.ContainerID) != nil:
+		return bad("CNI_CONTAINERID", args.ContainerID, "a container ID is a letter or digit followed by letters, digits, '_', '.' or '-'")
+	case ifErr != nil:
+		return bad("CNI_IFNAME", args.IfName, ifErr.Msg+": an interface name has 1 to 15 bytes, no '/', ':' or whitespace, and is not '.' or '..'")
+	case args.Netns == "" && command != "DEL":
+		return bad("CNI_NETNS", "", command+" needs the path of the sandbox's network namespace")
+	}
+	return nil
 }

@@ -1,10 +1,14 @@
 package cni
 
 import (
+	"bytes"
+	"encoding/base64"
 	"errors"
 	"testing"
 
+	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/utils"
 )
 
 // ovn_cni's stdin and CNI_ARGS come from the runtime: whatever they hold,
@@ -43,6 +47,32 @@ func FuzzParseArgs(f *testing.F) {
 		}
 		if needPod && (a.K8S_POD_NAMESPACE == "" || a.K8S_POD_NAME == "") {
 			t.Fatalf("accepted %q without the pod", in)
+		}
+	})
+}
+
+// A request on the CNI server's socket: whatever its bytes, it is refused
+// with a CNI error or has passed skel's checks.
+func FuzzServerRequest(f *testing.F) {
+	conf := base64.StdEncoding.EncodeToString([]byte(`{"cniVersion":"1.0.0","name":"ovn-k8s","type":"ovn_cni"}`))
+	f.Add([]byte(`{"command":"DEL","containerID":"c1","ifName":"eth0","stdin":"` + conf + `"}`))
+	f.Add([]byte(`{"command":"DEL","containerID":"","ifName":"eth0","stdin":"` + conf + `"}`))
+	f.Add([]byte(`{"command":"ADD","containerID":"c1","netns":"/var/run/netns/p","ifName":"eth0:1","args":"K8S_POD_NAMESPACE=a;K8S_POD_NAME=b","stdin":"` + conf + `"}`))
+	f.Add([]byte(`{"command":"CHECK","containerID":"c1","ifName":"eth0"}{}`))
+	f.Add([]byte(`{"command":"ADD","stdin":"not base64"}`))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		req, err := decodeRequest(bytes.NewReader(in))
+		if err != nil {
+			checkCNIError(t, err)
+			return
+		}
+		args := &skel.CmdArgs{ContainerID: req.ContainerID, Netns: req.Netns, IfName: req.IfName, Args: req.Args, StdinData: req.StdinData}
+		if _, _, err := parseInput(req.Command, args); err != nil {
+			checkCNIError(t, err)
+			return
+		}
+		if utils.ValidateContainerID(req.ContainerID) != nil || utils.ValidateInterfaceName(req.IfName) != nil {
+			t.Fatalf("accepted container %q, interface %q", req.ContainerID, req.IfName)
 		}
 	})
 }

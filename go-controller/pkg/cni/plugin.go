@@ -51,7 +51,7 @@ func dialOVS(address string) OpenOVSFunc {
 
 // Add is CNI ADD: standalone, or handed to the node daemon (cniServerSocket).
 func Add(args *skel.CmdArgs) error {
-	conf, pa, err := parseInput(args, true)
+	conf, pa, err := parseInput("ADD", args)
 	if err != nil {
 		return err
 	}
@@ -124,7 +124,7 @@ func add(ctx context.Context, args *skel.CmdArgs, conf *NetConf, pa *PodArgs, po
 		return nil, fail(types.ErrInternal, "configuring "+hostName, err)
 	}
 	ifaceID := topology.PodPort(string(pa.K8S_POD_NAMESPACE), string(pa.K8S_POD_NAME))
-	if err := removeStalePorts(ctx, sw, ifaceID, hostName); err != nil {
+	if err := removeStalePorts(ctx, sw, ifaceID, string(pa.K8S_POD_UID), hostName); err != nil {
 		return nil, fail(types.ErrIOFailure, "removing a stale OVS port", err)
 	}
 	var ipStrs []string
@@ -226,18 +226,25 @@ func deleteOurHostEnd(name, containerID string) error {
 	return netlink.LinkDel(link)
 }
 
-// removeStalePorts drops ports of an earlier sandbox of the same pod (same
-// iface-id, other name), so ovn-controller binds only the new one.
-func removeStalePorts(ctx context.Context, sw *ovs.Client, ifaceID, keep string) error {
-	ifaces, err := sw.InterfacesWithID(ctx, ifaceID)
+// removeStalePorts drops the ports of earlier sandboxes of this pod
+// incarnation (same iface-id and iface-id-ver, another name), so
+// ovn-controller binds only the new one. A port of another pod UID is left
+// alone: the ADD cannot tell whether that incarnation is older or newer (a
+// slow ADD of a deleted pod must not unplug its re-created successor), that
+// port's own sandbox DEL removes it, and ovn-controller binds only the
+// interface whose iface-id-ver is the UID on the logical port.
+func removeStalePorts(ctx context.Context, sw *ovs.Client, ifaceID, podUID, keep string) error {
+	ifaces, err := sw.InterfacesWithExternalID(ctx, "iface-id", ifaceID)
 	if err != nil {
 		return err
 	}
 	for _, i := range ifaces {
-		if i.Name != keep {
-			if err := sw.DeletePort(ctx, i.Name); err != nil {
-				return err
-			}
+		uid, ok := i.ExternalIDs["iface-id-ver"]
+		if i.Name == keep || !ok || uid != podUID {
+			continue
+		}
+		if err := sw.DeletePort(ctx, i.Name); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -278,7 +285,7 @@ func buildResult(conf *NetConf, hostIface, contIface net.Interface, netnsPath st
 
 // Del is CNI DEL: idempotent; a missing netns, port or pod is fine.
 func Del(args *skel.CmdArgs) error {
-	conf, _, err := parseInput(args, false)
+	conf, _, err := parseInput("DEL", args)
 	if err != nil {
 		return err
 	}
@@ -332,7 +339,7 @@ func del(ctx context.Context, args *skel.CmdArgs, openOVS OpenOVSFunc, ovsAddres
 
 // Check is CNI CHECK: the pod interface and the OVS port are as ADD left them.
 func Check(args *skel.CmdArgs) error {
-	conf, pa, err := parseInput(args, true)
+	conf, pa, err := parseInput("CHECK", args)
 	if err != nil {
 		return err
 	}

@@ -11,10 +11,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/version"
 	"github.com/go-logr/logr"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/metrics"
@@ -32,15 +34,35 @@ type request struct {
 	StdinData   []byte `json:"stdin"`
 }
 
+// maxMessageBytes bounds a request to the CNI server and its answer.
+const maxMessageBytes = 1 << 20
+
 // forward is the shim: it hands the call to the node daemon's CNI server and
-// prints its answer. A daemon that cannot be reached is a CNI error 11 (try
-// again later) naming the socket.
+// prints its answer once it is a CNI result of the requested version (ADD)
+// or empty (CHECK, DEL). A daemon that cannot be reached is a CNI error 11
+// (try again later) naming the socket.
 func forward(args *skel.CmdArgs, conf *NetConf, command string) error {
 	body, err := json.Marshal(request{Command: command, ContainerID: args.ContainerID, Netns: args.Netns,
 		IfName: args.IfName, Args: args.Args, Path: args.Path, StdinData: args.StdinData})
 	if err != nil {
 		return types.NewError(types.ErrInternal, "ovn_cni: encoding the request", err.Error())
 	}
+	if len(body) > maxMessageBytes {
+		return tooLarge("ovn_cni " + command + ": the request")
+	}
+	status, out, err := post(conf, command, body)
+	if err != nil {
+		return err
+	}
+	if status != http.StatusOK {
+		return replyError(command, status, out)
+	}
+	return printReply(command, conf.CNIVersion, out)
+}
+
+// post sends the request to the CNI server and reads at most
+// maxMessageBytes of its answer.
+func post(conf *NetConf, command string, body []byte) (int, []byte, error) {
 	client := http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", conf.CNIServerSocket)
 	}}}
@@ -50,25 +72,56 @@ func forward(args *skel.CmdArgs, conf *NetConf, command string) error {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://ovnkube-node/cni", bytes.NewReader(body))
 	resp, err := client.Do(req)
 	if err != nil {
-		return types.NewError(types.ErrTryAgainLater, fmt.Sprintf("ovn_cni %s: the node daemon's CNI server is not reachable at %s", command, conf.CNIServerSocket),
+		return 0, nil, types.NewError(types.ErrTryAgainLater, fmt.Sprintf("ovn_cni %s: the node daemon's CNI server is not reachable at %s", command, conf.CNIServerSocket),
 			"is `ovnkube node --cni-server-socket "+conf.CNIServerSocket+"` running? "+err.Error())
 	}
 	defer resp.Body.Close()
-	out, err := io.ReadAll(resp.Body)
+	out, err := io.ReadAll(io.LimitReader(resp.Body, maxMessageBytes+1))
 	if err != nil {
-		return types.NewError(types.ErrIOFailure, "ovn_cni "+command+": reading the CNI server's answer", err.Error())
+		return 0, nil, types.NewError(types.ErrIOFailure, "ovn_cni "+command+": reading the CNI server's answer", err.Error())
 	}
-	if resp.StatusCode != http.StatusOK {
-		te := &types.Error{}
-		if json.Unmarshal(out, te) != nil || te.Code == 0 {
-			return types.NewError(types.ErrInternal, fmt.Sprintf("ovn_cni %s: the CNI server answered %s", command, resp.Status), string(out))
+	if len(out) > maxMessageBytes {
+		return 0, nil, tooLarge("ovn_cni " + command + ": the CNI server's answer")
+	}
+	return resp.StatusCode, out, nil
+}
+
+// replyError is the CNI error the server answered with, or one saying it
+// answered something else.
+func replyError(command string, status int, out []byte) error {
+	te := &types.Error{}
+	if json.Unmarshal(out, te) != nil || te.Code == 0 {
+		return types.NewError(types.ErrInternal, fmt.Sprintf("ovn_cni %s: the CNI server answered HTTP %d without a CNI error", command, status), string(out))
+	}
+	return te
+}
+
+// printReply prints a successful answer: for ADD a result of the requested
+// version (decoded and printed again, so nothing else reaches the runtime);
+// for CHECK and DEL nothing, which is all the server may answer.
+func printReply(command, cniVersion string, out []byte) error {
+	notResult := func(why string) error {
+		return types.NewError(types.ErrDecodingFailure, fmt.Sprintf("ovn_cni %s: the CNI server's answer is not a CNI %s result", command, cniVersion), why)
+	}
+	if command != "ADD" {
+		if len(bytes.TrimSpace(out)) != 0 {
+			return notResult(fmt.Sprintf("%s answers nothing on success, got %d bytes", command, len(out)))
 		}
-		return te
+		return nil
 	}
-	if len(out) > 0 {
-		_, err = os.Stdout.Write(out)
+	res, err := version.NewResult(cniVersion, out)
+	if err != nil {
+		return notResult(err.Error())
 	}
-	return err
+	if res.Version() != cniVersion {
+		return notResult("it has cniVersion " + strconv.Quote(res.Version()))
+	}
+	return res.Print()
+}
+
+func tooLarge(what string) error {
+	return types.NewError(types.ErrDecodingFailure, fmt.Sprintf("%s is larger than %d bytes (1 MiB)", what, maxMessageBytes),
+		"the network configuration (stdin, prevResult included) and CNI_ARGS must fit in 1 MiB")
 }
 
 // Server is the node daemon's CNI server: it does what the standalone
@@ -112,13 +165,13 @@ func (s *Server) Listen(ctx context.Context) error {
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	var req request
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		writeCNIError(w, types.NewError(types.ErrDecodingFailure, "CNI server: cannot decode the request", err.Error()))
+	req, err := decodeRequest(http.MaxBytesReader(w, r.Body, maxMessageBytes))
+	if err != nil {
+		writeCNIError(w, err)
 		return
 	}
 	out, err := s.handle(r.Context(), req)
-	metrics.CNIRequests.WithLabelValues(req.Command, metrics.Result(err)).Observe(time.Since(start).Seconds())
+	metrics.CNIRequests.WithLabelValues(commandLabel(req.Command), metrics.Result(err)).Observe(time.Since(start).Seconds())
 	if err != nil {
 		s.Log.Info("CNI request failed", "command", req.Command, "container", req.ContainerID, "error", err.Error())
 		writeCNIError(w, err)
@@ -127,36 +180,57 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(out)
 }
 
-// handle runs one request and returns what the plugin prints on success.
+// commandLabel bounds the metric's command label to the commands served.
+func commandLabel(command string) string {
+	if command == "ADD" || command == "CHECK" || command == "DEL" {
+		return command
+	}
+	return "other"
+}
+
+// decodeRequest reads one request: a single JSON object, at most
+// maxMessageBytes (the reader enforces it).
+func decodeRequest(body io.Reader) (request, error) {
+	var req request
+	dec := json.NewDecoder(body)
+	err := dec.Decode(&req)
+	if err == nil && dec.More() {
+		err = errors.New("data after the request object")
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return req, tooLarge("CNI server: the request")
+	case err != nil:
+		return req, types.NewError(types.ErrDecodingFailure, "CNI server: cannot decode the request", err.Error())
+	}
+	return req, nil
+}
+
+// handle checks and runs one request and returns what the plugin prints on
+// success.
 func (s *Server) handle(ctx context.Context, req request) ([]byte, error) {
 	args := &skel.CmdArgs{ContainerID: req.ContainerID, Netns: req.Netns, IfName: req.IfName, Args: req.Args, Path: req.Path, StdinData: req.StdinData}
+	conf, pa, err := parseInput(req.Command, args)
+	if err != nil {
+		return nil, err
+	}
 	shared := func() (*ovs.Client, func(), error) { return s.OVS, func() {}, nil }
 	switch req.Command {
-	case "ADD", "CHECK":
-		conf, pa, err := parseInput(args, true)
-		if err != nil {
-			return nil, err
-		}
-		if req.Command == "CHECK" {
-			return nil, check(ctx, args, conf, pa, shared)
-		}
-		res, err := add(ctx, args, conf, pa, s.PodNetwork, shared)
-		if err != nil {
-			return nil, err
-		}
-		v, err := res.GetAsVersion(conf.CNIVersion)
-		if err != nil {
-			return nil, types.NewError(types.ErrIncompatibleCNIVersion, "CNI server: converting the result", err.Error())
-		}
-		return json.Marshal(v)
+	case "CHECK":
+		return nil, check(ctx, args, conf, pa, shared)
 	case "DEL":
-		conf, _, err := parseInput(args, false)
-		if err != nil {
-			return nil, err
-		}
 		return nil, del(ctx, args, shared, conf.OVSAddress)
 	}
-	return nil, types.NewError(types.ErrInvalidEnvironmentVariables, "CNI server: unknown command "+req.Command, "")
+	res, err := add(ctx, args, conf, pa, s.PodNetwork, shared)
+	if err != nil {
+		return nil, err
+	}
+	v, err := res.GetAsVersion(conf.CNIVersion)
+	if err != nil {
+		return nil, types.NewError(types.ErrIncompatibleCNIVersion, "CNI server: converting the result", err.Error())
+	}
+	return json.Marshal(v)
 }
 
 func writeCNIError(w http.ResponseWriter, err error) {

@@ -351,18 +351,16 @@ func (c *Client) removePortOps(ctx context.Context, portUUID string) ([]ovsdb.Op
 	return ops, nil
 }
 
-// InterfacesWithID returns the interfaces whose
-// external_ids:iface-id is id.
-func (c *Client) InterfacesWithID(ctx context.Context, id string) ([]vswitchd.Interface, error) {
-	var out []vswitchd.Interface
-	err := c.WhereCache(func(i *vswitchd.Interface) bool { return i.ExternalIDs["iface-id"] == id }).List(ctx, &out)
-	return out, err
-}
-
-// InterfacesWithExternalID returns the interfaces with external_ids:key=value.
+// InterfacesWithExternalID returns the interfaces whose external_ids hold
+// key with this value. A missing key never matches, not even the value "":
+// asking for sandbox="" must not return every port that has no sandbox
+// (br-int's own, the management port, the bridge's NIC).
 func (c *Client) InterfacesWithExternalID(ctx context.Context, key, value string) ([]vswitchd.Interface, error) {
 	var out []vswitchd.Interface
-	err := c.WhereCache(func(i *vswitchd.Interface) bool { return i.ExternalIDs[key] == value }).List(ctx, &out)
+	err := c.WhereCache(func(i *vswitchd.Interface) bool {
+		v, ok := i.ExternalIDs[key]
+		return ok && v == value
+	}).List(ctx, &out)
 	return out, err
 }
 

@@ -1,0 +1,106 @@
+// Package ovstest runs libovsdb's in-memory server on the vswitchd schema
+// for unit tests: an initialised Open_vSwitch database with br-int, and an
+// ovs.Client connected to it.
+package ovstest
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/stdr"
+	"github.com/ovn-org/libovsdb/database/inmemory"
+	"github.com/ovn-org/libovsdb/model"
+	"github.com/ovn-org/libovsdb/server"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovs"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/vswitchd"
+)
+
+// New starts an in-memory vswitchd database holding the Open_vSwitch row
+// and the bridge br-int, and returns a client connected to it.
+func New(t testing.TB) *ovs.Client {
+	t.Helper()
+	c, _ := Start(t)
+	return c
+}
+
+// Start is New, and also returns the database's address (unix:PATH) for
+// code that dials it itself.
+func Start(t testing.TB) (*ovs.Client, string) {
+	t.Helper()
+	address := "unix:" + serve(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := ovs.Connect(ctx, address, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	root := &vswitchd.OpenvSwitch{UUID: "newroot"}
+	ops, err := c.Create(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Transact(ctx, ops...); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.EnsureBridge(ctx, ovs.Bridge{Name: "br-int", FailMode: "secure"}); err != nil {
+		t.Fatal(err)
+	}
+	return c, address
+}
+
+func serve(t testing.TB) string {
+	t.Helper()
+	clientModel, err := vswitchd.FullDatabaseModel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := vswitchd.Schema()
+	dbModel, errs := model.NewDatabaseModel(schema, clientModel)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	// libovsdb's server turns the process-wide stdr verbosity up; tests read state, not that.
+	defer stdr.SetVerbosity(0)
+	s, err := server.NewOvsdbServer(inmemory.NewDatabase(map[string]model.ClientDBModel{schema.Name: clientModel}), dbModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "db.sock")
+	go func() { _ = s.Serve("unix", sock) }()
+	t.Cleanup(s.Close)
+	for deadline := time.Now().Add(5 * time.Second); !s.Ready(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("in-memory OVS database did not start")
+		}
+	}
+	return sock
+}
+
+// Port is an ovs.Port on br-int with these external ids.
+func Port(t testing.TB, c *ovs.Client, name string, externalIDs map[string]string) {
+	t.Helper()
+	if err := c.EnsurePort(context.Background(), "br-int", ovs.Port{Name: name, ExternalIDs: externalIDs}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// PortNames lists the names of br-int's ports, sorted.
+func PortNames(t testing.TB, c *ovs.Client) []string {
+	t.Helper()
+	ifaces, err := c.BridgeInterfaces(context.Background(), "br-int")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, i := range ifaces {
+		names = append(names, i.Name)
+	}
+	slices.Sort(names)
+	return names
+}
