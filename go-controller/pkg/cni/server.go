@@ -48,7 +48,7 @@ func forward(args *skel.CmdArgs, conf *NetConf, command string) error {
 		return types.NewError(types.ErrInternal, "ovn_cni: encoding the request", err.Error())
 	}
 	if len(body) > maxMessageBytes {
-		return tooLarge("ovn_cni " + command + ": the request")
+		return tooLarge("ovn_cni "+command+": the request", requestLimit)
 	}
 	status, out, err := post(conf, command, body)
 	if err != nil {
@@ -81,7 +81,7 @@ func post(conf *NetConf, command string, body []byte) (int, []byte, error) {
 		return 0, nil, types.NewError(types.ErrIOFailure, "ovn_cni "+command+": reading the CNI server's answer", err.Error())
 	}
 	if len(out) > maxMessageBytes {
-		return 0, nil, tooLarge("ovn_cni " + command + ": the CNI server's answer")
+		return 0, nil, tooLarge("ovn_cni "+command+": the CNI server's answer", "no CNI result is that large: is "+conf.CNIServerSocket+" ovnkube node's CNI server?")
 	}
 	return resp.StatusCode, out, nil
 }
@@ -100,14 +100,15 @@ func replyError(command string, status int, out []byte) error {
 // version (decoded and printed again, so nothing else reaches the runtime);
 // for CHECK and DEL nothing, which is all the server may answer.
 func printReply(command, cniVersion string, out []byte) error {
-	notResult := func(why string) error {
-		return types.NewError(types.ErrDecodingFailure, fmt.Sprintf("ovn_cni %s: the CNI server's answer is not a CNI %s result", command, cniVersion), why)
-	}
 	if command != "ADD" {
 		if len(bytes.TrimSpace(out)) != 0 {
-			return notResult(fmt.Sprintf("%s answers nothing on success, got %d bytes", command, len(out)))
+			return types.NewError(types.ErrDecodingFailure, "ovn_cni "+command+": the CNI server answered something on success",
+				fmt.Sprintf("%s answers nothing on success; got %d bytes", command, len(out)))
 		}
 		return nil
+	}
+	notResult := func(why string) error {
+		return types.NewError(types.ErrDecodingFailure, fmt.Sprintf("ovn_cni ADD: the CNI server's answer is not a CNI %s result", cniVersion), why)
 	}
 	res, err := version.NewResult(cniVersion, out)
 	if err != nil {
@@ -119,9 +120,10 @@ func printReply(command, cniVersion string, out []byte) error {
 	return res.Print()
 }
 
-func tooLarge(what string) error {
-	return types.NewError(types.ErrDecodingFailure, fmt.Sprintf("%s is larger than %d bytes (1 MiB)", what, maxMessageBytes),
-		"the network configuration (stdin, prevResult included) and CNI_ARGS must fit in 1 MiB")
+const requestLimit = "the network configuration (stdin, prevResult included) and CNI_ARGS must fit in 1 MiB"
+
+func tooLarge(what, why string) error {
+	return types.NewError(types.ErrDecodingFailure, fmt.Sprintf("%s is larger than %d bytes (1 MiB)", what, maxMessageBytes), why)
 }
 
 // Server is the node daemon's CNI server: it does what the standalone
@@ -200,7 +202,7 @@ func decodeRequest(body io.Reader) (request, error) {
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		return req, tooLarge("CNI server: the request")
+		return req, tooLarge("CNI server: the request", requestLimit)
 	case err != nil:
 		return req, types.NewError(types.ErrDecodingFailure, "CNI server: cannot decode the request", err.Error())
 	}
