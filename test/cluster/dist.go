@@ -41,6 +41,7 @@ func (c *Cluster) distConfig() *corev1.ConfigMap {
 			"k8s_apiserver":     c.APIServer(),
 			"gateway_interface": gatewayBridge,
 			"datapath_type":     "netdev",
+			"external_ip_cidrs": externalCIDRs,
 		},
 	}
 }

@@ -20,6 +20,10 @@ const (
 	externalIPs = "192.0.2.10" // a Service's spec.externalIPs, routed to the first worker
 	ingressIP   = "192.0.2.20" // a LoadBalancer's ingress IP, routed to the last worker
 	externalWeb = 8080         // the external host's HTTP server
+	// externalCIDRs is the master's --external-ip-cidrs: the range the
+	// external and ingress IPs above come from (TEST-NET-1). Without it the
+	// master programs no external address.
+	externalCIDRs = "192.0.2.0/24"
 )
 
 func (c *Cluster) externalNS() string { return prefix + "-external" }

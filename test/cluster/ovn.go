@@ -47,7 +47,7 @@ func (c *Cluster) startMaster(n *Node) error {
 	}
 	return c.start(n, "ovnkube-master", c.bin("ovnkube"), "--loglevel", "4", "master",
 		"--kubeconfig", Kubeconfig, "--nb-address", "unix:/run/ovn/ovnnb_db.sock",
-		"--cluster-subnet", clusterSubnet+"/24", "--service-cidr", serviceCIDR)
+		"--cluster-subnet", clusterSubnet+"/24", "--service-cidr", serviceCIDR, "--external-ip-cidrs", externalCIDRs)
 }
 
 // gatewayBridge is the bridge nics-to-bridge made of every node's NIC.

@@ -1,8 +1,10 @@
 package integration
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
+	"os/exec"
 	"reflect"
 	"slices"
 	"strings"
@@ -133,9 +135,13 @@ func (c *cluster) groupNamed(name string) *nbdb.LoadBalancerGroup {
 	return g
 }
 
+// allowTestNet lets a master program the external IPs these tests use
+// (192.0.2.0/24, TEST-NET-1): by default it programs none.
+var allowTestNet = []string{"--external-ip-cidrs", "192.0.2.0/24"}
+
 func TestServicesBecomeLoadBalancers(t *testing.T) {
 	c := newCluster(t)
-	c.startMaster()
+	c.startMaster(allowTestNet...)
 	c.createNode("n1", nil)
 	c.createNode("n2", nil)
 	c.kube.EnsureNamespace(t, "ns")
@@ -230,11 +236,11 @@ func TestServicesBecomeLoadBalancers(t *testing.T) {
 	if err := c.kube.Client.CoreV1().Services("ns").Delete(c.ctx(), "sticky", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	c.startMaster()
+	c.startMaster(allowTestNet...)
 	c.waitSynced()
 	c.waitNoLB("Service_ns/sticky_TCP_cluster")
 	c.waitLB("Service_ns/manual_TCP_cluster", map[string]string{manual.Spec.ClusterIP + ":80": "10.244.99.9:8080,10.244.99.10:8080"}, nil)
-	if n := c.changesDuring(func() { c.master.Stop(); c.startMaster(); c.waitSynced() }); n != 0 {
+	if n := c.changesDuring(func() { c.master.Stop(); c.startMaster(allowTestNet...); c.waitSynced() }); n != 0 {
 		t.Errorf("idle restart changed %d rows", n)
 	}
 }
@@ -343,5 +349,104 @@ func TestOVNTraceThroughClusterIP(t *testing.T) {
 	out = trace(empty.Spec.ClusterIP, "--ct=new")
 	if !strings.Contains(out, "reject") || !strings.Contains(out, "tcp_reset") || strings.Contains(out, `output to "ns_server"`) {
 		t.Errorf("trace to a ClusterIP without endpoints is not rejected with a TCP reset:\n%s", out)
+	}
+}
+
+// Issue 31 item 7: external IPs and LoadBalancer ingress IPs are trusted
+// only inside --external-ip-cidrs (none by default) and never when they are
+// a node's address or in the cluster's own ranges; each refused address is
+// left out of the load balancers and named in a Warning Event on the
+// Service.
+func TestExternalAddressesOnlyWhereAllowed(t *testing.T) {
+	c := newCluster(t)
+	c.startMaster() // no --external-ip-cidrs: every external address refused
+	c.createNode("n1", nil)
+	node, _ := c.kube.Client.CoreV1().Nodes().Get(c.ctx(), "n1", metav1.GetOptions{})
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "172.18.0.2"}}
+	if _, err := c.kube.Client.CoreV1().Nodes().UpdateStatus(c.ctx(), node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.kube.EnsureNamespace(t, "ns")
+	// A node's SSH, kubelet and API server ports; everyone's DNS.
+	grab := c.createService("ns", "grab", func(s *corev1.Service) {
+		s.Spec.Ports = []corev1.ServicePort{
+			{Name: "ssh", Protocol: corev1.ProtocolTCP, Port: 22, TargetPort: intstr.FromInt(8080)},
+			{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53, TargetPort: intstr.FromInt(5353)},
+		}
+		s.Spec.ExternalIPs = []string{"172.18.0.2", "8.8.8.8", "172.18.0.60", "192.0.2.60"}
+	})
+	c.applySlice("ns", "grab", "grab-a", []discovery.EndpointPort{port("ssh", "TCP", 8080), port("dns", "UDP", 5353)}, endpoint("10.244.0.5", true))
+	lbSvc := c.createService("ns", "lb", func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeLoadBalancer })
+	lbSvc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "172.18.0.2"}, {IP: "192.0.2.61"}}
+	if _, err := c.kube.Client.CoreV1().Services("ns").UpdateStatus(c.ctx(), lbSvc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.applySlice("ns", "lb", "lb-a", []discovery.EndpointPort{port("http", "TCP", 8080)}, endpoint("10.244.0.5", true))
+	c.waitLB("Service_ns/grab_TCP_cluster", map[string]string{grab.Spec.ClusterIP + ":22": "10.244.0.5:8080"}, nil)
+	c.waitLB("Service_ns/grab_UDP_cluster", map[string]string{grab.Spec.ClusterIP + ":53": "10.244.0.5:5353"}, nil)
+	c.waitLB("Service_ns/lb_TCP_cluster", map[string]string{lbSvc.Spec.ClusterIP + ":80": "10.244.0.5:8080"}, nil)
+	c.waitRefusalEvents("grab", "ExternalIPRefused", "external IP 172.18.0.2 is not programmed: it is node n1's address",
+		"external IP 8.8.8.8 is not programmed: no external IPs are allowed", "external IP 192.0.2.60 is not programmed")
+	c.waitRefusalEvents("lb", "LoadBalancerIPRefused", "load balancer ingress IP 172.18.0.2 is not programmed", "load balancer ingress IP 192.0.2.61 is not programmed")
+
+	// Allowed ranges: what is inside is programmed, a node's address never.
+	c.master.Stop()
+	c.startMaster("--external-ip-cidrs", "192.0.2.0/24,172.18.0.0/16,2001:db8::/32")
+	c.waitLB("Service_ns/grab_TCP_cluster", map[string]string{grab.Spec.ClusterIP + ":22": "10.244.0.5:8080",
+		"172.18.0.60:22": "10.244.0.5:8080", "192.0.2.60:22": "10.244.0.5:8080"}, nil)
+	c.waitLB("Service_ns/grab_UDP_cluster", map[string]string{grab.Spec.ClusterIP + ":53": "10.244.0.5:5353",
+		"172.18.0.60:53": "10.244.0.5:5353", "192.0.2.60:53": "10.244.0.5:5353"}, nil)
+	c.waitLB("Service_ns/lb_TCP_cluster", map[string]string{lbSvc.Spec.ClusterIP + ":80": "10.244.0.5:8080", "192.0.2.61:80": "10.244.0.5:8080"}, nil)
+	c.waitRefusalEvents("grab", "ExternalIPRefused", "external IP 8.8.8.8 is not programmed: it is outside the allowed ranges 192.0.2.0/24,172.18.0.0/16,2001:db8::/32")
+
+	// A node taking an allowed address takes it back from the service.
+	node, _ = c.kube.Client.CoreV1().Nodes().Get(c.ctx(), "n1", metav1.GetOptions{})
+	node.Status.Addresses = append(node.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "192.0.2.60"})
+	if _, err := c.kube.Client.CoreV1().Nodes().UpdateStatus(c.ctx(), node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitLB("Service_ns/grab_TCP_cluster", map[string]string{grab.Spec.ClusterIP + ":22": "10.244.0.5:8080", "172.18.0.60:22": "10.244.0.5:8080"}, nil)
+	c.waitRefusalEvents("grab", "ExternalIPRefused", "external IP 192.0.2.60 is not programmed: it is node n1's address")
+}
+
+// waitRefusalEvents waits for Warning Events with reason on the service,
+// one containing each of msgs.
+func (c *cluster) waitRefusalEvents(svc, reason string, msgs ...string) {
+	c.t.Helper()
+	harness.Eventually(c.t, 30*time.Second, "Events "+reason+" on service "+svc, func() error {
+		evs, err := c.kube.Client.CoreV1().Events("ns").List(c.ctx(), metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		var got []string
+		for _, ev := range evs.Items {
+			if ev.InvolvedObject.Kind == "Service" && ev.InvolvedObject.Name == svc && ev.Reason == reason && ev.Type == corev1.EventTypeWarning {
+				got = append(got, ev.Message)
+			}
+		}
+		all := strings.Join(got, "\n")
+		for _, m := range msgs {
+			if !strings.Contains(all, m) {
+				return fmt.Errorf("no Event saying %q; have:\n%s", m, all)
+			}
+		}
+		return nil
+	})
+}
+
+func TestServiceAddressFlagsExitTwoNamingTheFlag(t *testing.T) {
+	bin := harness.Binary(t, "ovnkube")
+	for _, tt := range []struct{ args []string }{
+		{[]string{"--external-ip-cidrs", "192.0.2.0/33"}},
+		{[]string{"--external-ip-cidrs", "192.0.2.1/24"}},
+		{[]string{"--service-node-port-range", "32767-30000"}},
+		{[]string{"--service-node-port-range", "0-100"}},
+	} {
+		args := append([]string{"master", "--nb-address", "unix:/x"}, tt.args...)
+		out, err := exec.Command(bin, args...).CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), tt.args[0]) {
+			t.Errorf("ovnkube %v: exit %v, want status 2 naming %s; output:\n%s", args, err, tt.args[0], out)
+		}
 	}
 }

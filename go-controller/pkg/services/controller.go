@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -18,8 +20,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/controller"
@@ -49,10 +55,59 @@ type Controller struct {
 	sliceIndexer cache.Indexer
 	queue        *controller.Queue
 	gwDirty      chan struct{}
+	opts         Options
+
+	// refused holds, per service, the refusals last reported in Events, so
+	// that a resync repeats none.
+	refusedMu sync.Mutex
+	refused   map[string]string
 }
 
-// New wires the controller onto shared informers and the NB client.
+// Options are the operator's choices about the addresses outside clients
+// may use (see AddressPolicy).
+type Options struct {
+	// ExternalIPCIDRs are the only ranges external IPs and LoadBalancer
+	// ingress IPs may come from (--external-ip-cidrs); none: every one is
+	// refused.
+	ExternalIPCIDRs []netip.Prefix
+	// Reserved are the cluster's own ranges (cluster subnets, join subnet,
+	// service CIDRs): never an external or ingress IP.
+	Reserved []ReservedRange
+	// NodePortRange is --service-node-port-range; zero: DefaultNodePortRange.
+	NodePortRange PortRange
+	// Recorder receives a Warning Event on the Service for every address or
+	// node port refused; nil: refusals are only logged.
+	Recorder record.EventRecorder
+}
+
+var configured atomic.Pointer[Options]
+
+// Configure sets the Options of every controller New makes from now on.
+// `ovnkube master` calls it once at start, before building the master;
+// without it a controller refuses every external and ingress IP, keeps node
+// ports to DefaultNodePortRange and logs refusals without Events.
+func Configure(o Options) { configured.Store(&o) }
+
+// NewRecorder is an EventRecorder writing Events through kube, as the master's
+// other Events are written (source component ovnkube-master).
+func NewRecorder(kube kubernetes.Interface) record.EventRecorder {
+	b := record.NewBroadcaster()
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "ovnkube-master"})
+}
+
+// New wires the controller onto shared informers and the NB client, with the
+// Options given to Configure.
 func New(factory informers.SharedInformerFactory, nb libovsdbclient.Client, commit CommitFunc, log logr.Logger, maxDelay time.Duration) *Controller {
+	var o Options
+	if p := configured.Load(); p != nil {
+		o = *p
+	}
+	return NewWithOptions(factory, nb, commit, log, maxDelay, o)
+}
+
+// NewWithOptions is New with explicit Options.
+func NewWithOptions(factory informers.SharedInformerFactory, nb libovsdbclient.Client, commit CommitFunc, log logr.Logger, maxDelay time.Duration, opts Options) *Controller {
 	c := &Controller{
 		log:        log,
 		nb:         nb,
@@ -60,6 +115,8 @@ func New(factory informers.SharedInformerFactory, nb libovsdbclient.Client, comm
 		svcLister:  factory.Core().V1().Services().Lister(),
 		nodeLister: factory.Core().V1().Nodes().Lister(),
 		gwDirty:    make(chan struct{}, 1),
+		opts:       opts,
+		refused:    map[string]string{},
 	}
 	c.queue = controller.NewQueue("services", maxDelay, c.syncService, log)
 	sliceInformer := factory.Discovery().V1().EndpointSlices().Informer()
@@ -87,12 +144,13 @@ func New(factory informers.SharedInformerFactory, nb libovsdbclient.Client, comm
 		DeleteFunc: sliceHandler,
 	})
 	_, _ = factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		// NodePorts answer on every node's addresses.
+		// NodePorts answer on every node's addresses, and no external
+		// address may be a node's.
 		AddFunc:    func(any) { c.gatewaysChanged() },
 		DeleteFunc: func(any) { c.gatewaysChanged() },
 		UpdateFunc: func(old, cur any) {
 			o, n := old.(*corev1.Node), cur.(*corev1.Node)
-			if !slices.Equal(nodeIPs(o), nodeIPs(n)) {
+			if !slices.Equal(nodeIPs(o), nodeIPs(n)) || !slices.Equal(nodeOwnAddrs(o), nodeOwnAddrs(n)) {
 				c.gatewaysChanged()
 			}
 		},
@@ -239,11 +297,12 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 		for _, o := range objs {
 			slices = append(slices, o.(*discovery.EndpointSlice))
 		}
-		d = LoadBalancers(svc, slices, c.gatewayNodes(svc), c.nodeAddrs(svc))
+		d = LoadBalancers(svc, slices, c.gatewayNodes(svc), c.nodeAddrs(svc), c.policy(svc))
 		for _, p := range d.Problems {
 			c.log.Info("ignoring bad service input", "service", key, "problem", p)
 		}
 	}
+	c.reportRefused(key, svc, d.Refused)
 	t := ovndb.NewTxn(c.nb)
 	wanted := map[string]bool{}
 	ensureInGroup(t, topology.ClusterLBGroup, d.Cluster, wanted)
@@ -336,6 +395,56 @@ func (c *Controller) nodeAddrs(svc *corev1.Service) []netip.Addr {
 	return slices.Compact(out)
 }
 
+// policy is the AddressPolicy for svc: the operator's ranges and, when svc
+// names external or ingress IPs, every node's addresses.
+func (c *Controller) policy(svc *corev1.Service) AddressPolicy {
+	p := AddressPolicy{Allowed: c.opts.ExternalIPCIDRs, Reserved: c.opts.Reserved, NodePorts: c.opts.NodePortRange}
+	if !hasExternalAddrs(svc) {
+		return p
+	}
+	p.Nodes = map[netip.Addr]string{}
+	nodes, _ := c.nodeLister.List(everything)
+	for _, n := range nodes {
+		for _, ip := range nodeOwnAddrs(n) {
+			p.Nodes[ip] = n.Name
+		}
+	}
+	return p
+}
+
+// hasExternalAddrs says whether svc names external IPs or (as a
+// LoadBalancer) ingress IPs.
+func hasExternalAddrs(svc *corev1.Service) bool {
+	return len(svc.Spec.ExternalIPs) > 0 || (svc.Spec.Type == corev1.ServiceTypeLoadBalancer && len(svc.Status.LoadBalancer.Ingress) > 0)
+}
+
+// reportRefused logs each refusal and puts a Warning Event on the Service,
+// once per change of what is refused (a resync repeats nothing).
+func (c *Controller) reportRefused(key string, svc *corev1.Service, refused []Refusal) {
+	var msgs []string
+	for _, r := range refused {
+		msgs = append(msgs, string(r.Kind)+": "+r.Message())
+	}
+	sig := strings.Join(msgs, "\n")
+	c.refusedMu.Lock()
+	same := c.refused[key] == sig
+	if sig == "" {
+		delete(c.refused, key)
+	} else {
+		c.refused[key] = sig
+	}
+	c.refusedMu.Unlock()
+	if same || svc == nil {
+		return
+	}
+	for _, r := range refused {
+		c.log.Info("refusing a service address", "service", key, "reason", r.Kind, "message", r.Message())
+		if c.opts.Recorder != nil {
+			c.opts.Recorder.Event(svc, corev1.EventTypeWarning, string(r.Kind), r.Message())
+		}
+	}
+}
+
 // syncGateways attaches the cluster group to every gateway router and
 // re-syncs NodePort services, whose per-node balancers follow the gateways.
 func (c *Controller) syncGateways(ctx context.Context) error {
@@ -357,7 +466,7 @@ func (c *Controller) syncGateways(ctx context.Context) error {
 	}
 	svcs, _ := c.svcLister.List(everything)
 	for _, s := range svcs {
-		if s.Spec.Type == corev1.ServiceTypeNodePort || s.Spec.Type == corev1.ServiceTypeLoadBalancer {
+		if s.Spec.Type == corev1.ServiceTypeNodePort || s.Spec.Type == corev1.ServiceTypeLoadBalancer || hasExternalAddrs(s) {
 			c.queue.Add(s.Namespace + "/" + s.Name)
 		}
 	}
@@ -397,6 +506,27 @@ func nodeIPs(node *corev1.Node) []netip.Addr {
 		}
 	}
 	return out
+}
+
+// nodeOwnAddrs are every address the master knows a node by: its
+// InternalIPs and ExternalIPs and its gateway's addresses, sorted. No
+// external or ingress IP may be one of them.
+func nodeOwnAddrs(node *corev1.Node) []netip.Addr {
+	var out []netip.Addr
+	for _, a := range node.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP || a.Type == corev1.NodeExternalIP {
+			if ip, err := netip.ParseAddr(a.Address); err == nil {
+				out = append(out, ip.Unmap())
+			}
+		}
+	}
+	if gw, err := annotations.ParseL3GatewayConfig(node.Annotations[annotations.NodeL3GatewayConfig]); err == nil {
+		for _, p := range gw.IPs {
+			out = append(out, p.Addr().Unmap())
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Compact(out)
 }
 
 func sliceServiceKey(obj any) string {

@@ -33,6 +33,9 @@ type Desired struct {
 	Switch   []*nbdb.LoadBalancer          // NodePorts on every node address, through the switch LB group
 	PerNode  map[string]*nbdb.LoadBalancer // node → NodePort LB on GR_<node>, one per protocol
 	Problems []string
+	// Refused are the external addresses and node ports left out because
+	// the AddressPolicy does not allow them (each is worth an Event).
+	Refused []Refusal
 }
 
 // perNodeKey keys PerNode: node and protocol.
@@ -55,15 +58,19 @@ func NodeLBName(namespace, name string, proto corev1.Protocol, node string) stri
 
 // LoadBalancers computes the load balancers of svc from its EndpointSlices,
 // the gateways, and every node's addresses (nodeAddrs: a NodePort answers on
-// all of them for pods, balanced at the pod's own switch). Headless and
-// ExternalName services want none.
-func LoadBalancers(svc *corev1.Service, slices []*discovery.EndpointSlice, gateways []NodeGateway, nodeAddrs []netip.Addr) Desired {
+// all of them for pods, balanced at the pod's own switch). External IPs,
+// LoadBalancer ingress IPs and NodePorts are programmed only where policy
+// allows them; the others are left out and listed in Desired.Refused.
+// Headless and ExternalName services want none.
+func LoadBalancers(svc *corev1.Service, slices []*discovery.EndpointSlice, gateways []NodeGateway, nodeAddrs []netip.Addr, policy AddressPolicy) Desired {
 	d := Desired{PerNode: map[string]*nbdb.LoadBalancer{}}
 	key := svc.Namespace + "/" + svc.Name
 	if svc.Spec.Type == corev1.ServiceTypeExternalName || svc.Spec.ClusterIP == corev1.ClusterIPNone {
 		return d
 	}
-	frontends, externals, problems := frontendIPs(svc)
+	frontends, externals, problems, refused := frontendIPs(svc, policy)
+	d.Refused = append(d.Refused, refused...)
+	nodePorts := policy.nodePortRange()
 	local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
 	isExternal := map[netip.Addr]bool{}
 	for _, ip := range externals {
@@ -112,7 +119,15 @@ func LoadBalancers(svc *corev1.Service, slices []*discovery.EndpointSlice, gatew
 				switchLB().Vips[vip(ip, sp.Port)] = backends.forFamily(ip)
 			}
 		}
-		nodePort := sp.NodePort > 0 && sp.NodePort <= 65535 && (svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer)
+		nodePort := sp.NodePort != 0 && (svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer)
+		if nodePort && !nodePorts.Contains(sp.NodePort) {
+			// A NodePort answers on every node address: outside the range
+			// the API server allocates from, it could shadow a port the
+			// host itself listens on (22, 10250, 6443...).
+			d.Refused = append(d.Refused, Refusal{Kind: RefusedNodePort, Value: strconv.Itoa(int(sp.NodePort)),
+				Reason: fmt.Sprintf("port %q: node port %d is outside the node port range %s (ovnkube master --service-node-port-range, which must match the API server's); it could shadow a port the nodes listen on, so the node port is not programmed", sp.Name, sp.NodePort, nodePorts)})
+			nodePort = false
+		}
 		if nodePort {
 			for _, ip := range nodeAddrs {
 				switchLB().Vips[vip(ip, sp.NodePort)] = backends.forFamily(ip)
@@ -193,8 +208,9 @@ func lbProtocol(p corev1.Protocol) (nbdb.LoadBalancerProtocol, bool) {
 }
 
 // frontendIPs are the ClusterIPs, external IPs and load balancer ingress
-// IPs, and apart the latter two (the addresses outside clients use).
-func frontendIPs(svc *corev1.Service) (all, external []netip.Addr, problems []string) {
+// IPs, and apart the latter two (the addresses outside clients use); an
+// external or ingress IP the policy refuses is in neither.
+func frontendIPs(svc *corev1.Service, policy AddressPolicy) (all, external []netip.Addr, problems []string, refused []Refusal) {
 	key := svc.Namespace + "/" + svc.Name
 	var out []netip.Addr
 	seen := map[netip.Addr]bool{}
@@ -206,6 +222,16 @@ func frontendIPs(svc *corev1.Service) (all, external []netip.Addr, problems []st
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("service %s: %s %q is not an IP address; skipped", key, what, s))
 			return
+		}
+		if what != "cluster IP" {
+			if why := policy.refuse(ip); why != "" {
+				kind := RefusedExternalIP
+				if what != "external IP" {
+					kind = RefusedIngressIP
+				}
+				refused = append(refused, Refusal{Kind: kind, Value: s, Reason: why})
+				return
+			}
 		}
 		if !seen[ip] {
 			seen[ip] = true
@@ -234,7 +260,7 @@ func frontendIPs(svc *corev1.Service) (all, external []netip.Addr, problems []st
 			}
 		}
 	}
-	return out, external, problems
+	return out, external, problems, refused
 }
 
 func vip(ip netip.Addr, port int32) string {

@@ -57,6 +57,17 @@ var (
 	no  = ptr(false)
 )
 
+// testPolicy allows the documentation ranges the tests' external and
+// ingress IPs come from, and reserves the default cluster ranges.
+var testPolicy = AddressPolicy{
+	Allowed: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("198.51.100.0/24")},
+	Reserved: []ReservedRange{
+		{netip.MustParsePrefix("10.244.0.0/16"), "cluster subnet"},
+		{netip.MustParsePrefix("100.64.0.0/16"), "join subnet"},
+		{netip.MustParsePrefix("10.96.0.0/16"), "service CIDR"},
+	},
+}
+
 func TestLoadBalancers(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -196,7 +207,7 @@ func TestLoadBalancers(t *testing.T) {
 		},
 	}
 	for _, tt := range tests {
-		d := LoadBalancers(tt.svc, tt.slices, tt.gateways, tt.nodeAddrs)
+		d := LoadBalancers(tt.svc, tt.slices, tt.gateways, tt.nodeAddrs, testPolicy)
 		got := map[string]map[string]string{}
 		for _, lb := range d.Cluster {
 			got[lb.Name] = lb.Vips
@@ -229,7 +240,7 @@ func TestLoadBalancers(t *testing.T) {
 }
 
 func TestLoadBalancerProtocolField(t *testing.T) {
-	d := LoadBalancers(service(func(s *corev1.Service) { s.Spec.Ports[0].Protocol = corev1.ProtocolSCTP }), nil, nil, nil)
+	d := LoadBalancers(service(func(s *corev1.Service) { s.Spec.Ports[0].Protocol = corev1.ProtocolSCTP }), nil, nil, nil, testPolicy)
 	if len(d.Cluster) != 1 || d.Cluster[0].Name != "Service_ns/web_SCTP_cluster" || *d.Cluster[0].Protocol != "sctp" {
 		t.Fatalf("%+v", d.Cluster)
 	}
@@ -244,7 +255,7 @@ func BenchmarkLoadBalancers(b *testing.B) {
 	slices := []*discovery.EndpointSlice{slice("a", discovery.AddressTypeIPv4, 8080, "http", "TCP", eps...)}
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		_ = LoadBalancers(svc, slices, nil, nil)
+		_ = LoadBalancers(svc, slices, nil, nil, testPolicy)
 	}
 }
 
@@ -263,7 +274,7 @@ func TestExternalTrafficPolicyLocal(t *testing.T) {
 	sl := slice("a", discovery.AddressTypeIPv4, 8080, "http", "TCP", ep{ip: "10.244.1.5"}, ep{ip: "10.244.2.5"})
 	sl.Endpoints[0].NodeName, sl.Endpoints[1].NodeName = ptr("n1"), ptr("n2")
 	gws := []NodeGateway{{Node: "n1", IPs: []netip.Addr{netip.MustParseAddr("172.18.0.2")}}, {Node: "n2", IPs: []netip.Addr{netip.MustParseAddr("172.18.0.3")}}, {Node: "n3", IPs: []netip.Addr{netip.MustParseAddr("172.18.0.4")}}}
-	d := LoadBalancers(svc, []*discovery.EndpointSlice{sl}, gws, []netip.Addr{netip.MustParseAddr("172.18.0.2")})
+	d := LoadBalancers(svc, []*discovery.EndpointSlice{sl}, gws, []netip.Addr{netip.MustParseAddr("172.18.0.2")}, testPolicy)
 	all := "10.244.1.5:8080,10.244.2.5:8080"
 	want := map[string]map[string]string{
 		"Service_ns/web_TCP_cluster":        {"10.96.0.10:80": all},

@@ -1,0 +1,231 @@
+package services
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	libovsdbclient "github.com/ovn-org/libovsdb/client"
+	corev1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb/ovndbtest"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
+)
+
+// ctrlEnv is a services controller over the fake clientset and libovsdb's
+// in-memory NB.
+type ctrlEnv struct {
+	t    *testing.T
+	kube *fake.Clientset
+	nb   libovsdbclient.Client // the test's own view
+	c    *Controller
+}
+
+// newCtrlEnv starts a controller made by newCtrl (New or NewWithOptions)
+// once the load balancer groups the master creates exist.
+func newCtrlEnv(t *testing.T, newCtrl func(informers.SharedInformerFactory, libovsdbclient.Client, CommitFunc, *fake.Clientset) *Controller) *ctrlEnv {
+	t.Helper()
+	sock := ovndbtest.NewServer(t)
+	e := &ctrlEnv{t: t, kube: fake.NewSimpleClientset(), nb: ovndbtest.ConnectObserver(t, sock)}
+	ctx, cancel := context.WithCancel(context.Background())
+	for _, g := range []string{topology.ClusterLBGroup, topology.ClusterSwitchLBGroup} {
+		ops, err := e.nb.Create(&nbdb.LoadBalancerGroup{Name: g})
+		if err == nil {
+			_, err = e.nb.Transact(ctx, ops...)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	nb := ovndbtest.Connect(t, sock)
+	committer := ovndb.NewCommitter(nb, testr.New(t))
+	factory := informers.NewSharedInformerFactory(e.kube, 0)
+	e.c = newCtrl(factory, nb, committer.Commit, e.kube)
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	done := make(chan struct{}, 2)
+	go func() { committer.Run(ctx); done <- struct{}{} }()
+	go func() { e.c.Run(ctx, 2); done <- struct{}{} }()
+	t.Cleanup(func() { cancel(); <-done; <-done; factory.Shutdown() })
+	return e
+}
+
+func eventually(t *testing.T, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (e *ctrlEnv) waitVIPs(name string, want map[string]string) {
+	e.t.Helper()
+	eventually(e.t, "load balancer "+name, func() error {
+		lb := e.lb(name)
+		if lb == nil {
+			return fmt.Errorf("no load balancer")
+		}
+		if !reflect.DeepEqual(lb.Vips, want) {
+			return fmt.Errorf("vips %v, want %v", lb.Vips, want)
+		}
+		return nil
+	})
+}
+
+func (e *ctrlEnv) lb(name string) *nbdb.LoadBalancer {
+	var found []nbdb.LoadBalancer
+	_ = e.nb.WhereCache(func(lb *nbdb.LoadBalancer) bool { return lb.Name == name }).List(context.Background(), &found)
+	if len(found) != 1 {
+		return nil
+	}
+	return &found[0]
+}
+
+func (e *ctrlEnv) create(objs ...any) {
+	e.t.Helper()
+	ctx := context.Background()
+	for _, o := range objs {
+		var err error
+		switch o := o.(type) {
+		case *corev1.Node:
+			_, err = e.kube.CoreV1().Nodes().Create(ctx, o, metav1.CreateOptions{})
+		case *corev1.Service:
+			_, err = e.kube.CoreV1().Services(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *discovery.EndpointSlice:
+			_, err = e.kube.DiscoveryV1().EndpointSlices(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		}
+		if err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
+func nodeWithIP(name, ip string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}}}
+}
+
+// A controller as `ovnkube master` builds it without --external-ip-cidrs
+// programs no external IP: not a node's address (which would take over the
+// node's ports from outside), not 8.8.8.8:53 (which would capture every
+// pod's DNS), not even a harmless documentation address.
+func TestControllerRefusesExternalIPsByDefault(t *testing.T) {
+	e := newCtrlEnv(t, func(f informers.SharedInformerFactory, nb libovsdbclient.Client, commit CommitFunc, kube *fake.Clientset) *Controller {
+		return New(f, nb, commit, testr.New(t), time.Second)
+	})
+	e.create(nodeWithIP("n1", "172.18.0.2"),
+		service(func(s *corev1.Service) {
+			s.Spec.Ports = []corev1.ServicePort{{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53}}
+			s.Spec.ExternalIPs = []string{"172.18.0.2", "8.8.8.8", "192.0.2.10"}
+		}),
+		slice("a", discovery.AddressTypeIPv4, 5353, "dns", "UDP", ep{ip: "10.244.1.5"}))
+	e.waitVIPs("Service_ns/web_UDP_cluster", map[string]string{"10.96.0.10:53": "10.244.1.5:5353"})
+}
+
+// With allowed ranges, an allowed address is programmed and a node's is
+// refused with one Warning Event naming the address, the node and the way
+// out; the refusal follows the node's addresses, and a resync repeats no
+// Event.
+func TestControllerExternalIPEventsAndNodeChanges(t *testing.T) {
+	e := newCtrlEnv(t, func(f informers.SharedInformerFactory, nb libovsdbclient.Client, commit CommitFunc, kube *fake.Clientset) *Controller {
+		return NewWithOptions(f, nb, commit, testr.New(t), time.Second, Options{
+			ExternalIPCIDRs: []netip.Prefix{netip.MustParsePrefix("172.18.0.0/16")},
+			Reserved:        testPolicy.Reserved,
+			Recorder:        NewRecorder(kube),
+		})
+	})
+	e.create(nodeWithIP("n1", "172.18.0.2"),
+		service(func(s *corev1.Service) { s.Spec.ExternalIPs = []string{"172.18.0.2", "172.18.0.50"} }),
+		slice("a", discovery.AddressTypeIPv4, 8080, "http", "TCP", ep{ip: "10.244.1.5"}))
+	e.waitVIPs("Service_ns/web_TCP_cluster", map[string]string{"10.96.0.10:80": "10.244.1.5:8080", "172.18.0.50:80": "10.244.1.5:8080"})
+	events := func() []corev1.Event {
+		l, err := e.kube.CoreV1().Events("ns").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.Items
+	}
+	eventually(t, "a Warning Event on the service", func() error {
+		evs := events()
+		if len(evs) != 1 {
+			return fmt.Errorf("%d events: %v", len(evs), evs)
+		}
+		ev := evs[0]
+		if ev.Type != corev1.EventTypeWarning || ev.Reason != string(RefusedExternalIP) || ev.InvolvedObject.Kind != "Service" || ev.InvolvedObject.Name != "web" ||
+			!strings.Contains(ev.Message, "external IP 172.18.0.2 is not programmed") || !strings.Contains(ev.Message, "node n1's address") ||
+			!strings.Contains(ev.Message, "--external-ip-cidrs") {
+			return fmt.Errorf("event %s %s %v: %s", ev.Type, ev.Reason, ev.InvolvedObject, ev.Message)
+		}
+		return nil
+	})
+
+	// A resync changes nothing and repeats no Event.
+	e.c.Resync()
+	time.Sleep(300 * time.Millisecond)
+	eventually(t, "resync done", func() error {
+		if !e.c.Idle() {
+			return fmt.Errorf("busy")
+		}
+		return nil
+	})
+	if evs := events(); len(evs) != 1 || evs[0].Count > 1 {
+		t.Fatalf("a resync repeated the Event: %v", evs)
+	}
+
+	// The node moves to the other address: the first becomes usable, the
+	// second is refused.
+	n, _ := e.kube.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
+	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.5"}, {Type: corev1.NodeExternalIP, Address: "172.18.0.50"}}
+	if _, err := e.kube.CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitVIPs("Service_ns/web_TCP_cluster", map[string]string{"10.96.0.10:80": "10.244.1.5:8080", "172.18.0.2:80": "10.244.1.5:8080"})
+	eventually(t, "an Event for the newly refused address", func() error {
+		for _, ev := range events() {
+			if strings.Contains(ev.Message, "external IP 172.18.0.50 is not programmed") {
+				return nil
+			}
+		}
+		return fmt.Errorf("none: %v", events())
+	})
+}
+
+// Configure's Options are those of every controller New makes.
+func TestConfigure(t *testing.T) {
+	t.Cleanup(func() { configured.Store(nil) })
+	Configure(Options{ExternalIPCIDRs: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}, NodePortRange: PortRange{20000, 20010}})
+	e := newCtrlEnv(t, func(f informers.SharedInformerFactory, nb libovsdbclient.Client, commit CommitFunc, kube *fake.Clientset) *Controller {
+		return New(f, nb, commit, testr.New(t), time.Second)
+	})
+	e.create(nodeWithIP("n1", "172.18.0.2"),
+		service(func(s *corev1.Service) {
+			s.Spec.Type = corev1.ServiceTypeNodePort
+			s.Spec.ExternalIPs = []string{"192.0.2.10", "8.8.8.8"}
+			s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53, NodePort: 20001})
+			s.Spec.Ports[0].NodePort = 30080
+		}),
+		slice("a", discovery.AddressTypeIPv4, 8080, "http", "TCP", ep{ip: "10.244.1.5"}))
+	e.waitVIPs("Service_ns/web_TCP_cluster", map[string]string{"10.96.0.10:80": "10.244.1.5:8080", "192.0.2.10:80": "10.244.1.5:8080"})
+	e.waitVIPs("Service_ns/web_UDP_node_switch", map[string]string{"172.18.0.2:20001": ""})
+	if lb := e.lb("Service_ns/web_TCP_node_switch"); lb != nil {
+		t.Errorf("node port 30080, outside 20000-20010, programmed: %v", lb.Vips)
+	}
+}
