@@ -1,10 +1,12 @@
 package integration
 
 import (
+	"context"
 	"errors"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ovn-k8s/ovn-k8s/test/harness"
 )
@@ -25,6 +27,10 @@ func TestBadFlagsExitTwoNamingTheFlag(t *testing.T) {
 		{[]string{"master", "--nb-address", "unix:/x", "--pod-workers", "0"}, "--pod-workers"},
 		{[]string{"master", "--bogus"}, "bogus"},
 		{[]string{"master", "--nb-address", "unix:/x", "--k8s-apiserver", "10.0.0.10:6443"}, "--k8s-apiserver"},
+		{[]string{"master", "--nb-address", "unix:/x", "--k8s-apiserver", "http://10.0.0.10:6443"}, "--k8s-apiserver"}, // the service account token in clear
+		{[]string{"master", "--nb-address", "unix:/x", "--cluster-subnet", "10.244.0.0/16/-1"}, "--cluster-subnet"},
+		{[]string{"master", "--nb-address", "tcp:127.0.0.1:http"}, "--nb-address"},
+		{[]string{"minion-init", "--node-name", "n", "--encap-ip", "10.0.0.1", "--sb-address", "tcp:127.0.0.1:66420"}, "--sb-address"},
 		{[]string{"master", "--nb-address", "ssl:127.0.0.1:6641"}, "--nb-client-cert"},
 		{[]string{"master-init", "--nb-address", "ssl:127.0.0.1:6641", "--node-name", "m", "--master-switch-subnet", "10.244.0.0/24"}, "--nb-client-cert"},
 		{[]string{"gateway-init", "--nb-address", "ssl:127.0.0.1:6641", "--node-name", "n", "--bridge-interface", "breth0", "--physical-ip", "172.18.0.2/24",
@@ -56,6 +62,30 @@ func TestBadFlagsExitTwoNamingTheFlag(t *testing.T) {
 		}
 		if !strings.Contains(string(out), tt.flag) {
 			t.Errorf("ovnkube %v: message does not name %s:\n%s", tt.args, tt.flag, out)
+		}
+	}
+}
+
+// The README's Quick start on a cluster without the leader Lease's
+// namespace: the master exits 2 at once, saying once what is missing and the
+// ways out, instead of retrying (and logging) four times a second forever.
+func TestMasterWithoutLeaseNamespaceSaysWhyAndExits(t *testing.T) {
+	bin := harness.Binary(t, "ovnkube")
+	kube := harness.StartKubeAPI(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "master", "--kubeconfig", kube.Kubeconfig, "--nb-address", "unix:/nonexistent",
+		"--leader-elect-resource-namespace", "not-created").CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+		t.Fatalf("exit %v, want status 2; output:\n%s", err, out)
+	}
+	if n := strings.Count(string(out), `namespace "not-created" does not exist`); n != 1 {
+		t.Errorf("what is missing said %d times, want once; output:\n%s", n, out)
+	}
+	for _, way := range []string{"kubectl create namespace not-created", "an existing namespace with --leader-elect-resource-namespace", "--leader-elect=false"} {
+		if !strings.Contains(string(out), way) {
+			t.Errorf("the way out %q not said; output:\n%s", way, out)
 		}
 	}
 }
