@@ -1,11 +1,17 @@
 package integration
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
@@ -61,6 +67,17 @@ func TestCNIServerThroughTheShim(t *testing.T) {
 	if ids, _ := n1.VSCtl("--bare", "--columns=name", "find", "interface", "external_ids:iface-id=default_shim"); strings.TrimSpace(ids) != "" {
 		t.Fatalf("OVS port left after DEL: %s", ids)
 	}
+	// A DEL the runtime could never send (skel refuses it), straight to the
+	// socket: an empty container ID is refused with error 4 naming it, and
+	// the ports without a sandbox id (br-int's, the management port) stay.
+	ports, _ := n1.VSCtl("list-ports", "br-int")
+	te := rawCNIRequest(t, sock, map[string]any{"command": "DEL", "containerID": "", "ifName": "eth0", "stdin": []byte(`{"cniVersion":"1.0.0","name":"ovn-k8s","type":"ovn_cni"}`)})
+	if te == nil || te.Code != types.ErrInvalidEnvironmentVariables || !strings.Contains(te.Msg, "CNI_CONTAINERID") {
+		t.Fatalf("DEL with an empty container ID: %+v, want CNI error 4 naming CNI_CONTAINERID", te)
+	}
+	if after, _ := n1.VSCtl("list-ports", "br-int"); after != ports || !strings.Contains(after, "ovn-k8s-mp0") {
+		t.Fatalf("br-int's ports after a refused DEL: %q, were %q", after, ports)
+	}
 	for _, cmd := range []string{"ADD", "CHECK", "DEL"} {
 		waitMetric(t, get, fmt.Sprintf("ovnkube_node_cni_request_duration_seconds_count{command=%q,result=\"ok\"}", cmd), func(v float64) bool { return v >= 1 })
 	}
@@ -68,7 +85,6 @@ func TestCNIServerThroughTheShim(t *testing.T) {
 	// A pod that never gets an annotation: a clear timeout, counted as an error.
 	ghost := harness.RuntimeConf("9405700000000000bbbb", harness.NewNetNS(t, "pod"), "default", "ghost", "")
 	_, err = harness.NewCNI(t, n1, "", map[string]any{"cniServerSocket": sock, "annotationTimeout": "1s"}).Add(ghost)
-	var te *types.Error
 	if !errors.As(err, &te) || te.Code != types.ErrTryAgainLater || !strings.Contains(te.Details, "default/ghost") {
 		t.Fatalf("ADD of a pod without annotation: %v, want error 11 naming the pod", err)
 	}
@@ -105,4 +121,30 @@ func TestCNIServerThroughTheShim(t *testing.T) {
 	if !errors.As(err, &te) || te.Code != types.ErrTryAgainLater || !strings.Contains(te.Msg, sock) {
 		t.Fatalf("ADD with the daemon down: %v, want CNI error 11 naming %s", err, sock)
 	}
+}
+
+// rawCNIRequest posts a request to the CNI server's socket as the shim
+// would, and returns the CNI error it answered (nil on success).
+func rawCNIRequest(t *testing.T, sock string, req map[string]any) *types.Error {
+	t.Helper()
+	body, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}, Timeout: 30 * time.Second}
+	resp, err := client.Post("http://ovnkube-node/cni", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		return nil
+	}
+	te := &types.Error{}
+	if err := json.NewDecoder(resp.Body).Decode(te); err != nil {
+		t.Fatalf("HTTP %d without a CNI error: %v", resp.StatusCode, err)
+	}
+	return te
 }
