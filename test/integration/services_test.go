@@ -361,11 +361,7 @@ func TestExternalAddressesOnlyWhereAllowed(t *testing.T) {
 	c := newCluster(t)
 	c.startMaster() // no --external-ip-cidrs: every external address refused
 	c.createNode("n1", nil)
-	node, _ := c.kube.Client.CoreV1().Nodes().Get(c.ctx(), "n1", metav1.GetOptions{})
-	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "172.18.0.2"}}
-	if _, err := c.kube.Client.CoreV1().Nodes().UpdateStatus(c.ctx(), node, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	c.setNodeAddresses("n1", corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "172.18.0.2"})
 	c.kube.EnsureNamespace(t, "ns")
 	// A node's SSH, kubelet and API server ports; everyone's DNS.
 	grab := c.createService("ns", "grab", func(s *corev1.Service) {
@@ -400,13 +396,25 @@ func TestExternalAddressesOnlyWhereAllowed(t *testing.T) {
 	c.waitRefusalEvents("grab", "ExternalIPRefused", "external IP 8.8.8.8 is not programmed: it is outside the allowed ranges 192.0.2.0/24,172.18.0.0/16,2001:db8::/32")
 
 	// A node taking an allowed address takes it back from the service.
-	node, _ = c.kube.Client.CoreV1().Nodes().Get(c.ctx(), "n1", metav1.GetOptions{})
-	node.Status.Addresses = append(node.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "192.0.2.60"})
-	if _, err := c.kube.Client.CoreV1().Nodes().UpdateStatus(c.ctx(), node, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	c.setNodeAddresses("n1", corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "172.18.0.2"},
+		corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "192.0.2.60"})
 	c.waitLB("Service_ns/grab_TCP_cluster", map[string]string{grab.Spec.ClusterIP + ":22": "10.244.0.5:8080", "172.18.0.60:22": "10.244.0.5:8080"}, nil)
 	c.waitRefusalEvents("grab", "ExternalIPRefused", "external IP 192.0.2.60 is not programmed: it is node n1's address")
+}
+
+// setNodeAddresses sets a node's status addresses (again after a conflict
+// with the master's annotation patches).
+func (c *cluster) setNodeAddresses(name string, addrs ...corev1.NodeAddress) {
+	c.t.Helper()
+	harness.Eventually(c.t, 10*time.Second, "node "+name+" addresses set", func() error {
+		node, err := c.kube.Client.CoreV1().Nodes().Get(c.ctx(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		node.Status.Addresses = addrs
+		_, err = c.kube.Client.CoreV1().Nodes().UpdateStatus(c.ctx(), node, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 // waitRefusalEvents waits for Warning Events with reason on the service,
