@@ -163,7 +163,7 @@ func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client,
 	for _, s := range cfg.ClusterSubnets {
 		podRanges = append(podRanges, s.CIDR)
 	}
-	m.policies = policy.New(factory, nb, m.committer.Commit, policy.Options{Isolation: cfg.NamespaceIsolation, ClusterSubnets: podRanges},
+	m.policies = policy.New(factory, nb, m.committer.Commit, policy.Options{Isolation: cfg.NamespaceIsolation, ClusterSubnets: podRanges, Events: m.recorder},
 		log.WithName("policy"), cfg.RetryMaxDelay)
 	return m
 }

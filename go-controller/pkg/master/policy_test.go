@@ -506,3 +506,35 @@ func TestNetworkPolicyFaults(t *testing.T) {
 	e.createPolicy("db", "from-team-a", fromTeamA)
 	exactlyOnce()
 }
+
+// Issue 31 item 4: one policy with more peers than a policy may have is
+// refused whole: a Warning Event says why, no address set is made for its
+// peers, its port group carries no ACL, and the pods it selects stay
+// isolated by the namespace's default deny (it fails closed).
+func TestPolicyOverALimitIsRefusedWithAnEvent(t *testing.T) {
+	e := startDBFrontEnv(t)
+	e.createPod("db", "db1", "n1", labelled("app", "db"))
+	var peers []networkingv1.NetworkPolicyPeer
+	for i := 0; i <= policy.MaxPeersPerPolicy; i++ {
+		peers = append(peers, networkingv1.NetworkPolicyPeer{NamespaceSelector: &metav1.LabelSelector{
+			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: fmt.Sprintf("k%d", i), Operator: metav1.LabelSelectorOpDoesNotExist}}}})
+	}
+	e.createPolicy("db", "huge", networkingv1.NetworkPolicySpec{
+		PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
+		Ingress:     []networkingv1.NetworkPolicyIngressRule{{From: peers}},
+	})
+	harness.Eventually(t, 10*time.Second, "a NetworkPolicyTooLarge Warning", func() error {
+		if evs := e.warningEvents("NetworkPolicy", "huge", "NetworkPolicyTooLarge"); len(evs) != 1 {
+			return fmt.Errorf("events %v, want one", evs)
+		}
+		return nil
+	})
+	pg := e.waitPortGroup(policy.PolicyPortGroup("db", "huge"), "db_db1")
+	if len(pg.ACLs) != 0 {
+		t.Errorf("the refused policy's port group carries %d ACLs", len(pg.ACLs))
+	}
+	e.waitPortGroup(policy.DefaultDenyPortGroup("db", policy.Ingress), "db_db1")
+	if _, sets, _ := e.countRows(); sets != 0 {
+		t.Errorf("%d address sets for a refused policy", sets)
+	}
+}

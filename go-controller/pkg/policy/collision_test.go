@@ -7,8 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/slim"
 )
 
 // A peer set's name is the full SHA-256 of its selector's canonical text:
@@ -31,7 +35,8 @@ func forceCollisions(t *testing.T) {
 
 func emptyController() *Controller {
 	return &Controller{sets: map[string]*peerEntry{}, policies: map[string]*policyEntry{},
-		nsPolicies: map[string]map[string]bool{}, nsSets: map[string]map[string]bool{}, crossSets: map[string]bool{}}
+		nsPolicies: map[string]map[string]bool{}, nsSets: map[string]map[string]bool{}, crossSets: map[string]bool{},
+		namedPorts: map[string]map[string]bool{}, refused: map[string]string{}}
 }
 
 // Two selectors sharing a name: the second policy's set is refused (never
@@ -74,5 +79,36 @@ func TestCollidingPeerSetNamesAreRefused(t *testing.T) {
 	}
 	if len(b.ACLs) != 1 || !strings.Contains(b.ACLs[0].Match, "192.0.2.0/24") {
 		t.Fatalf("ACLs %v, want only the ipBlock rule's", b.ACLs)
+	}
+}
+
+// A pod declaring a named port re-queues only the policies naming that port
+// (resolved or not), not every policy with some named port; a deleted policy
+// leaves the index.
+func TestNamedPortIndex(t *testing.T) {
+	c := emptyController()
+	naming := func(name string) *Rows {
+		r := Policy(np(networkingv1.NetworkPolicySpec{Egress: []networkingv1.NetworkPolicyEgressRule{{
+			Ports: []networkingv1.NetworkPolicyPort{port(corev1.ProtocolTCP, intstr.FromString(name))}}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}}), noResolve, Logging{})
+		return &r
+	}
+	c.register("a/http", naming("http"))
+	c.register("a/metrics", naming("metrics"))
+	c.register("b/http", naming("http"))
+	pod := &slim.Pod{NamedPorts: []slim.NamedPort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 8080}}}
+	got := c.policiesNamingPortsOf(pod, nil)
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"a/http", "b/http"}) {
+		t.Fatalf("policies %v, want [a/http b/http]", got)
+	}
+	udp := &slim.Pod{NamedPorts: []slim.NamedPort{{Name: "http", Protocol: corev1.ProtocolUDP, Port: 8080}}}
+	if got := c.policiesNamingPortsOf(udp); len(got) != 0 {
+		t.Fatalf("a UDP port named http re-queues %v", got)
+	}
+	c.register("a/http", nil)
+	c.register("b/http", nil)
+	if got := c.policiesNamingPortsOf(pod); len(got) != 0 || len(c.namedPorts) != 1 {
+		t.Fatalf("after deletion: %v, index %v", got, c.namedPorts)
 	}
 }

@@ -17,12 +17,15 @@ import (
 	"github.com/ovn-org/libovsdb/model"
 	"github.com/ovn-org/libovsdb/ovsdb"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	networkinglisters "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/controller"
@@ -50,6 +53,8 @@ type Options struct {
 	// ClusterSubnets are the pod address ranges (isolation drops other
 	// tenants' pods by their addresses within these).
 	ClusterSubnets []netip.Prefix
+	// Events records Warning Events on refused policies (nil: none).
+	Events record.EventRecorder
 }
 
 // Controller keeps the NB's port groups, address sets and ACLs in line with
@@ -80,8 +85,16 @@ type Controller struct {
 	nsPolicies map[string]map[string]bool
 	nsSets     map[string]map[string]bool
 	crossSets  map[string]bool
-	// namedPortPolicies counts the policies with a named-port peer.
-	namedPortPolicies int
+	// namedPorts indexes the policies naming a port by its protocol and
+	// name (NamedPortKey): a pod declaring or dropping that port can change
+	// the numbers they resolve to.
+	namedPorts map[string]map[string]bool
+	// tenantIdx caches every namespace's tenant (nil: to be rebuilt).
+	tenantMu  sync.Mutex
+	tenantIdx *tenantIndex
+	// refused holds why each refused policy was refused, so that a refusal
+	// is reported once, not at every sync.
+	refused map[string]string
 }
 
 type peerEntry struct {
@@ -90,10 +103,10 @@ type peerEntry struct {
 }
 
 type policyEntry struct {
-	namespace string
-	pods      labels.Selector
-	sets      []string
-	namedPort bool
+	namespace  string
+	pods       labels.Selector
+	sets       []string
+	namedPorts []string
 }
 
 // New wires the controller onto shared informers (pods, namespaces and
@@ -114,6 +127,8 @@ func New(factory informers.SharedInformerFactory, nb libovsdbclient.Client, comm
 		nsPolicies: map[string]map[string]bool{},
 		nsSets:     map[string]map[string]bool{},
 		crossSets:  map[string]bool{},
+		refused:    map[string]string{},
+		namedPorts: map[string]map[string]bool{},
 	}
 	c.queue = controller.NewQueue("networkpolicies", maxDelay, c.sync, log)
 	_, _ = factory.Networking().V1().NetworkPolicies().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -248,15 +263,18 @@ func (c *Controller) register(key string, rows *Rows) (unused, collisions []stri
 		}
 		delete(c.policies, key)
 		delete(c.nsPolicies[old.namespace], key)
-		if old.namedPort {
-			c.namedPortPolicies--
+		for _, np := range old.namedPorts {
+			delete(c.namedPorts[np], key)
+			if len(c.namedPorts[np]) == 0 {
+				delete(c.namedPorts, np)
+			}
 		}
 	}
 	if rows == nil {
 		return unused, nil
 	}
 	ns, _, _ := strings.Cut(key, "/")
-	p := &policyEntry{namespace: ns, pods: rows.PodSelector}
+	p := &policyEntry{namespace: ns, pods: rows.PodSelector, namedPorts: rows.NamedPorts}
 	for _, s := range rows.PeerSets {
 		name := s.Name()
 		if e := c.sets[name]; e != nil && e.set.Key() != s.Key() {
@@ -264,7 +282,6 @@ func (c *Controller) register(key string, rows *Rows) (unused, collisions []stri
 			continue
 		}
 		p.sets = append(p.sets, name)
-		p.namedPort = p.namedPort || s.Port != nil
 		e := c.sets[name]
 		if e == nil {
 			e = &peerEntry{set: s, users: map[string]bool{}}
@@ -274,8 +291,11 @@ func (c *Controller) register(key string, rows *Rows) (unused, collisions []stri
 		e.users[key] = true
 	}
 	c.policies[key] = p
-	if p.namedPort {
-		c.namedPortPolicies++
+	for _, np := range p.namedPorts {
+		if c.namedPorts[np] == nil {
+			c.namedPorts[np] = map[string]bool{}
+		}
+		c.namedPorts[np][key] = true
 	}
 	if c.nsPolicies[ns] == nil {
 		c.nsPolicies[ns] = map[string]bool{}
@@ -313,6 +333,7 @@ func (c *Controller) syncPolicy(ctx context.Context, key string) error {
 	t := ovndb.NewTxn(c.nb)
 	var unused []string
 	if np == nil {
+		c.reportRefusal(&networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, "")
 		unused, _ = c.register(key, nil)
 		if pg := ovndb.Lookup(t, &nbdb.PortGroup{Name: PolicyPortGroup(ns, name)}); pg != nil && ownedBy(pg.ExternalIDs, owner) {
 			t.Delete(pg) // its ACLs go with it
@@ -322,6 +343,7 @@ func (c *Controller) syncPolicy(ctx context.Context, key string) error {
 		for _, p := range rows.Problems {
 			c.log.Info("ignoring part of a network policy", "policy", key, "problem", p)
 		}
+		c.reportRefusal(np, rows.Refused)
 		var collisions []string
 		unused, collisions = c.register(key, &rows)
 		if len(collisions) > 0 {
@@ -344,6 +366,28 @@ func (c *Controller) syncPolicy(ctx context.Context, key string) error {
 	}
 	c.queue.Add(namespaceKey + ns)
 	return nil
+}
+
+// reportRefusal logs and records a Warning Event when a policy is refused
+// for a new reason (why "" forgets an earlier refusal).
+func (c *Controller) reportRefusal(np *networkingv1.NetworkPolicy, why string) {
+	key := np.Namespace + "/" + np.Name
+	c.mu.Lock()
+	old := c.refused[key]
+	if why == "" {
+		delete(c.refused, key)
+	} else {
+		c.refused[key] = why
+	}
+	c.mu.Unlock()
+	if why == "" || why == old {
+		return
+	}
+	c.log.Info("network policy refused: its rules allow nothing until it is made smaller", "policy", key, "reason", why)
+	if c.opts.Events != nil {
+		c.opts.Events.Eventf(np, corev1.EventTypeWarning, "NetworkPolicyTooLarge",
+			"policy refused, its rules allow nothing (the pods it selects stay isolated): %s", why)
+	}
 }
 
 func (c *Controller) commitTxn(ctx context.Context, t *ovndb.Txn) error {
@@ -615,12 +659,8 @@ func (c *Controller) podChanged(old, cur *slim.Pod) {
 			}
 		}
 	}
-	if hasNamedPorts(old) || hasNamedPorts(cur) {
-		for key, p := range c.policies {
-			if p.namedPort {
-				c.queue.Add(policyKey + key) // a number may appear or vanish
-			}
-		}
+	for _, key := range c.policiesNamingPortsOf(old, cur) {
+		c.queue.Add(policyKey + key) // a number may appear or vanish
 	}
 	if len(c.nsSets[pod.Namespace]) == 0 && len(c.crossSets) == 0 {
 		return
@@ -642,6 +682,25 @@ func (c *Controller) podChanged(old, cur *slim.Pod) {
 	}
 }
 
+// policiesNamingPortsOf lists the policies naming a port one of these pods
+// declares by name (c.mu held).
+func (c *Controller) policiesNamingPortsOf(pods ...*slim.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		if p == nil {
+			continue
+		}
+		for _, np := range p.NamedPorts {
+			for key := range c.namedPorts[NamedPortKey(np.Protocol, np.Name)] {
+				if !slices.Contains(out, key) {
+					out = append(out, key)
+				}
+			}
+		}
+	}
+	return out
+}
+
 // concerns says whether a change of a pod in namespace ns can alter any row:
 // not when no policy lives there, no peer set can hold its pods, no policy
 // names a port and namespaces are not isolated (a cluster without
@@ -653,7 +712,7 @@ func (c *Controller) concerns(ns string) bool {
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	return len(c.nsPolicies[ns]) > 0 || len(c.nsSets[ns]) > 0 || len(c.crossSets) > 0 || c.namedPortPolicies > 0
+	return len(c.nsPolicies[ns]) > 0 || len(c.nsSets[ns]) > 0 || len(c.crossSets) > 0 || len(c.namedPorts) > 0
 }
 
 func selects(s labels.Selector, p *slim.Pod) bool {
@@ -677,8 +736,6 @@ func sameIPs(a, b *slim.Pod) bool {
 
 func portsEqual(a, b *slim.Pod) bool { return slices.Equal(a.NamedPorts, b.NamedPorts) }
 
-func hasNamedPorts(p *slim.Pod) bool { return p != nil && len(p.NamedPorts) > 0 }
-
 func (c *Controller) nsLabels(ns string) labels.Set {
 	n, err := c.nsLister.Get(ns)
 	if err != nil {
@@ -690,6 +747,9 @@ func (c *Controller) nsLabels(ns string) labels.Set {
 // namespaceChanged queues the peer sets whose namespace selector the change
 // flips, and the namespace's own rows.
 func (c *Controller) namespaceChanged(old, cur *corev1.Namespace) {
+	if old == nil || cur == nil || old.Annotations[TenantAnnotation] != cur.Annotations[TenantAnnotation] {
+		c.forgetTenants()
+	}
 	if !c.started.Load() {
 		return
 	}

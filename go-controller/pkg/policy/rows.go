@@ -189,6 +189,12 @@ type Rows struct {
 	// Problems are parts of the policy that could not be turned into rows
 	// (which the API server's validation should have refused).
 	Problems []string
+	// NamedPorts are the named ports the policy's rules name (NamedPortKey),
+	// resolved or not.
+	NamedPorts []string
+	// Refused says why the policy is over a limit (limits.go): its rules
+	// are left out whole; "" when it is not.
+	Refused string
 }
 
 // dropCollisions leaves out the peer sets with these names and the ACLs
@@ -222,6 +228,10 @@ func Policy(np *networkingv1.NetworkPolicy, resolve Resolver, log Logging) Rows 
 	}
 	r.PodSelector = sel
 	r.Ingress, r.Egress = directions(np)
+	if why := tooLarge(np); why != "" {
+		r.refuse(why)
+		return r
+	}
 	b := builder{policy: np, key: key, pg: pg, resolve: resolve, log: log, rows: &r, seen: map[string]bool{}}
 	if r.Ingress {
 		for i, rule := range np.Spec.Ingress {
@@ -232,6 +242,9 @@ func Policy(np *networkingv1.NetworkPolicy, resolve Resolver, log Logging) Rows 
 		for i, rule := range np.Spec.Egress {
 			b.rule(Egress, i, rule.To, rule.Ports)
 		}
+	}
+	if len(r.ACLs) > MaxACLsPerPolicy {
+		r.refuse(fmt.Sprintf("%d ACLs (rules times the numbers its named ports resolve to), more than %d; split it into several policies", len(r.ACLs), MaxACLsPerPolicy))
 	}
 	return r
 }
@@ -281,7 +294,7 @@ func (b *builder) rule(d Direction, i int, peers []networkingv1.NetworkPolicyPee
 
 // namedPortACLs resolves a named port: on the selected pods for ingress, on
 // the peer pods for egress (an ipBlock peer has no ports to name).
-func (b *builder) namedPortACLs(d Direction, where string, np namedPortRef, sets []PeerSet, blocks []*networkingv1.IPBlock, any bool) {
+func (b *builder) namedPortACLs(d Direction, where string, np namedPortRef, sets []PeerSet, blocks [][]netip.Prefix, any bool) {
 	if d == Ingress {
 		peerClause := b.peerClause(d, sets, blocks, any)
 		target := PeerSet{Namespace: b.policy.Namespace, Pods: b.rows.PodSelector}
@@ -318,18 +331,21 @@ func (b *builder) namedPortACLs(d Direction, where string, np namedPortRef, sets
 
 // peers sorts a rule's peers into selector sets and ipBlocks; any is true
 // when the rule has no peers (every address).
-func (b *builder) peers(where string, peers []networkingv1.NetworkPolicyPeer) (sets []PeerSet, blocks []*networkingv1.IPBlock, any bool) {
+func (b *builder) peers(where string, peers []networkingv1.NetworkPolicyPeer) (sets []PeerSet, blocks [][]netip.Prefix, any bool) {
 	if len(peers) == 0 {
 		return nil, nil, true
 	}
 	for j, p := range peers {
 		switch {
 		case p.IPBlock != nil:
-			if _, ok := blockClause("src", p.IPBlock); !ok {
-				b.rows.Problems = append(b.rows.Problems, fmt.Sprintf("%s.peers[%d]: ipBlock %q except %q: not CIDRs of one family", where, j, p.IPBlock.CIDR, p.IPBlock.Except))
+			prefixes, err := blockPrefixes(p.IPBlock)
+			if err != nil {
+				b.rows.Problems = append(b.rows.Problems, fmt.Sprintf("%s.peers[%d]: ipBlock %q except %q: %v", where, j, p.IPBlock.CIDR, p.IPBlock.Except, err))
 				continue
 			}
-			blocks = append(blocks, p.IPBlock)
+			if len(prefixes) > 0 { // its exceptions may cover it all
+				blocks = append(blocks, prefixes)
+			}
 		case p.PodSelector != nil || p.NamespaceSelector != nil:
 			s, err := b.peerSet(p)
 			if err != nil {
@@ -363,7 +379,7 @@ func (b *builder) peerSet(p networkingv1.NetworkPolicyPeer) (PeerSet, error) {
 
 // peerClause matches the remote address of a rule ("" for any) and lists
 // the address sets it names.
-func (b *builder) peerClause(d Direction, sets []PeerSet, blocks []*networkingv1.IPBlock, any bool) string {
+func (b *builder) peerClause(d Direction, sets []PeerSet, blocks [][]netip.Prefix, any bool) string {
 	if any {
 		return ""
 	}
@@ -380,36 +396,47 @@ func (b *builder) peerClause(d Direction, sets []PeerSet, blocks []*networkingv1
 		clauses = append(clauses, "ip4."+field+" == "+setOf(names))
 	}
 	for _, blk := range blocks {
-		c, _ := blockClause(field, blk)
-		clauses = append(clauses, c)
+		clauses = append(clauses, blockClause(field, blk))
 	}
 	return or(clauses...)
 }
 
-// blockClause matches an ipBlock: its CIDR, less its exceptions.
-func blockClause(field string, blk *networkingv1.IPBlock) (string, bool) {
+// blockPrefixes is an ipBlock as the prefixes it matches: its CIDR less its
+// exceptions, as a positive set (see subtractPrefixes).
+func blockPrefixes(blk *networkingv1.IPBlock) ([]netip.Prefix, error) {
 	cidr, err := netip.ParsePrefix(blk.CIDR)
 	if err != nil {
-		return "", false
+		return nil, fmt.Errorf("not a CIDR")
 	}
-	fam := "ip4."
-	if cidr.Addr().Is6() {
-		fam = "ip6."
+	if len(blk.Except) > MaxExceptsPerIPBlock {
+		return nil, fmt.Errorf("%d exceptions, more than %d", len(blk.Except), MaxExceptsPerIPBlock)
 	}
-	c := fam + field + " == " + cidr.Masked().String()
-	var except []string
+	var except []netip.Prefix
 	for _, e := range blk.Except {
 		p, err := netip.ParsePrefix(e)
 		if err != nil || p.Addr().Is6() != cidr.Addr().Is6() {
-			return "", false
+			return nil, fmt.Errorf("not CIDRs of one family")
 		}
-		except = append(except, p.Masked().String())
+		except = append(except, p)
 	}
-	if len(except) > 0 {
-		c += " && " + fam + field + " != " + setOf(except)
-	}
-	return c, true
+	return subtractPrefixes(cidr, except), nil
 }
+
+// blockClause matches the remote address against an ipBlock's prefixes.
+func blockClause(field string, prefixes []netip.Prefix) string {
+	fam := "ip4."
+	if prefixes[0].Addr().Is6() {
+		fam = "ip6."
+	}
+	var items []string
+	for _, p := range prefixes {
+		items = append(items, p.String())
+	}
+	return fam + field + " == " + setOf(items)
+}
+
+// NamedPortKey identifies a named port of a protocol.
+func NamedPortKey(proto corev1.Protocol, name string) string { return string(proto) + "/" + name }
 
 type namedPortRef struct {
 	name  string
@@ -433,6 +460,9 @@ func (b *builder) ports(where string, ports []networkingv1.NetworkPolicyPort) (n
 			numbered = append(numbered, protoName(proto))
 		case p.Port.Type == intstr.String:
 			named = append(named, namedPortRef{name: p.Port.StrVal, proto: proto})
+			if k := NamedPortKey(proto, p.Port.StrVal); !slices.Contains(b.rows.NamedPorts, k) {
+				b.rows.NamedPorts = append(b.rows.NamedPorts, k)
+			}
 		default:
 			end := int32(0)
 			if p.EndPort != nil {

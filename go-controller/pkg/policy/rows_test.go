@@ -108,7 +108,7 @@ func TestPolicyACLs(t *testing.T) {
 				},
 			}}},
 			wantMatches: []string{"outport == @" + pg + " && (ip4.src == {$" + setName("", teamA, nil, nil) + ", $" + setName("", teamA, appDB, nil) +
-				"} || (ip4.src == 172.18.0.0/16 && ip4.src != {172.18.1.0/24, 172.18.2.0/24}))"},
+				"} || ip4.src == {172.18.0.0/24, 172.18.3.0/24, 172.18.4.0/22, 172.18.8.0/21, 172.18.16.0/20, 172.18.32.0/19, 172.18.64.0/18, 172.18.128.0/17})"},
 			wantIn: true, wantSets: 2,
 		},
 		{

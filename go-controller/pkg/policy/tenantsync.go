@@ -30,16 +30,55 @@ func (c *Controller) tenantSpec(ns string) TenantSpec {
 	return s
 }
 
-func (c *Controller) tenantOf(ns string) string { return ResolveTenant(ns, c.tenantSpec) }
+// tenantIndex is every namespace's tenant and every tenant's namespaces,
+// resolved in one pass (ResolveTenants) and kept until a namespace comes,
+// goes or changes its tenant annotation.
+type tenantIndex struct {
+	of      map[string]string
+	members map[string][]string
+}
+
+func (c *Controller) tenants() *tenantIndex {
+	c.tenantMu.Lock()
+	defer c.tenantMu.Unlock()
+	if c.tenantIdx != nil {
+		return c.tenantIdx
+	}
+	nss, _ := c.nsLister.List(labels.Everything())
+	names := make([]string, 0, len(nss))
+	for _, ns := range nss {
+		names = append(names, ns.Name)
+	}
+	idx := &tenantIndex{of: ResolveTenants(names, c.tenantSpec), members: map[string][]string{}}
+	for _, ns := range names {
+		t := idx.of[ns]
+		idx.members[t] = append(idx.members[t], ns)
+	}
+	c.tenantIdx = idx
+	return idx
+}
+
+// forgetTenants drops the tenant index; the next use rebuilds it.
+func (c *Controller) forgetTenants() {
+	c.tenantMu.Lock()
+	c.tenantIdx = nil
+	c.tenantMu.Unlock()
+}
+
+func (c *Controller) tenantOf(ns string) string {
+	if t, ok := c.tenants().of[ns]; ok {
+		return t
+	}
+	return ResolveTenant(ns, c.tenantSpec) // not in the lister (yet)
+}
 
 // enqueueTenants queues every tenant some namespace is in, the global
 // tenant (whose address set exists whenever isolation is on) and every
 // tenant with rows in the NB.
 func (c *Controller) enqueueTenants() {
 	c.queue.Add(tenantKey + GlobalTenant)
-	nss, _ := c.nsLister.List(labels.Everything())
-	for _, ns := range nss {
-		c.queue.Add(tenantKey + c.tenantOf(ns.Name))
+	for t := range c.tenants().members {
+		c.queue.Add(tenantKey + t)
 	}
 	var sets []nbdb.AddressSet
 	_ = c.nb.WhereCache(func(a *nbdb.AddressSet) bool {
@@ -60,12 +99,7 @@ func (c *Controller) enqueueTenants() {
 func (c *Controller) syncTenant(ctx context.Context, tenant string) error {
 	var members []string
 	if c.opts.Isolation {
-		nss, _ := c.nsLister.List(labels.Everything())
-		for _, ns := range nss {
-			if c.tenantOf(ns.Name) == tenant {
-				members = append(members, ns.Name)
-			}
-		}
+		members = c.tenants().members[tenant]
 	}
 	owner := topology.Owner{Type: OwnerTenant, Name: tenant}
 	t := ovndb.NewTxn(c.nb)
