@@ -103,7 +103,7 @@ unit:
 # "context deadline exceeded" as a failure when the time runs out mid-run (fixed in Go 1.27).
 FUZZTIME ?= 30000x
 FUZZ_TARGETS := annotations:FuzzParsePodNetworks annotations:FuzzParseNodeSubnets annotations:FuzzParseL3GatewayConfig \
-	annotations:FuzzParseMAC cni:FuzzParseConf cni:FuzzParseArgs slim:FuzzDecodePod \
+	annotations:FuzzParseMAC cni:FuzzParseConf cni:FuzzParseArgs cni:FuzzServerRequest config:FuzzParsePortRange slim:FuzzDecodePod \
 	config:FuzzParseCIDR config:FuzzParseClusterSubnet config:FuzzParseOVSDBAddress
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

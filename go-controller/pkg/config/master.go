@@ -41,6 +41,13 @@ type Master struct {
 	// events said (a safety net: an unchanged object sends nothing); 0 is
 	// DefaultResyncInterval, negative turns it off.
 	ResyncInterval time.Duration
+	// ExternalIPCIDRs are the only ranges a Service's external IPs and
+	// LoadBalancer ingress IPs may come from (--external-ip-cidrs; none:
+	// every one is refused).
+	ExternalIPCIDRs []netip.Prefix
+	// NodePortRange is the API server's --service-node-port-range; zero:
+	// DefaultNodePortRange.
+	NodePortRange PortRange
 }
 
 // DefaultResyncInterval is the master's periodic full resync.

@@ -158,7 +158,7 @@ func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client,
 		DeleteFunc: func(obj any) { m.latency.forget(obj); m.enqueue(m.podQueue, obj) },
 	})
 	nb.Cache().AddEventHandler(&ovsdbcache.EventHandlerFuncs{DeleteFunc: m.nbRowDeleted})
-	m.services = services.New(factory, nb, m.committer.Commit, log.WithName("services"), cfg.RetryMaxDelay)
+	m.services = services.New(factory, nb, m.committer.Commit, log.WithName("services"), cfg.RetryMaxDelay, serviceOptions(cfg, m.recorder))
 	var podRanges []netip.Prefix
 	for _, s := range cfg.ClusterSubnets {
 		podRanges = append(podRanges, s.CIDR)
@@ -166,6 +166,21 @@ func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client,
 	m.policies = policy.New(factory, nb, m.committer.Commit, policy.Options{Isolation: cfg.NamespaceIsolation, ClusterSubnets: podRanges, Events: m.recorder},
 		log.WithName("policy"), cfg.RetryMaxDelay)
 	return m
+}
+
+// serviceOptions is the services controller's address policy: the operator's
+// external ranges and node port range, and the cluster's own ranges (never
+// an external address). Refusals are Events of the master's recorder.
+func serviceOptions(cfg config.Master, events record.EventRecorder) services.Options {
+	o := services.Options{ExternalIPCIDRs: cfg.ExternalIPCIDRs, NodePortRange: cfg.NodePortRange, Recorder: events}
+	for _, cs := range cfg.ClusterSubnets {
+		o.Reserved = append(o.Reserved, services.ReservedRange{Prefix: cs.CIDR, What: "cluster subnet"})
+	}
+	o.Reserved = append(o.Reserved, services.ReservedRange{Prefix: cfg.JoinSubnet, What: "join subnet"})
+	for _, p := range cfg.ServiceCIDRs {
+		o.Reserved = append(o.Reserved, services.ReservedRange{Prefix: p, What: "service CIDR"})
+	}
+	return o
 }
 
 // nbRowDeleted re-syncs the owner of a row of ours that disappeared from the

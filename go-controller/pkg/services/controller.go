@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -20,14 +19,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/controller"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
@@ -73,41 +70,15 @@ type Options struct {
 	// Reserved are the cluster's own ranges (cluster subnets, join subnet,
 	// service CIDRs): never an external or ingress IP.
 	Reserved []ReservedRange
-	// NodePortRange is --service-node-port-range; zero: DefaultNodePortRange.
-	NodePortRange PortRange
+	// NodePortRange is --service-node-port-range; zero: config.DefaultNodePortRange.
+	NodePortRange config.PortRange
 	// Recorder receives a Warning Event on the Service for every address or
 	// node port refused; nil: refusals are only logged.
 	Recorder record.EventRecorder
 }
 
-var configured atomic.Pointer[Options]
-
-// Configure sets the Options of every controller New makes from now on.
-// `ovnkube master` calls it once at start, before building the master;
-// without it a controller refuses every external and ingress IP, keeps node
-// ports to DefaultNodePortRange and logs refusals without Events.
-func Configure(o Options) { configured.Store(&o) }
-
-// NewRecorder is an EventRecorder writing Events through kube, as the master's
-// other Events are written (source component ovnkube-master).
-func NewRecorder(kube kubernetes.Interface) record.EventRecorder {
-	b := record.NewBroadcaster()
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
-	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "ovnkube-master"})
-}
-
-// New wires the controller onto shared informers and the NB client, with the
-// Options given to Configure.
-func New(factory informers.SharedInformerFactory, nb libovsdbclient.Client, commit CommitFunc, log logr.Logger, maxDelay time.Duration) *Controller {
-	var o Options
-	if p := configured.Load(); p != nil {
-		o = *p
-	}
-	return NewWithOptions(factory, nb, commit, log, maxDelay, o)
-}
-
-// NewWithOptions is New with explicit Options.
-func NewWithOptions(factory informers.SharedInformerFactory, nb libovsdbclient.Client, commit CommitFunc, log logr.Logger, maxDelay time.Duration, opts Options) *Controller {
+// New wires the controller onto shared informers and the NB client.
+func New(factory informers.SharedInformerFactory, nb libovsdbclient.Client, commit CommitFunc, log logr.Logger, maxDelay time.Duration, opts Options) *Controller {
 	c := &Controller{
 		log:        log,
 		nb:         nb,

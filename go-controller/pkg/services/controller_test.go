@@ -15,7 +15,11 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
@@ -32,7 +36,7 @@ type ctrlEnv struct {
 	c    *Controller
 }
 
-// newCtrlEnv starts a controller made by newCtrl (New or NewWithOptions)
+// newCtrlEnv starts a controller made by newCtrl
 // once the load balancer groups the master creates exist.
 func newCtrlEnv(t *testing.T, newCtrl func(informers.SharedInformerFactory, libovsdbclient.Client, CommitFunc, *fake.Clientset) *Controller) *ctrlEnv {
 	t.Helper()
@@ -129,7 +133,7 @@ func nodeWithIP(name, ip string) *corev1.Node {
 // pod's DNS), not even a harmless documentation address.
 func TestControllerRefusesExternalIPsByDefault(t *testing.T) {
 	e := newCtrlEnv(t, func(f informers.SharedInformerFactory, nb libovsdbclient.Client, commit CommitFunc, kube *fake.Clientset) *Controller {
-		return New(f, nb, commit, testr.New(t), time.Second)
+		return New(f, nb, commit, testr.New(t), time.Second, Options{})
 	})
 	e.create(nodeWithIP("n1", "172.18.0.2"),
 		service(func(s *corev1.Service) {
@@ -146,10 +150,10 @@ func TestControllerRefusesExternalIPsByDefault(t *testing.T) {
 // Event.
 func TestControllerExternalIPEventsAndNodeChanges(t *testing.T) {
 	e := newCtrlEnv(t, func(f informers.SharedInformerFactory, nb libovsdbclient.Client, commit CommitFunc, kube *fake.Clientset) *Controller {
-		return NewWithOptions(f, nb, commit, testr.New(t), time.Second, Options{
+		return New(f, nb, commit, testr.New(t), time.Second, Options{
 			ExternalIPCIDRs: []netip.Prefix{netip.MustParsePrefix("172.18.0.0/16")},
 			Reserved:        testPolicy.Reserved,
-			Recorder:        NewRecorder(kube),
+			Recorder:        newRecorder(kube),
 		})
 	})
 	e.create(nodeWithIP("n1", "172.18.0.2"),
@@ -208,24 +212,9 @@ func TestControllerExternalIPEventsAndNodeChanges(t *testing.T) {
 	})
 }
 
-// Configure's Options are those of every controller New makes.
-func TestConfigure(t *testing.T) {
-	t.Cleanup(func() { configured.Store(nil) })
-	Configure(Options{ExternalIPCIDRs: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}, NodePortRange: PortRange{20000, 20010}})
-	e := newCtrlEnv(t, func(f informers.SharedInformerFactory, nb libovsdbclient.Client, commit CommitFunc, kube *fake.Clientset) *Controller {
-		return New(f, nb, commit, testr.New(t), time.Second)
-	})
-	e.create(nodeWithIP("n1", "172.18.0.2"),
-		service(func(s *corev1.Service) {
-			s.Spec.Type = corev1.ServiceTypeNodePort
-			s.Spec.ExternalIPs = []string{"192.0.2.10", "8.8.8.8"}
-			s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53, NodePort: 20001})
-			s.Spec.Ports[0].NodePort = 30080
-		}),
-		slice("a", discovery.AddressTypeIPv4, 8080, "http", "TCP", ep{ip: "10.244.1.5"}))
-	e.waitVIPs("Service_ns/web_TCP_cluster", map[string]string{"10.96.0.10:80": "10.244.1.5:8080", "192.0.2.10:80": "10.244.1.5:8080"})
-	e.waitVIPs("Service_ns/web_UDP_node_switch", map[string]string{"172.18.0.2:20001": ""})
-	if lb := e.lb("Service_ns/web_TCP_node_switch"); lb != nil {
-		t.Errorf("node port 30080, outside 20000-20010, programmed: %v", lb.Vips)
-	}
+// newRecorder writes Events through kube, as the master's recorder does.
+func newRecorder(kube kubernetes.Interface) record.EventRecorder {
+	b := record.NewBroadcaster()
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "ovnkube-master"})
 }

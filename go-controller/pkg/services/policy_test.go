@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
 )
 
 // Issue 31 item 7: external IPs, LoadBalancer ingress IPs and node ports are
@@ -137,7 +139,7 @@ func TestExternalAddressPolicy(t *testing.T) {
 				s.Spec.Ports[0].NodePort = 30080
 				s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "http", Protocol: corev1.ProtocolUDP, Port: 80, NodePort: 20005})
 			}),
-			policy:    AddressPolicy{NodePorts: PortRange{20000, 20010}},
+			policy:    AddressPolicy{NodePorts: config.PortRange{First: 20000, Last: 20010}},
 			nodeAddrs: []netip.Addr{netip.MustParseAddr("172.18.0.2")},
 			wantVIPs: map[string]map[string]string{
 				"Service_ns/web_TCP_cluster":     {"10.96.0.10:80": be},
@@ -177,29 +179,4 @@ func TestExternalAddressPolicy(t *testing.T) {
 			t.Errorf("%s: problems %v", tt.name, d.Problems)
 		}
 	}
-}
-
-func TestParsePortRange(t *testing.T) {
-	for in, want := range map[string]PortRange{"30000-32767": {30000, 32767}, " 20000 - 20010 ": {20000, 20010}, "30000+2767": {30000, 32767}, "8080": {8080, 8080}, "1-65535": {1, 65535}} {
-		if got, err := ParsePortRange(in); err != nil || got != want {
-			t.Errorf("ParsePortRange(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "30000-", "-1", "0-100", "32767-30000", "30000-70000", "a-b", "65000+1000", "30000+-1", "1-2-3"} {
-		if got, err := ParsePortRange(in); err == nil {
-			t.Errorf("ParsePortRange(%q) = %v, want an error", in, got)
-		}
-	}
-}
-
-func FuzzParsePortRange(f *testing.F) {
-	for _, s := range []string{"30000-32767", "30000+2767", "8080", "", "0-1", "65535+1", "1-2-3", " 1 - 2 "} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		r, err := ParsePortRange(s)
-		if err == nil && (r.First < 1 || r.Last > 65535 || r.Last < r.First) {
-			t.Fatalf("ParsePortRange(%q) = %v, a range that is not one", s, r)
-		}
-	})
 }

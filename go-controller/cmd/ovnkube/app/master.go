@@ -23,7 +23,6 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/master"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/metrics"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
-	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/services"
 )
 
 func kubeFlags() []cli.Flag {
@@ -126,14 +125,10 @@ func masterCommand() *cli.Command {
 			&cli.IntFlag{Name: "policy-workers", Value: config.DefaultPolicyWorkers, Usage: "network policies, peer address sets and namespaces synced concurrently"},
 			&cli.DurationFlag{Name: "resync-interval", Value: config.DefaultResyncInterval, Usage: "sync every object again this often whatever the events said, logging what it repaired (0 turns it off)"},
 			&cli.StringFlag{Name: "external-ip-cidrs", Usage: "comma-separated CIDRs (IPv4 and IPv6) a Service's externalIPs and LoadBalancer ingress IPs may come from; any other, and any node, cluster-subnet, join-subnet or service-CIDR address, is not programmed (Warning Event on the Service). Empty (the default): none is"},
-			&cli.StringFlag{Name: "service-node-port-range", Value: services.DefaultNodePortRange.String(), Usage: "the API server's --service-node-port-range: node ports outside it are not programmed (Warning Event on the Service)"},
+			&cli.StringFlag{Name: "service-node-port-range", Value: config.DefaultNodePortRange.String(), Usage: "the API server's --service-node-port-range: node ports outside it are not programmed (Warning Event on the Service)"},
 		), leaderFlags()...), metricsFlags("")...),
 		Action: func(c *cli.Context) error {
 			cfg, err := masterConfig(c)
-			if err != nil {
-				return err
-			}
-			svcOpts, err := serviceOptions(c, cfg)
 			if err != nil {
 				return err
 			}
@@ -154,7 +149,7 @@ func masterCommand() *cli.Command {
 			if os.Getenv("GOGC") == "" {
 				debug.SetGCPercent(50)
 			}
-			return runMaster(ctx, cfg, svcOpts, lcfg, elect, srv, log)
+			return runMaster(ctx, cfg, lcfg, elect, srv, log)
 		},
 	}
 }
@@ -163,7 +158,7 @@ func masterCommand() *cli.Command {
 // while this replica holds the leader lease. Without the lease every write
 // to the API and the NB is refused (fenced), and losing it ends the process
 // (exit 1) so that a supervisor starts it again as a standby.
-func runMaster(ctx context.Context, cfg config.Master, svcOpts services.Options, lcfg leader.Config, elect bool, srv metrics.Server, log logr.Logger) error {
+func runMaster(ctx context.Context, cfg config.Master, lcfg leader.Config, elect bool, srv metrics.Server, log logr.Logger) error {
 	rc, err := kubeRESTConfig(cfg.Kube, "ovnkube-master")
 	if err != nil {
 		return err
@@ -182,8 +177,6 @@ func runMaster(ctx context.Context, cfg config.Master, svcOpts services.Options,
 	if err != nil {
 		return err
 	}
-	svcOpts.Recorder = services.NewRecorder(kube) // refusals' Events, fenced as every write
-	services.Configure(svcOpts)
 	var running atomic.Pointer[master.Master]
 	srv.Ready = func() error {
 		m := running.Load()
@@ -273,6 +266,12 @@ func masterConfig(c *cli.Context) (config.Master, error) {
 	if cfg.NBAddress, cfg.NBTLS, err = dbConnection(c, "nb"); err != nil {
 		return cfg, err
 	}
+	if cfg.ExternalIPCIDRs, err = config.ParseCIDRs([]string{c.String("external-ip-cidrs")}); err != nil {
+		return cfg, flagError("external-ip-cidrs", err)
+	}
+	if cfg.NodePortRange, err = config.ParsePortRange(c.String("service-node-port-range")); err != nil {
+		return cfg, flagError("service-node-port-range", err)
+	}
 	if cfg.ClusterSubnets, err = config.ParseClusterSubnets(c.StringSlice("cluster-subnet")); err != nil {
 		return cfg, flagError("cluster-subnet", err)
 	}
@@ -315,24 +314,3 @@ func masterConfig(c *cli.Context) (config.Master, error) {
 	return cfg, nil
 }
 
-// serviceOptions are the services controller's address policy from
-// --external-ip-cidrs and --service-node-port-range, with the cluster's own
-// ranges (never an external address) from cfg.
-func serviceOptions(c *cli.Context, cfg config.Master) (services.Options, error) {
-	var o services.Options
-	var err error
-	if o.ExternalIPCIDRs, err = config.ParseCIDRs([]string{c.String("external-ip-cidrs")}); err != nil {
-		return o, flagError("external-ip-cidrs", err)
-	}
-	if o.NodePortRange, err = services.ParsePortRange(c.String("service-node-port-range")); err != nil {
-		return o, flagError("service-node-port-range", err)
-	}
-	for _, cs := range cfg.ClusterSubnets {
-		o.Reserved = append(o.Reserved, services.ReservedRange{Prefix: cs.CIDR, What: "cluster subnet"})
-	}
-	o.Reserved = append(o.Reserved, services.ReservedRange{Prefix: cfg.JoinSubnet, What: "join subnet"})
-	for _, p := range cfg.ServiceCIDRs {
-		o.Reserved = append(o.Reserved, services.ReservedRange{Prefix: p, What: "service CIDR"})
-	}
-	return o, nil
-}
