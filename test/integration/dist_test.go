@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -96,32 +95,22 @@ func applyObjects(t *testing.T, kube *harness.KubeAPI, objs []*unstructured.Unst
 	}
 }
 
-// applyRBAC applies the namespace, ServiceAccounts and roles of objs and
-// returns a kubeconfig of the ServiceAccount sa.
+// applyRBAC applies the namespace, ServiceAccounts, roles and admission
+// policies of objs (waiting until the policies are in force: the roles'
+// rules on k8s.ovn.org matter only through them) and returns a
+// kubeconfig of the ServiceAccount sa.
 func applyRBAC(t *testing.T, kube *harness.KubeAPI, objs []*unstructured.Unstructured, sa string) string {
 	t.Helper()
-	var rbac []*unstructured.Unstructured
-	for _, o := range objs {
-		switch o.GetKind() {
-		case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
-			rbac = append(rbac, o)
-		}
-	}
-	applyObjects(t, kube, rbac, false)
-	return serviceAccountKubeconfig(t, kube, "ovn-kubernetes", sa)
+	applyDistAccess(t, kube, objs)
+	return tokenKubeconfig(t, kube, sa, serviceAccountToken(t, kube, "ovn-kubernetes", sa, nil))
 }
 
-// serviceAccountKubeconfig writes a kubeconfig with a token of the
-// ServiceAccount, the identity the component has in a real install.
-func serviceAccountKubeconfig(t *testing.T, kube *harness.KubeAPI, ns, sa string) string {
+// tokenKubeconfig writes a kubeconfig with token, a token of the
+// ServiceAccount sa: the identity the component has in a real install.
+func tokenKubeconfig(t *testing.T, kube *harness.KubeAPI, sa, token string) string {
 	t.Helper()
-	tr, err := kube.Client.CoreV1().ServiceAccounts(ns).CreateToken(context.Background(), sa,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(3600))}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	path := filepath.Join(t.TempDir(), sa+".kubeconfig")
-	if err := os.WriteFile(path, []byte(harness.TokenKubeconfig(kube.URL, tr.Status.Token)), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(harness.TokenKubeconfig(kube.URL, token)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -156,8 +145,9 @@ func masterConverges(c *cluster, i int) func() error {
 }
 
 // Every manifest of dist/kubernetes passes server-side dry-run; the master
-// runs with exactly its ServiceAccount's permissions and works; and with any
-// one rule of its roles removed it does not (no rule is superfluous).
+// runs with exactly its ServiceAccount's permissions, the admission policies
+// in force, and works; and with any one rule of its roles removed it does not
+// (no rule is superfluous: the k8s.ovn.org one through the policies).
 func TestDistManifestsAndMasterRBAC(t *testing.T) {
 	c := newCluster(t)
 	objs := distObjects(t)
@@ -260,7 +250,10 @@ func TestNodeDaemonRBAC(t *testing.T) {
 			t.Fatalf("%v: %v %s", args, err, out)
 		}
 	}
-	kubeconfig := applyRBAC(t, c.kube, distObjects(t), "ovnkube-node")
+	// The DaemonSet pod's token: bound to a pod on n1, so it carries the
+	// node claim the admission policies confine the node daemon with.
+	applyRBAC(t, c.kube, distObjects(t), "ovnkube-node")
+	kubeconfig := tokenKubeconfig(t, c.kube, "ovnkube-node", nodeDaemonToken(t, c.kube, "n1"))
 	round := 0
 	run := func() *harness.Process {
 		round++
@@ -298,9 +291,15 @@ func TestNodeDaemonRBAC(t *testing.T) {
 		t.Fatalf("gateway from the bridge: %+v %v, want address 172.18.0.2/24 and next hop 172.18.0.1", gw, err)
 	}
 	d.Stop()
+	// Each run starts from a Node without the daemon's annotations (as a
+	// new node does), so that it has to write them.
+	unannotated := annotationPatch(map[string]*string{annotations.NodeChassisID: nil, annotations.NodeMgmtPortMAC: nil, annotations.NodeL3GatewayConfig: nil})
 	rules := roleRules(t, c.cluster, "", "ovnkube-node")
 	for i := range rules {
 		setRoleRules(t, c.cluster, "", "ovnkube-node", append(append([]rbacv1.PolicyRule{}, rules[:i]...), rules[i+1:]...))
+		if _, err := c.kube.Client.CoreV1().Nodes().Patch(c.ctx(), "n1", types.MergePatchType, unannotated, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
 		d := run()
 		neverWithin(t, ready, fmt.Sprintf("rule %v of ovnkube-node is superfluous: the node daemon is ready without it", rules[i]))
 		d.Stop()
