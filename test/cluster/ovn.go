@@ -81,7 +81,7 @@ func (c *Cluster) startNodeDaemon(n *Node) error {
 		"--kubeconfig", Kubeconfig, "--datapath-type", "netdev",
 		"--cluster-subnet", clusterSubnet+"/24", "--service-cidr", serviceCIDR,
 		"--bridge-interface", gatewayBridge, "--physical-ip", fmt.Sprintf("%s/%d", n.IP, underlayLen),
-		"--cni-server-socket", cniServerSocket)
+		"--external-ip-cidrs", externalCIDRs, "--cni-server-socket", cniServerSocket)
 }
 
 // cniServerSocket is where the shipped conflist's ovn_cni shim finds the

@@ -119,17 +119,17 @@ func syncGateway(ctx context.Context, gw GatewayConfig, full bool, sw *ovs.Clien
 		return err
 	}
 	if full {
-		err = GatewayInit(ctx, gw, sw, kube, ServiceFlows(list), log)
+		err = GatewayInit(ctx, gw, sw, kube, ServiceFlows(list, gw.Services), log)
 	} else {
 		var mac net.HardwareAddr
 		if mac, err = bridgeMAC(ctx, sw, gw.Bridge); err == nil {
-			err = replaceBridgeFlows(ctx, gw, sw, mac, ServiceFlows(list), log)
+			err = replaceBridgeFlows(ctx, gw, sw, mac, ServiceFlows(list, gw.Services), log)
 		}
 	}
 	if err != nil {
 		return err
 	}
-	return hostNAT{}.replace(ctx, HostNodePortRules(list))
+	return hostNAT{}.replace(ctx, HostNodePortRules(list, gw.Services))
 }
 
 // missingParts names what of the node's setup is gone or has drifted
@@ -149,7 +149,7 @@ func missingParts(ctx context.Context, cfg Config, sw *ovs.Client, gw *GatewayCo
 	if err != nil {
 		return err.Error()
 	}
-	flows, err := bridgeFlows(ctx, *gw, sw, mac, ServiceFlows(list))
+	flows, err := bridgeFlows(ctx, *gw, sw, mac, ServiceFlows(list, gw.Services))
 	if err != nil {
 		return err.Error()
 	}
@@ -158,7 +158,7 @@ func missingParts(ctx context.Context, cfg Config, sw *ovs.Client, gw *GatewayCo
 	} else if d != "" {
 		return fmt.Sprintf("flows of %s differ: %s", gw.Bridge, d)
 	}
-	if d := (hostNAT{}).drift(ctx, HostNodePortRules(list)); d != "" {
+	if d := (hostNAT{}).drift(ctx, HostNodePortRules(list, gw.Services)); d != "" {
 		return "host NodePort chain: " + d
 	}
 	return ""

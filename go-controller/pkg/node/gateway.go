@@ -17,6 +17,7 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovs"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/services"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
 
@@ -27,6 +28,10 @@ type GatewayConfig struct {
 	PhysicalIP netip.Prefix // the node's address on that network
 	DefaultGW  netip.Addr   // may be invalid: no default route
 	OVSAddress string       // the local OVS database; the bridge's management socket is next to it
+	// Services says which external addresses and node ports the bridge
+	// sends to the gateway router (the master's policy, with this node's
+	// own address among those never taken).
+	Services services.AddressPolicy
 }
 
 // GatewayInit prepares the node's side of its shared gateway and asks the

@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/services"
 )
 
 func testBridge(patch int) BridgeFlows {
@@ -77,7 +79,8 @@ func TestServiceFlowsAndHostNodePortRules(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "cip"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.96.0.7",
 			Ports: []corev1.ServicePort{{Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30099}}}},
 	}
-	got := ServiceFlows(svcs)
+	allowed := services.AddressPolicy{Allowed: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}}
+	got := ServiceFlows(svcs, allowed)
 	want := []ServiceFlow{
 		{Protocol: corev1.ProtocolTCP, Port: 30080},
 		{Protocol: corev1.ProtocolTCP, IP: netip.MustParseAddr("192.0.2.10"), Port: 80},
@@ -87,13 +90,43 @@ func TestServiceFlowsAndHostNodePortRules(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("ServiceFlows = %v, want %v", got, want)
 	}
-	rules := HostNodePortRules(svcs)
+	rules := HostNodePortRules(svcs, allowed)
 	wantRules := []string{
 		"-A OVN-KUBE-NODEPORT -p tcp -m addrtype --dst-type LOCAL -m tcp --dport 30080 -j DNAT --to-destination 10.96.0.5:80",
 		"-A OVN-KUBE-NODEPORT -p udp -m addrtype --dst-type LOCAL -m udp --dport 30053 -j DNAT --to-destination 10.96.0.6:53",
 	}
 	if !slices.Equal(rules, wantRules) {
 		t.Errorf("HostNodePortRules =\n%s\nwant\n%s", strings.Join(rules, "\n"), strings.Join(wantRules, "\n"))
+	}
+}
+
+// Issue 31 item 7 on the node: the bridge never sends the node's own
+// address, an address outside the allowed ranges or a node port outside
+// the node port range to the gateway router, so no Service takes a port the
+// host listens on (ssh on 22, the kubelet on 10250) from outside.
+func TestServiceFlowsNeverTakeTheHostsPorts(t *testing.T) {
+	policy := services.AddressPolicy{
+		Allowed: []netip.Prefix{netip.MustParsePrefix("172.18.0.0/16")},
+		Nodes:   map[netip.Addr]string{netip.MustParseAddr("172.18.0.2"): "n1"},
+	}
+	svcs := []*corev1.Service{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "steal"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, ClusterIP: "10.96.0.5",
+			Ports:       []corev1.ServicePort{{Protocol: corev1.ProtocolTCP, Port: 22, NodePort: 22}, {Protocol: corev1.ProtocolTCP, Port: 10250, NodePort: 30250}},
+			ExternalIPs: []string{"172.18.0.2", "8.8.8.8", "172.18.0.50"}}},
+	}
+	got := ServiceFlows(svcs, policy)
+	want := []ServiceFlow{
+		{Protocol: corev1.ProtocolTCP, IP: netip.MustParseAddr("172.18.0.50"), Port: 22},
+		{Protocol: corev1.ProtocolTCP, Port: 30250},
+		{Protocol: corev1.ProtocolTCP, IP: netip.MustParseAddr("172.18.0.50"), Port: 10250},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("ServiceFlows = %v, want %v", got, want)
+	}
+	for _, r := range HostNodePortRules(svcs, policy) {
+		if strings.Contains(r, "--dport 22 ") {
+			t.Errorf("host rule for node port 22: %s", r)
+		}
 	}
 }
 

@@ -9,32 +9,26 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/services"
 )
 
 // ServiceFlows lists the service addresses that new connections from
 // outside reach through the gateway router: every NodePort (on the node's
-// addresses), ExternalIP and LoadBalancer ingress IP with its port.
-func ServiceFlows(svcs []*corev1.Service) []ServiceFlow {
+// addresses), ExternalIP and LoadBalancer ingress IP with its port, as far
+// as the policy allows them (the master's, see services.AddressPolicy): an
+// external address that is this node's own, or a node port outside the
+// node port range, would take a port the host listens on (ssh, the
+// kubelet) away from it.
+func ServiceFlows(svcs []*corev1.Service, policy services.AddressPolicy) []ServiceFlow {
 	var out []ServiceFlow
 	for _, svc := range svcs {
 		if svc.Spec.Type == corev1.ServiceTypeExternalName {
 			continue
 		}
-		var ips []netip.Addr
-		for _, s := range svc.Spec.ExternalIPs {
-			if ip, err := netip.ParseAddr(s); err == nil {
-				ips = append(ips, ip)
-			}
-		}
-		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
-			for _, ing := range svc.Status.LoadBalancer.Ingress {
-				if ip, err := netip.ParseAddr(ing.IP); err == nil {
-					ips = append(ips, ip)
-				}
-			}
-		}
+		ips := externalAddrs(svc, policy)
 		for _, p := range svc.Spec.Ports {
-			if hasNodePort(svc, p) {
+			if hasNodePort(svc, p, policy) {
 				out = append(out, ServiceFlow{Protocol: p.Protocol, Port: p.NodePort})
 			}
 			for _, ip := range ips {
@@ -45,8 +39,27 @@ func ServiceFlows(svcs []*corev1.Service) []ServiceFlow {
 	return out
 }
 
-func hasNodePort(svc *corev1.Service, p corev1.ServicePort) bool {
-	return (svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer) && p.NodePort > 0 && p.NodePort <= 65535
+// externalAddrs are a service's external IPs and, for a LoadBalancer, its
+// ingress IPs, those the policy allows.
+func externalAddrs(svc *corev1.Service, policy services.AddressPolicy) []netip.Addr {
+	candidates := svc.Spec.ExternalIPs
+	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+		for _, ing := range svc.Status.LoadBalancer.Ingress {
+			candidates = append(candidates[:len(candidates):len(candidates)], ing.IP)
+		}
+	}
+	var ips []netip.Addr
+	for _, s := range candidates {
+		if ip, err := netip.ParseAddr(s); err == nil && policy.Refuse(ip) == "" {
+			ips = append(ips, ip)
+		}
+	}
+	return ips
+}
+
+func hasNodePort(svc *corev1.Service, p corev1.ServicePort, policy services.AddressPolicy) bool {
+	return (svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer) &&
+		policy.NodePortRange().Contains(p.NodePort)
 }
 
 // HostNodePortChain is the nat chain that lets processes on the node reach
@@ -56,7 +69,7 @@ func hasNodePort(svc *corev1.Service, p corev1.ServicePort) bool {
 const HostNodePortChain = "OVN-KUBE-NODEPORT"
 
 // HostNodePortRules are the chain's rules, as `iptables -S` prints them.
-func HostNodePortRules(svcs []*corev1.Service) []string {
+func HostNodePortRules(svcs []*corev1.Service, policy services.AddressPolicy) []string {
 	var out []string
 	for _, svc := range svcs {
 		ip, err := netip.ParseAddr(svc.Spec.ClusterIP)
@@ -64,7 +77,7 @@ func HostNodePortRules(svcs []*corev1.Service) []string {
 			continue
 		}
 		for _, p := range svc.Spec.Ports {
-			if !hasNodePort(svc, p) {
+			if !hasNodePort(svc, p, policy) {
 				continue
 			}
 			proto := strings.ToLower(string(p.Protocol))

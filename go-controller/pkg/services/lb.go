@@ -70,7 +70,7 @@ func LoadBalancers(svc *corev1.Service, slices []*discovery.EndpointSlice, gatew
 	}
 	frontends, externals, problems, refused := frontendIPs(svc, policy)
 	d.Refused = append(d.Refused, refused...)
-	nodePorts := policy.nodePortRange()
+	nodePorts := policy.NodePortRange()
 	local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
 	isExternal := map[netip.Addr]bool{}
 	for _, ip := range externals {
@@ -224,7 +224,7 @@ func frontendIPs(svc *corev1.Service, policy AddressPolicy) (all, external []net
 			return
 		}
 		if what != "cluster IP" {
-			if why := policy.refuse(ip); why != "" {
+			if why := policy.Refuse(ip); why != "" {
 				kind := RefusedExternalIP
 				if what != "external IP" {
 					kind = RefusedIngressIP

@@ -75,10 +75,10 @@ func (r Refusal) Message() string {
 // allowedHint is what a refusal tells the user to do.
 const allowedHint = "use an address inside the ranges the cluster administrator allows with ovnkube master --external-ip-cidrs"
 
-// refuse says why ip may not be an external or ingress IP ("" if it may).
+// Refuse says why ip may not be an external or ingress IP ("" if it may).
 // The cluster's own addresses are refused even inside Allowed: an operator
 // allowing 0.0.0.0/0 still keeps the nodes, pods and services.
-func (p AddressPolicy) refuse(ip netip.Addr) string {
+func (p AddressPolicy) Refuse(ip netip.Addr) string {
 	switch {
 	case ip.Zone() != "":
 		return "an address with a zone is not a service address; " + allowedHint
@@ -115,7 +115,8 @@ func prefixList(ps []netip.Prefix) string {
 	return strings.Join(s, ",")
 }
 
-func (p AddressPolicy) nodePortRange() config.PortRange {
+// NodePortRange is the range node ports must be in.
+func (p AddressPolicy) NodePortRange() config.PortRange {
 	if p.NodePorts == (config.PortRange{}) {
 		return config.DefaultNodePortRange
 	}

@@ -11,19 +11,42 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/node"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovs"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/services"
 )
 
 // gatewayFlags are the gateway's settings, the same for gateway-init and
 // the node daemon; the node daemon's older names stay as aliases.
 func gatewayFlags() []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.StringFlag{Name: "bridge-interface", Aliases: []string{"gateway-bridge"}, Usage: "OVS bridge holding the physical NIC, e.g. breth0 (see nics-to-bridge); gives the node a shared gateway"},
 		&cli.StringFlag{Name: "physical-ip", Aliases: []string{"gateway-ip"}, Usage: "this node's address/length on that network, e.g. 172.18.0.2/24; default: the bridge's one global IPv4 address"},
 		&cli.StringFlag{Name: "default-gw", Aliases: []string{"gateway-nexthop"}, Usage: "next hop of the gateway router's default route; default: that of the host's default route through the bridge (none: no default route)"},
+	}, serviceAddressFlags()...)
+}
+
+// serviceAddressFlags say which external addresses and node ports Services
+// may use: the master programs only those, and a node's gateway bridge
+// forwards only those (the same values on both, from one ConfigMap).
+func serviceAddressFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "external-ip-cidrs", Usage: "comma-separated CIDRs (IPv4 and IPv6) a Service's externalIPs and LoadBalancer ingress IPs may come from; any other, and any node, cluster-subnet, join-subnet or service-CIDR address, is not programmed (Warning Event on the Service). Empty (the default): none is"},
+		&cli.StringFlag{Name: "service-node-port-range", Value: config.DefaultNodePortRange.String(), Usage: "the API server's --service-node-port-range: node ports outside it are not programmed (Warning Event on the Service)"},
 	}
+}
+
+// serviceAddressSettings reads serviceAddressFlags.
+func serviceAddressSettings(c *cli.Context) (allowed []netip.Prefix, nodePorts config.PortRange, err error) {
+	if allowed, err = config.ParseCIDRs([]string{c.String("external-ip-cidrs")}); err != nil {
+		return nil, nodePorts, flagError("external-ip-cidrs", err)
+	}
+	if nodePorts, err = config.ParsePortRange(c.String("service-node-port-range")); err != nil {
+		return nil, nodePorts, flagError("service-node-port-range", err)
+	}
+	return allowed, nodePorts, nil
 }
 
 // gatewayConfig reads the gateway flags; nil when no gateway was asked for
@@ -57,10 +80,31 @@ func gatewayConfig(c *cli.Context, require bool) (*node.GatewayConfig, error) {
 			return nil, flagError("default-gw", fmt.Errorf("%q is not an IPv4 address", s))
 		}
 	}
-	if _, err := clusterCIDRs(c); err != nil {
+	cidrs, err := clusterCIDRs(c)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Services, err = gatewayServicePolicy(c, cfg, cidrs); err != nil {
 		return nil, err
 	}
 	return cfg, nil
+}
+
+// gatewayServicePolicy is what the bridge forwards to the gateway router:
+// the master's policy, with the node's own address never an external one.
+func gatewayServicePolicy(c *cli.Context, cfg *node.GatewayConfig, clusterCIDRs []netip.Prefix) (services.AddressPolicy, error) {
+	allowed, nodePorts, err := serviceAddressSettings(c)
+	p := services.AddressPolicy{Allowed: allowed, NodePorts: nodePorts,
+		Nodes: map[netip.Addr]string{cfg.PhysicalIP.Addr(): cfg.NodeName}}
+	for _, cidr := range clusterCIDRs {
+		p.Reserved = append(p.Reserved, services.ReservedRange{Prefix: cidr, What: "cluster subnet"})
+	}
+	for _, s := range c.StringSlice("service-cidr") {
+		if cidr, perr := netip.ParsePrefix(s); perr == nil {
+			p.Reserved = append(p.Reserved, services.ReservedRange{Prefix: cidr.Masked(), What: "service CIDR"})
+		}
+	}
+	return p, err
 }
 
 func gatewayInitCommand() *cli.Command {
@@ -122,7 +166,7 @@ func gatewayInitCommand() *cli.Command {
 			for i := range svcs.Items {
 				list = append(list, &svcs.Items[i])
 			}
-			if err := node.GatewayInit(ctx, *cfg, sw, kube, node.ServiceFlows(list), log); err != nil {
+			if err := node.GatewayInit(ctx, *cfg, sw, kube, node.ServiceFlows(list, cfg.Services), log); err != nil {
 				return err
 			}
 			if nbAddr == nil {

@@ -124,9 +124,7 @@ func masterCommand() *cli.Command {
 			&cli.BoolFlag{Name: "namespace-isolation", Usage: "make every namespace a tenant of its own, as OpenShift SDN's multitenant mode did (namespace annotation k8s.ovn.org/tenant: isolate, global or join:<namespace>)"},
 			&cli.IntFlag{Name: "policy-workers", Value: config.DefaultPolicyWorkers, Usage: "network policies, peer address sets and namespaces synced concurrently"},
 			&cli.DurationFlag{Name: "resync-interval", Value: config.DefaultResyncInterval, Usage: "sync every object again this often whatever the events said, logging what it repaired (0 turns it off)"},
-			&cli.StringFlag{Name: "external-ip-cidrs", Usage: "comma-separated CIDRs (IPv4 and IPv6) a Service's externalIPs and LoadBalancer ingress IPs may come from; any other, and any node, cluster-subnet, join-subnet or service-CIDR address, is not programmed (Warning Event on the Service). Empty (the default): none is"},
-			&cli.StringFlag{Name: "service-node-port-range", Value: config.DefaultNodePortRange.String(), Usage: "the API server's --service-node-port-range: node ports outside it are not programmed (Warning Event on the Service)"},
-		), leaderFlags()...), metricsFlags("")...),
+		), append(serviceAddressFlags(), leaderFlags()...)...), metricsFlags("")...),
 		Action: func(c *cli.Context) error {
 			cfg, err := masterConfig(c)
 			if err != nil {
@@ -266,11 +264,8 @@ func masterConfig(c *cli.Context) (config.Master, error) {
 	if cfg.NBAddress, cfg.NBTLS, err = dbConnection(c, "nb"); err != nil {
 		return cfg, err
 	}
-	if cfg.ExternalIPCIDRs, err = config.ParseCIDRs([]string{c.String("external-ip-cidrs")}); err != nil {
-		return cfg, flagError("external-ip-cidrs", err)
-	}
-	if cfg.NodePortRange, err = config.ParsePortRange(c.String("service-node-port-range")); err != nil {
-		return cfg, flagError("service-node-port-range", err)
+	if cfg.ExternalIPCIDRs, cfg.NodePortRange, err = serviceAddressSettings(c); err != nil {
+		return cfg, err
 	}
 	if cfg.ClusterSubnets, err = config.ParseClusterSubnets(c.StringSlice("cluster-subnet")); err != nil {
 		return cfg, flagError("cluster-subnet", err)
@@ -313,4 +308,3 @@ func masterConfig(c *cli.Context) (config.Master, error) {
 	}
 	return cfg, nil
 }
-
