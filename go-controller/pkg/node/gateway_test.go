@@ -141,3 +141,20 @@ func TestBridgeMappings(t *testing.T) {
 		t.Errorf("remove of another bridge's mapping = %q", got)
 	}
 }
+
+// A Service with more external frontends than a Service may have puts none
+// of them on the bridge (issue 31 item 4: 2,000 IPs times 50 ports made
+// 100,016 flows on every node).
+func TestServiceFlowsBoundPerService(t *testing.T) {
+	policy := services.AddressPolicy{Allowed: []netip.Prefix{netip.MustParsePrefix("192.0.0.0/8")}}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "wide"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.96.0.5"}}
+	for i := 0; i < 50; i++ {
+		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Protocol: corev1.ProtocolTCP, Port: int32(1000 + i)})
+	}
+	for i := 0; i < 2000; i++ {
+		svc.Spec.ExternalIPs = append(svc.Spec.ExternalIPs, netip.AddrFrom4([4]byte{192, 0, byte(i / 250), byte(1 + i%250)}).String())
+	}
+	if got := ServiceFlows([]*corev1.Service{svc}, policy); len(got) != 0 {
+		t.Fatalf("%d flows for one Service", len(got))
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 
@@ -50,9 +51,12 @@ func externalAddrs(svc *corev1.Service, policy services.AddressPolicy) []netip.A
 	}
 	var ips []netip.Addr
 	for _, s := range candidates {
-		if ip, err := netip.ParseAddr(s); err == nil && policy.Refuse(ip) == "" {
+		if ip, err := netip.ParseAddr(s); err == nil && policy.Refuse(ip) == "" && !slices.Contains(ips, ip) {
 			ips = append(ips, ip)
 		}
+	}
+	if services.TooManyExternalFrontends(len(ips), len(svc.Spec.Ports)) != "" {
+		return nil // the master refuses them all too
 	}
 	return ips
 }

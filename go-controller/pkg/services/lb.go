@@ -5,6 +5,7 @@ package services
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -259,6 +260,11 @@ func frontendIPs(svc *corev1.Service, policy AddressPolicy) (all, external []net
 				add("load balancer ingress IP", ing.IP)
 			}
 		}
+	}
+	if why := TooManyExternalFrontends(len(external), len(svc.Spec.Ports)); why != "" {
+		out = slices.DeleteFunc(out, func(ip netip.Addr) bool { return slices.Contains(external, ip) })
+		refused = append(refused, Refusal{Kind: RefusedExternalIP, Value: fmt.Sprintf("%d addresses", len(external)), Reason: why})
+		external = nil
 	}
 	return out, external, problems, refused
 }

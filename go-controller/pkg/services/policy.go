@@ -107,6 +107,22 @@ func (p AddressPolicy) Refuse(ip netip.Addr) string {
 	return fmt.Sprintf("it is outside the allowed ranges %s; %s", prefixList(p.Allowed), allowedHint)
 }
 
+// MaxExternalFrontends bounds a Service's external and ingress IPs times its
+// ports: each is a VIP on every node's gateway router and a flow on every
+// node's bridge (2,000 external IPs times 50 ports made 100,016 flows on
+// every node). Past it, every external and ingress IP of the Service is
+// refused (its cluster IPs and node ports stay).
+const MaxExternalFrontends = 256
+
+// TooManyExternalFrontends says why a Service's addrs external and ingress
+// IPs with ports ports are too many ("" when they are not).
+func TooManyExternalFrontends(addrs, ports int) string {
+	if addrs*max(ports, 1) <= MaxExternalFrontends {
+		return ""
+	}
+	return fmt.Sprintf("%d external and ingress IPs times %d ports is more than %d frontends a Service may have; none of them is programmed: split the Service", addrs, ports, MaxExternalFrontends)
+}
+
 func prefixList(ps []netip.Prefix) string {
 	s := make([]string, len(ps))
 	for i, p := range ps {

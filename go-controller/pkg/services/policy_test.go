@@ -1,6 +1,7 @@
 package services
 
 import (
+	"fmt"
 	"net/netip"
 	"reflect"
 	"strings"
@@ -178,5 +179,31 @@ func TestExternalAddressPolicy(t *testing.T) {
 		if len(d.Problems) > 0 {
 			t.Errorf("%s: problems %v", tt.name, d.Problems)
 		}
+	}
+}
+
+// Issue 31 item 4: a Service with more external frontends (external and
+// ingress IPs times ports) than MaxExternalFrontends gets none of them, one
+// refusal saying why, and keeps its cluster IP; the node's bridge forwards
+// none of them either (see node's ServiceFlows).
+func TestTooManyExternalFrontendsAreRefused(t *testing.T) {
+	policy := AddressPolicy{Allowed: []netip.Prefix{netip.MustParsePrefix("192.0.0.0/8")}}
+	svc := &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.96.0.10"}}
+	for i := 0; i < 10; i++ {
+		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: fmt.Sprint(i), Protocol: corev1.ProtocolTCP, Port: int32(80 + i)})
+	}
+	for i := 0; i <= MaxExternalFrontends/10; i++ {
+		svc.Spec.ExternalIPs = append(svc.Spec.ExternalIPs, fmt.Sprintf("192.0.%d.%d", i/250, 1+i%250))
+	}
+	all, external, _, refused := frontendIPs(svc, policy)
+	if len(external) != 0 || len(all) != 1 || all[0] != netip.MustParseAddr("10.96.0.10") {
+		t.Fatalf("frontends %v, external %v; want only the cluster IP", all, external)
+	}
+	if len(refused) != 1 || !strings.Contains(refused[0].Reason, "split the Service") {
+		t.Fatalf("refusals %v, want one saying why", refused)
+	}
+	svc.Spec.ExternalIPs = svc.Spec.ExternalIPs[:MaxExternalFrontends/10]
+	if _, external, _, refused := frontendIPs(svc, policy); len(external) != MaxExternalFrontends/10 || len(refused) != 0 {
+		t.Fatalf("at the limit: %d external, refusals %v", len(external), refused)
 	}
 }
