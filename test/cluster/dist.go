@@ -36,8 +36,8 @@ func (c *Cluster) distConfig() *corev1.ConfigMap {
 		Data: map[string]string{
 			"cluster_subnet":    clusterSubnet + "/24",
 			"service_cidr":      serviceCIDR,
-			"nb_address":        "tcp:" + cp.IP + ":" + strconv.Itoa(nbPort),
-			"sb_address":        "tcp:" + cp.IP + ":" + strconv.Itoa(sbPort),
+			"nb_address":        "ssl:" + cp.IP + ":" + strconv.Itoa(nbPort),
+			"sb_address":        "ssl:" + cp.IP + ":" + strconv.Itoa(sbPort),
 			"k8s_apiserver":     c.APIServer(),
 			"gateway_interface": gatewayBridge,
 			"datapath_type":     "netdev",
@@ -47,8 +47,13 @@ func (c *Cluster) distConfig() *corev1.ConfigMap {
 }
 
 // installDist applies dist/kubernetes/ in file order, with distConfig in
-// place of the example ConfigMap.
+// place of the example ConfigMap and, beside it, the Secret holding the
+// master's NB client certificate (dbtls.go).
 func (c *Cluster) installDist(ctx context.Context) error {
+	secret, err := c.dbTLSSecretObject()
+	if err != nil {
+		return err
+	}
 	files, err := filepath.Glob(filepath.Join(c.Repo, "dist", "kubernetes", "*.yaml"))
 	if err != nil || len(files) == 0 {
 		return fmt.Errorf("no dist/kubernetes/*.yaml in %s", c.Repo)
@@ -58,6 +63,9 @@ func (c *Cluster) installDist(ctx context.Context) error {
 		if filepath.Base(f) == "20-config.yaml" {
 			if _, err := c.Client.CoreV1().ConfigMaps(distNamespace).Create(ctx, c.distConfig(), metav1.CreateOptions{}); err != nil {
 				return fmt.Errorf("ConfigMap ovn-config: %w", err)
+			}
+			if _, err := c.Client.CoreV1().Secrets(distNamespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("Secret %s: %w", dbTLSSecret, err)
 			}
 			continue
 		}
@@ -154,7 +162,8 @@ func podReady(p *corev1.Pod) bool {
 // then the leading master pod deleted (as `kubectl delete pod` or a drain
 // would) and another replica taking over: it holds the Lease within 15 s
 // and gives a new pod its address. (A leader killed with SIGKILL is
-// test/integration's TestLeaderKilledMidChurn...)
+// test/integration's TestLeaderKilledMidChurn...) Last, CheckDBTLS: the
+// databases serve only TLS clients with certificates, pods included.
 func (c *Cluster) Install(ctx context.Context) (string, error) {
 	report, err := c.Demo(ctx)
 	if err != nil {
@@ -206,5 +215,7 @@ func (c *Cluster) Install(ctx context.Context) (string, error) {
 	}
 	fmt.Fprintf(&b, "=== master failover ===\ndeleted the leading master pod %s; %s held the Lease after %s and a new pod got its address\n",
 		old, holder, took.Round(100*time.Millisecond))
-	return b.String(), nil
+	report, err = c.CheckDBTLS(ctx)
+	b.WriteString(report)
+	return b.String(), err
 }

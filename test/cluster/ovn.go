@@ -12,21 +12,36 @@ import (
 
 // startOVNCentral starts the NB and SB databases and ovn-northd on the
 // control-plane node; both also listen on the node address, the SB for the
-// other nodes' ovn-controllers, the NB for masters run by the Deployment.
+// other nodes' ovn-controllers, the NB for masters run by the Deployment:
+// in clear (tcp:) for the harness's own daemons, only over TLS with client
+// certificates (pssl:, the SB with the ovn-controller role) for an
+// installed cluster (dbtls.go).
 func (c *Cluster) startOVNCentral(n *Node, nbSchema, sbSchema string) error {
-	for _, db := range []struct{ name, schema, remote string }{
-		{"ovnnb_db", nbSchema, "--remote=ptcp:" + strconv.Itoa(nbPort) + ":" + n.IP},
-		{"ovnsb_db", sbSchema, "--remote=ptcp:" + strconv.Itoa(sbPort) + ":" + n.IP},
-	} {
+	dbs := []struct {
+		name, schema string
+		remote       []string
+	}{
+		{"ovnnb_db", nbSchema, []string{"--remote=ptcp:" + strconv.Itoa(nbPort) + ":" + n.IP}},
+		{"ovnsb_db", sbSchema, []string{"--remote=ptcp:" + strconv.Itoa(sbPort) + ":" + n.IP}},
+	}
+	if c.Dist {
+		// An installed cluster's databases as dist/README.md sets them up:
+		// TLS listeners and certificates kept in the databases
+		// (configureCentralTLS), nothing in clear on the network.
+		if err := c.makeDBPKI(); err != nil {
+			return err
+		}
+		dbs[0].remote = centralTLSArgs("OVN_Northbound")
+		dbs[1].remote = centralTLSArgs("OVN_Southbound")
+	}
+	for _, db := range dbs {
 		file := "/var/lib/ovn/" + db.name + ".db"
 		if _, err := c.Exec(n, "ovsdb-tool", "create", file, db.schema); err != nil {
 			return err
 		}
 		args := []string{"ovsdb-server", file, "--remote=punix:/run/ovn/" + db.name + ".sock",
 			"--unixctl=/run/ovn/" + db.name + ".ctl", "--no-chdir"}
-		if db.remote != "" {
-			args = append(args, db.remote)
-		}
+		args = append(args, db.remote...)
 		if err := c.start(n, db.name, args...); err != nil {
 			return err
 		}
@@ -34,8 +49,14 @@ func (c *Cluster) startOVNCentral(n *Node, nbSchema, sbSchema string) error {
 			return err
 		}
 	}
-	return c.start(n, "ovn-northd", "ovn-northd", "--ovnnb-db=unix:/run/ovn/ovnnb_db.sock",
-		"--ovnsb-db=unix:/run/ovn/ovnsb_db.sock", "--unixctl=/run/ovn/ovn-northd.ctl", "--no-chdir")
+	if err := c.start(n, "ovn-northd", "ovn-northd", "--ovnnb-db=unix:/run/ovn/ovnnb_db.sock",
+		"--ovnsb-db=unix:/run/ovn/ovnsb_db.sock", "--unixctl=/run/ovn/ovn-northd.ctl", "--no-chdir"); err != nil {
+		return err
+	}
+	if c.Dist {
+		return c.configureCentralTLS(bg)
+	}
+	return nil
 }
 
 // startMaster starts `ovnkube master` next to OVN central.
@@ -57,6 +78,11 @@ const gatewayBridge = "brul0"
 // external_ids for ovn-controller, builds the management port and gives the
 // node its shared gateway on brul0).
 func (c *Cluster) startOVNNode(n *Node) error {
+	if c.Dist {
+		if err := c.prepareChassis(n); err != nil {
+			return err
+		}
+	}
 	if err := c.start(n, "ovn-controller", "ovn-controller", "unix:/run/openvswitch/db.sock", "--no-chdir", "--monitor"); err != nil {
 		return err
 	}

@@ -104,3 +104,75 @@ func StartTLSNB(t T, pki *PKI) (sslAddress, sock string) {
 	})
 	return fmt.Sprintf("ssl:127.0.0.1:%d", port), sock
 }
+
+// NewPKIDir makes a CA named cn whose files (cn-ca.pem, cn-ca-key.pem)
+// live in dir, for callers without a T (the cluster in a box).
+func NewPKIDir(dir, cn string) (*PKI, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, err
+	}
+	ca, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	p := &PKI{Dir: dir, ca: ca, caKey: key}
+	if p.CACert, err = writePEM(filepath.Join(dir, cn+"-ca.pem"), "CERTIFICATE", der); err != nil {
+		return nil, err
+	}
+	if _, err := writePEM(filepath.Join(dir, cn+"-ca-key.pem"), "EC PRIVATE KEY", kder); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// IssueTo signs a client and server certificate whose subject CN is cn
+// (what ovsdb-server's RBAC compares with a chassis name), valid for ips,
+// and writes it and its key to certFile and keyFile.
+func (p *PKI) IssueTo(certFile, keyFile, cn string, ips ...net.IP) error {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IPAddresses: ips, DNSNames: []string{cn},
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &k.PublicKey, p.caKey)
+	if err != nil {
+		return err
+	}
+	kder, err := x509.MarshalECPrivateKey(k)
+	if err != nil {
+		return err
+	}
+	for _, f := range []string{certFile, keyFile} {
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			return err
+		}
+	}
+	if _, err := writePEM(certFile, "CERTIFICATE", der); err != nil {
+		return err
+	}
+	_, err = writePEM(keyFile, "EC PRIVATE KEY", kder)
+	return err
+}
+
+func writePEM(path, typ string, der []byte) (string, error) {
+	return path, os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600)
+}
