@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
 	libovsdbclient "github.com/ovn-org/libovsdb/client"
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +20,7 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb/ovndbtest"
 	"github.com/ovn-k8s/ovn-k8s/test/harness"
 )
@@ -34,6 +36,8 @@ type env struct {
 	m      *Master
 	cancel context.CancelFunc
 	done   chan struct{}
+	// checked: the end-of-test invariant has run.
+	checked bool
 }
 
 func newEnv(t *testing.T, objs ...any) *env {
@@ -51,14 +55,32 @@ func newEnv(t *testing.T, objs ...any) *env {
 	return e
 }
 
+// replaceNB switches the proxy to a new, empty NB (the database lost
+// everything); the invariant is then checked before that NB stops.
+func (e *env) replaceNB() {
+	e.proxy.SwitchTo(ovndbtest.NewServer(e.t))
+	e.t.Cleanup(e.checkReferences)
+}
+
 // checkReferences is the invariant every test ends on: no ACL names an
 // address set or port group that does not exist (OVN would ignore it).
+// It runs once, before the newest NB stops.
 func (e *env) checkReferences() {
-	if e.t.Failed() {
+	if e.t.Failed() || e.checked {
 		return
 	}
+	e.checked = true
 	harness.Eventually(e.t, 10*time.Second, "every ACL's sets and groups exist", func() error {
-		if d := ovndbtest.DanglingReferences(e.nb); len(d) > 0 {
+		// A fresh cache of the NB as it is now (the test's own client may be
+		// between two databases).
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		nb, err := ovndb.ConnectNBFull(ctx, []string{"unix:" + e.proxy.Sock}, logr.Discard())
+		if err != nil {
+			return err
+		}
+		defer nb.Close()
+		if d := ovndbtest.DanglingReferences(nb); len(d) > 0 {
 			return fmt.Errorf("%s", strings.Join(d, "; "))
 		}
 		return nil

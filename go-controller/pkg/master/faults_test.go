@@ -22,7 +22,6 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
-	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb/ovndbtest"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 	"github.com/ovn-k8s/ovn-k8s/test/harness"
 )
@@ -70,7 +69,7 @@ func TestNBReplacedByEmptyDatabase(t *testing.T) {
 	wantVIPs := map[string]string{"10.96.0.10:80": pn.IPs[0].Addr().String() + ":8080"}
 	e.waitVIPs(lbName, wantVIPs)
 
-	e.proxy.SwitchTo(ovndbtest.NewServer(t))
+	e.replaceNB()
 	start := time.Now()
 	e.lsp(topology.PodPort("ns", "p1"), nil)
 	e.lsp(topology.ManagementPort("n1"), nil)
@@ -102,7 +101,7 @@ func TestFastReconnectToNewDatabaseIsNoticed(t *testing.T) {
 	e.createService("ns", "web", "10.96.0.10", "10.244.0.5")
 	e.waitVIPs("Service_ns/web_TCP_cluster", map[string]string{"10.96.0.10:80": "10.244.0.5:8080"})
 	for i := 0; i < 3; i++ {
-		e.proxy.SwitchTo(ovndbtest.NewServer(t))
+		e.replaceNB()
 	}
 	e.waitVIPs("Service_ns/web_TCP_cluster", map[string]string{"10.96.0.10:80": "10.244.0.5:8080"})
 	e.lsp(topology.ManagementPort("n1"), nil)

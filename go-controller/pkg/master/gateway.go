@@ -71,6 +71,10 @@ func (m *Master) gatewayInput(node *corev1.Node, subnets []netip.Prefix) (topolo
 	if chassis == "" {
 		return in, errGatewayNotYet
 	}
+	if owner := m.chassisOwner(chassis); owner != node.Name {
+		return in, fmt.Errorf("%s %q is also reported by node %s, which reported it first; each node's daemon reports its own OVS system-id",
+			annotations.NodeChassisID, chassis, owner)
+	}
 	joinIP, err := m.ipam.gatewayJoinIP(node.Name, m.existingJoinIP(node.Name, node.Annotations))
 	if err != nil {
 		return in, err

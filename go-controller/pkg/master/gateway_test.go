@@ -17,7 +17,6 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
-	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb/ovndbtest"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 	"github.com/ovn-k8s/ovn-k8s/test/harness"
 )
@@ -130,7 +129,7 @@ func TestGatewayRowsHaveOneOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitGateway("n1", built)
-	e.proxy.SwitchTo(ovndbtest.NewServer(t))
+	e.replaceNB()
 	e.waitGateway("n1", built)
 
 	// An older version's localnet port (named like a pod's port) on ext_n1.
@@ -287,4 +286,34 @@ func TestGatewayJoinAddressSurvivesRestartWithoutAnnotation(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// Issue 31 item 6 (the master's side): a node reporting another node's
+// chassis cannot move that node's gateway router onto it, nor get a
+// gateway router pinned to it: the older node keeps the chassis, the other
+// node's gateway is left as it was with a GatewayConfigInvalid Event, and it
+// gets its gateway once it reports its own chassis again.
+func TestChassisClaimedByTwoNodesStaysWithTheFirst(t *testing.T) {
+	e := newEnv(t)
+	e.createNode("n1")
+	e.createNode("n2")
+	e.start()
+	e.annotateGateway("n1", "172.18.0.2", "")
+	e.annotateGateway("n2", "172.18.0.3", "")
+	e.waitGateway("n1", "chassis=chassis-n1 ")
+	e.waitGateway("n2", "chassis=chassis-n2 ")
+
+	e.patchNode("n2", map[string]any{annotations.NodeChassisID: "chassis-n1"})
+	harness.Eventually(t, 10*time.Second, "a GatewayConfigInvalid Warning on n2", func() error {
+		if evs := e.warningEvents("Node", "n2", "GatewayConfigInvalid"); len(evs) == 0 {
+			return fmt.Errorf("no event")
+		}
+		return nil
+	})
+	e.waitGateway("n1", "chassis=chassis-n1 ")
+	e.waitGateway("n2", "chassis=chassis-n2 ")
+
+	e.patchNode("n2", map[string]any{annotations.NodeChassisID: "chassis-n2b"})
+	e.waitGateway("n2", "chassis=chassis-n2b ")
+	e.waitGateway("n1", "chassis=chassis-n1 ")
 }

@@ -100,7 +100,7 @@ func NewInformers(kube kubernetes.Interface) informers.SharedInformerFactory {
 		}
 		return nil, nil
 	}})
-	_ = factory.Core().V1().Nodes().Informer().AddIndexers(cache.Indexers{nodeAddrIndex: indexNodeAddresses})
+	_ = factory.Core().V1().Nodes().Informer().AddIndexers(cache.Indexers{nodeAddrIndex: indexNodeAddresses, nodeChassisIndex: indexNodeChassis})
 	return factory
 }
 
@@ -148,9 +148,9 @@ func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client,
 	m.nodeQueue = controller.NewQueue("nodes", cfg.RetryMaxDelay, m.syncNode, log)
 	m.podQueue = controller.NewQueue("pods", cfg.RetryMaxDelay, m.syncPod, log)
 	_, _ = nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { m.enqueue(m.nodeQueue, obj); m.enqueueAddressPeers(obj) },
+		AddFunc:    func(obj any) { m.enqueue(m.nodeQueue, obj); m.enqueueClaimPeers(obj) },
 		UpdateFunc: func(old, cur any) { m.nodeUpdated(old, cur) },
-		DeleteFunc: func(obj any) { m.enqueue(m.nodeQueue, obj); m.enqueueAddressPeers(obj) },
+		DeleteFunc: func(obj any) { m.enqueue(m.nodeQueue, obj); m.enqueueClaimPeers(obj) },
 	})
 	_, _ = podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { m.latency.saw(obj); m.enqueue(m.podQueue, obj) },

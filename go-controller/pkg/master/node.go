@@ -204,9 +204,10 @@ func (m *Master) nodeUpdated(old, cur any) {
 		return
 	}
 	m.enqueue(m.nodeQueue, cur)
-	if ok1 && ok2 && !slices.Equal(internalIPs(o), internalIPs(n)) {
-		m.enqueueAddressPeers(o)
-		m.enqueueAddressPeers(n)
+	if ok1 && ok2 && (!slices.Equal(internalIPs(o), internalIPs(n)) ||
+		o.Annotations[annotations.NodeChassisID] != n.Annotations[annotations.NodeChassisID]) {
+		m.enqueueClaimPeers(o)
+		m.enqueueClaimPeers(n)
 	}
 }
 

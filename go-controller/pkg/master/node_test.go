@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
-	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb/ovndbtest"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 	"github.com/ovn-k8s/ovn-k8s/test/harness"
 )
@@ -68,7 +67,7 @@ func TestHostRoutesFollowNodeAddresses(t *testing.T) {
 	e.setNodeIP("n1", "172.30.0.21")
 	e.waitHostRoutes("172.30.0.21/32 via " + mgmt)
 
-	e.proxy.SwitchTo(ovndbtest.NewServer(t)) // the NB lost everything
+	e.replaceNB() // the NB lost everything
 	e.waitHostRoutes("172.30.0.21/32 via " + mgmt)
 
 	e.deleteNode("n1")
@@ -114,7 +113,7 @@ func TestNodePortsOnEveryNodeAddress(t *testing.T) {
 	e.deleteNode("n2")
 	e.waitVIPs("Service_ns/web_TCP_node_switch", map[string]string{"172.30.0.11:30080": "10.244.0.5:8080"})
 
-	e.proxy.SwitchTo(ovndbtest.NewServer(t)) // the NB lost everything
+	e.replaceNB() // the NB lost everything
 	e.waitVIPs("Service_ns/web_TCP_node_switch", map[string]string{"172.30.0.11:30080": "10.244.0.5:8080"})
 }
 

@@ -7,10 +7,23 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
 )
 
-// nodeAddrIndex indexes Nodes by their InternalIP addresses.
-const nodeAddrIndex = "status.addresses.internalIP"
+// Node indexes: by InternalIP address, and by the chassis (OVS system-id)
+// the node's daemon reports. Each is a claim only one Node may hold.
+const (
+	nodeAddrIndex    = "status.addresses.internalIP"
+	nodeChassisIndex = "annotations.chassis"
+)
+
+func indexNodeChassis(obj any) ([]string, error) {
+	if n, ok := obj.(*corev1.Node); ok && n.Annotations[annotations.NodeChassisID] != "" {
+		return []string{n.Annotations[annotations.NodeChassisID]}, nil
+	}
+	return nil, nil
+}
 
 func indexNodeAddresses(obj any) ([]string, error) {
 	n, ok := obj.(*corev1.Node)
@@ -53,7 +66,13 @@ func (m *Master) claimedIPs(node *corev1.Node) []netip.Addr {
 // nodesWithAddress lists the Nodes reporting ip as an InternalIP, the one
 // that keeps it first.
 func (m *Master) nodesWithAddress(ip netip.Addr) []*corev1.Node {
-	objs, err := m.nodeIndexer.ByIndex(nodeAddrIndex, ip.String())
+	return m.nodesClaiming(nodeAddrIndex, ip.String())
+}
+
+// nodesClaiming lists the Nodes whose index value is v, oldest first (then
+// by name): the first keeps what they all claim.
+func (m *Master) nodesClaiming(index, v string) []*corev1.Node {
+	objs, err := m.nodeIndexer.ByIndex(index, v)
 	if err != nil {
 		return nil
 	}
@@ -73,6 +92,16 @@ func (m *Master) nodesWithAddress(ip netip.Addr) []*corev1.Node {
 	return nodes
 }
 
+// chassisOwner is the Node that keeps a chassis several Nodes report (the
+// oldest): a gateway router is pinned to a chassis only for it, so no node
+// can move another's gateway router onto its own chassis by reporting it.
+func (m *Master) chassisOwner(chassis string) string {
+	if nodes := m.nodesClaiming(nodeChassisIndex, chassis); len(nodes) > 0 {
+		return nodes[0].Name
+	}
+	return ""
+}
+
 func (m *Master) reportDuplicateAddress(ip netip.Addr, winner, loser *corev1.Node) {
 	key := fmt.Sprintf("%s %s/%s %s/%s", ip, winner.Name, winner.UID, loser.Name, loser.UID)
 	if _, seen := m.dupAddrReported.LoadOrStore(key, true); seen {
@@ -86,10 +115,10 @@ func (m *Master) reportDuplicateAddress(ip netip.Addr, winner, loser *corev1.Nod
 		"node %s also reports InternalIP %s; pods reach that address on this node (the older one); fix the address of one node", loser.Name, ip)
 }
 
-// enqueueAddressPeers queues the other Nodes sharing an InternalIP with
-// this one: a change of its addresses, or its deletion, can hand them the
-// address.
-func (m *Master) enqueueAddressPeers(obj any) {
+// enqueueClaimPeers queues the other Nodes sharing an InternalIP or a
+// chassis with this one: a change of its addresses or chassis, or its
+// deletion, can hand them what they claim.
+func (m *Master) enqueueClaimPeers(obj any) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
@@ -97,11 +126,16 @@ func (m *Master) enqueueAddressPeers(obj any) {
 	if !ok {
 		return
 	}
+	var peers []*corev1.Node
 	for _, ip := range internalIPs(n) {
-		for _, peer := range m.nodesWithAddress(ip) {
-			if peer.Name != n.Name {
-				m.enqueue(m.nodeQueue, peer)
-			}
+		peers = append(peers, m.nodesWithAddress(ip)...)
+	}
+	if c := n.Annotations[annotations.NodeChassisID]; c != "" {
+		peers = append(peers, m.nodesClaiming(nodeChassisIndex, c)...)
+	}
+	for _, peer := range peers {
+		if peer.Name != n.Name {
+			m.enqueue(m.nodeQueue, peer)
 		}
 	}
 }

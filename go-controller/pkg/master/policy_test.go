@@ -499,7 +499,7 @@ func TestNetworkPolicyFaults(t *testing.T) {
 	}
 	exactlyOnce()
 
-	e.proxy.SwitchTo(ovndbtest.NewServer(t))
+	e.replaceNB()
 	exactlyOnce()
 
 	e.deletePolicy("db", "from-team-a")

@@ -223,13 +223,18 @@ func (p *Proxy) serve(down net.Conn) {
 // address sets and port groups its match names that do not exist (OVN
 // would ignore the ACL). Empty means the invariant holds.
 func DanglingReferences(c client.Client) []string {
-	ctx := context.Background()
+	// A cache being refilled (the database replaced) is not listed: List
+	// waits for it to be consistent, bounded here.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
 	var acls []nbdb.ACL
 	var sets []nbdb.AddressSet
 	var pgs []nbdb.PortGroup
-	_ = c.List(ctx, &acls)
-	_ = c.List(ctx, &sets)
-	_ = c.List(ctx, &pgs)
+	for _, rows := range []any{&acls, &sets, &pgs} {
+		if err := c.List(ctx, rows); err != nil {
+			return []string{"cannot list the NB's rows: " + err.Error()}
+		}
+	}
 	haveSet, havePG := map[string]bool{}, map[string]bool{}
 	for _, s := range sets {
 		haveSet[s.Name] = true
