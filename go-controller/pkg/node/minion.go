@@ -63,6 +63,13 @@ type Result struct {
 // node's chassis id and management MAC. Running it again changes nothing.
 func MinionInit(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interface, log logr.Logger) (Result, error) {
 	var res Result
+	// The SSL table first: ovn-controller connects as soon as ovn-remote is
+	// set, and an ssl: remote without certificates fails its first try.
+	if cfg.SBSSL.PrivateKey != "" {
+		if err := sw.EnsureSSL(ctx, cfg.SBSSL.PrivateKey, cfg.SBSSL.Certificate, cfg.SBSSL.CACert); err != nil {
+			return res, fmt.Errorf("setting OVS's SSL table for ovn-controller's ssl: SB connection: %w", err)
+		}
+	}
 	ids, err := sw.SetExternalIDs(ctx, map[string]string{
 		"system-id":      uuid.NewString(),
 		"hostname":       cfg.NodeName,
@@ -75,11 +82,6 @@ func MinionInit(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes
 		return res, fmt.Errorf("setting Open_vSwitch external_ids: %w", err)
 	}
 	res.SystemID = ids["system-id"]
-	if cfg.SBSSL.PrivateKey != "" {
-		if err := sw.EnsureSSL(ctx, cfg.SBSSL.PrivateKey, cfg.SBSSL.Certificate, cfg.SBSSL.CACert); err != nil {
-			return res, fmt.Errorf("setting OVS's SSL table for ovn-controller's ssl: SB connection: %w", err)
-		}
-	}
 	if err := sw.EnsureBridge(ctx, ovs.Bridge{
 		Name: IntegrationBridge, DatapathType: cfg.DatapathType, FailMode: "secure",
 		OtherConfig: map[string]string{"disable-in-band": "true"},
