@@ -16,11 +16,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/stdr"
 	"github.com/ovn-org/libovsdb/client"
-	"github.com/ovn-org/libovsdb/database/inmemory"
-	"github.com/ovn-org/libovsdb/model"
-	"github.com/ovn-org/libovsdb/server"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
@@ -34,29 +30,7 @@ func NewServer(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	schema := nbdb.Schema()
-	dbModel, errs := model.NewDatabaseModel(schema, clientModel)
-	if len(errs) > 0 {
-		t.Fatal(errs)
-	}
-	// libovsdb's server turns the process-wide stdr verbosity to 5 (every
-	// row it caches); tests read state, not that.
-	defer stdr.SetVerbosity(0)
-	s, err := server.NewOvsdbServer(inmemory.NewDatabase(map[string]model.ClientDBModel{schema.Name: clientModel}), dbModel)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(t.TempDir(), "nb.sock")
-	go func() { _ = s.Serve("unix", sock) }()
-	t.Cleanup(s.Close)
-	deadline := time.Now().Add(5 * time.Second)
-	for !s.Ready() {
-		if time.Now().After(deadline) {
-			t.Fatal("in-memory NB did not start")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return sock
+	return Serve(t, nbdb.Schema(), clientModel, "nb.sock")
 }
 
 // Connect connects an NB client to a unix socket as the controllers do

@@ -5,17 +5,13 @@ package ovstest
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/stdr"
-	"github.com/ovn-org/libovsdb/database/inmemory"
-	"github.com/ovn-org/libovsdb/model"
-	"github.com/ovn-org/libovsdb/server"
 
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb/ovndbtest"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovs"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/vswitchd"
 )
@@ -60,26 +56,7 @@ func serve(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	schema := vswitchd.Schema()
-	dbModel, errs := model.NewDatabaseModel(schema, clientModel)
-	if len(errs) > 0 {
-		t.Fatal(errs)
-	}
-	// libovsdb's server turns the process-wide stdr verbosity up; tests read state, not that.
-	defer stdr.SetVerbosity(0)
-	s, err := server.NewOvsdbServer(inmemory.NewDatabase(map[string]model.ClientDBModel{schema.Name: clientModel}), dbModel)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(t.TempDir(), "db.sock")
-	go func() { _ = s.Serve("unix", sock) }()
-	t.Cleanup(s.Close)
-	for deadline := time.Now().Add(5 * time.Second); !s.Ready(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("in-memory OVS database did not start")
-		}
-	}
-	return sock
+	return ovndbtest.Serve(t, vswitchd.Schema(), clientModel, "db.sock")
 }
 
 // Port is an ovs.Port on br-int with these external ids.
