@@ -52,6 +52,7 @@ type Committer struct {
 	requests chan *commitRequest
 	maxOps   int
 	fence    atomic.Pointer[func() error]
+	epoch    atomic.Pointer[LeaderEpoch]
 
 	transactions atomic.Uint64
 	operations   atomic.Uint64
@@ -71,6 +72,11 @@ func NewCommitter(c client.Client, log logr.Logger) *Committer {
 // SetFence makes every transaction first ask fence, and fail with its
 // error instead of being sent (a replica that lost the leader lease).
 func (b *Committer) SetFence(fence func() error) { b.fence.Store(&fence) }
+
+// SetLeaderEpoch makes every transaction carry e's guard (LeaderEpoch.WaitOp)
+// first: once another replica has claimed the epoch, a transaction commits
+// nothing, its callers get ErrDeposed and nothing more is sent.
+func (b *Committer) SetLeaderEpoch(e *LeaderEpoch) { b.epoch.Store(e) }
 
 // Transactions is how many transactions were sent, for tests and benchmarks.
 func (b *Committer) Transactions() uint64 { return b.transactions.Load() }
@@ -227,12 +233,27 @@ func (b *Committer) send(ctx context.Context, ops []ovsdb.Operation) ([]ovsdb.Op
 			return nil, err
 		}
 	}
+	epoch := b.epoch.Load()
+	if epoch != nil && epoch.Err() != nil {
+		return nil, epoch.Err() // deposed: nothing is sent any more
+	}
 	b.transactions.Add(1)
 	b.operations.Add(uint64(len(ops)))
+	metrics.NBTransactionOperations.Observe(float64(len(ops)))
+	if epoch == nil {
+		return b.transactTimed(ctx, ops)
+	}
+	results, err := b.transactTimed(ctx, append([]ovsdb.Operation{epoch.WaitOp()}, ops...))
+	if err != nil {
+		return nil, err
+	}
+	return epoch.Check(ctx, results)
+}
+
+func (b *Committer) transactTimed(ctx context.Context, ops []ovsdb.Operation) ([]ovsdb.OperationResult, error) {
 	start := time.Now()
 	results, err := b.c.Transact(ctx, ops...)
 	metrics.NBTransactionDuration.WithLabelValues(metrics.Result(err)).Observe(time.Since(start).Seconds())
-	metrics.NBTransactionOperations.Observe(float64(len(ops)))
 	if err != nil {
 		return nil, fmt.Errorf("NB transaction of %d operations: %w", len(ops), err)
 	}

@@ -210,12 +210,22 @@ func runMaster(ctx context.Context, cfg config.Master, lcfg leader.Config, elect
 		defer nb.Close()
 		log.Info("connected to NB", "address", cfg.NBAddress, "endpoint", nb.CurrentEndpoint())
 		m := master.New(cfg, kube, nb, factory, log)
-		if elector != nil {
-			m.Committer().SetFence(elector.Fence)
+		if elector == nil {
+			running.Store(m)
+			go oneProcAfterSync(ctx, m.Synced(), log)
+			return m.Run(ctx)
 		}
+		m.Committer().SetFence(elector.Fence)
+		// The term's first NB write: from now on a deposed leader's late
+		// transactions commit nothing (docs/design.md, "Failure model").
+		epoch, err := ovndb.ClaimLeaderEpoch(ctx, nb, lcfg.Identity, elector.Fence, log.WithName("leader"))
+		if err != nil {
+			return err
+		}
+		m.Committer().SetLeaderEpoch(epoch)
 		running.Store(m)
 		go oneProcAfterSync(ctx, m.Synced(), log)
-		return m.Run(ctx)
+		return epoch.Run(ctx, m.Run)
 	}
 	if elector == nil {
 		return run(ctx)

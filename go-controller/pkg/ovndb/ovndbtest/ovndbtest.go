@@ -12,6 +12,7 @@ import (
 	"net"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -70,7 +71,11 @@ type Proxy struct {
 	conns    []net.Conn
 	loseNext bool // drop the reply to the next transact and the connection
 	lost     chan struct{}
+	hold     *hold // hold the next writing transact (and the transactions after it on its connection)
 }
+
+// hold is one armed HoldNextTransact.
+type hold struct{ held, release chan struct{} }
 
 // NewProxy forwards a new unix socket to backend.
 func NewProxy(t testing.TB, backend string) *Proxy {
@@ -101,6 +106,114 @@ func (p *Proxy) LoseNextReply() <-chan struct{} {
 	p.loseNext = true
 	p.lost = make(chan struct{})
 	return p.lost
+}
+
+// HoldNextTransact delays the next transaction that writes (has an
+// operation other than select) on its way to the server, as a network
+// partition would: it and every transaction after it on its connection wait
+// until release is called (the server's messages still flow, and the
+// client's replies to them).
+// held is closed once a transaction is being held.
+func (p *Proxy) HoldNextTransact() (held <-chan struct{}, release func()) {
+	h := &hold{held: make(chan struct{}), release: make(chan struct{})}
+	p.mu.Lock()
+	p.hold = h
+	p.mu.Unlock()
+	var once sync.Once
+	return h.held, func() { once.Do(func() { close(h.release) }) }
+}
+
+// forwardUp copies client → server in order, noting (lose) the id of a
+// transact whose reply is to be lost. While a transaction is held, every
+// transaction after it waits too; other messages (the client's replies to
+// the server's update calls, echoes) pass, since libovsdb's server waits
+// for those replies before it answers anyone.
+func (p *Proxy) forwardUp(down, up net.Conn, lose func(id string)) {
+	var wmu sync.Mutex
+	write := func(msg []byte) error {
+		wmu.Lock()
+		defer wmu.Unlock()
+		_, err := up.Write(msg)
+		return err
+	}
+	type queued struct {
+		msg  json.RawMessage
+		hold *hold
+	}
+	txq := make(chan queued, 1024)
+	defer close(txq)
+	var holding atomic.Bool
+	go func() {
+		for q := range txq {
+			if q.hold != nil {
+				holding.Store(true)
+				close(q.hold.held)
+				<-q.hold.release
+				holding.Store(false)
+			}
+			if write(q.msg) != nil {
+				down.Close()
+			}
+		}
+	}()
+	dec := json.NewDecoder(bufio.NewReader(down))
+	for {
+		var msg json.RawMessage
+		if err := dec.Decode(&msg); err != nil {
+			up.Close()
+			return
+		}
+		var head struct {
+			Method string          `json:"method"`
+			ID     json.RawMessage `json:"id"`
+		}
+		_ = json.Unmarshal(msg, &head)
+		switch {
+		case head.Method == "transact":
+			txq <- queued{msg: msg, hold: p.takeHold(msg, head.ID, lose)}
+		case holding.Load():
+			if write(msg) != nil {
+				down.Close()
+				return
+			}
+		default:
+			txq <- queued{msg: msg}
+		}
+	}
+}
+
+// takeHold arms a lost reply for this transact if one was asked for, and
+// returns the hold it takes if it writes and a hold is armed.
+func (p *Proxy) takeHold(msg json.RawMessage, id json.RawMessage, lose func(string)) *hold {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.loseNext {
+		p.loseNext = false
+		lose(string(id))
+	}
+	h := p.hold
+	if h == nil || !writes(msg) {
+		return nil
+	}
+	p.hold = nil
+	return h
+}
+
+// writes says whether a transact message has an operation other than select.
+func writes(msg json.RawMessage) bool {
+	var m struct {
+		Params []json.RawMessage `json:"params"`
+	}
+	_ = json.Unmarshal(msg, &m)
+	for i, p := range m.Params {
+		var op struct {
+			Op string `json:"op"`
+		}
+		if i > 0 && json.Unmarshal(p, &op) == nil && op.Op != "select" {
+			return true
+		}
+	}
+	return false
 }
 
 // SwitchTo sends new connections to another server and drops the current
@@ -137,33 +250,11 @@ func (p *Proxy) serve(down net.Conn) {
 	p.mu.Unlock()
 	var mu sync.Mutex
 	dropID := ""
-	go func() { // client → server: note the id of a transact to lose
-		dec := json.NewDecoder(bufio.NewReader(down))
-		for {
-			var msg json.RawMessage
-			if err := dec.Decode(&msg); err != nil {
-				up.Close()
-				return
-			}
-			var head struct {
-				Method string          `json:"method"`
-				ID     json.RawMessage `json:"id"`
-			}
-			_ = json.Unmarshal(msg, &head)
-			p.mu.Lock()
-			if head.Method == "transact" && p.loseNext {
-				p.loseNext = false
-				mu.Lock()
-				dropID = string(head.ID)
-				mu.Unlock()
-			}
-			p.mu.Unlock()
-			if _, err := up.Write(msg); err != nil {
-				down.Close()
-				return
-			}
-		}
-	}()
+	go p.forwardUp(down, up, func(id string) {
+		mu.Lock()
+		dropID = id
+		mu.Unlock()
+	})
 	dec := json.NewDecoder(bufio.NewReader(up)) // server → client
 	for {
 		var msg json.RawMessage
