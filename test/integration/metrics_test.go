@@ -1,14 +1,21 @@
 package integration
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ovn-k8s/ovn-k8s/test/harness"
 )
@@ -162,4 +169,113 @@ func TestMasterMetricsAndReadiness(t *testing.T) {
 	waitMetric(t, get2, "ovnkube_master_leader", equals(0))
 	waitStatus(t, get2, "/debug/pprof/", 404)
 	p.Stop()
+}
+
+// httpsGet is a GET on https://127.0.0.1:port with token (none when
+// empty), trusting only the CA in caFile.
+func httpsGet(t *testing.T, port int, caFile, path, token string) (int, string, error) {
+	t.Helper()
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(pem)
+	client := http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	req, err := http.NewRequest("GET", fmt.Sprintf("https://127.0.0.1:%d%s", port, path), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+// scraperToken is a token of a new ServiceAccount default/name, bound to
+// the ClusterRole role unless role is empty.
+func scraperToken(t *testing.T, c *cluster, name, role string) string {
+	t.Helper()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if _, err := c.kube.Client.CoreV1().ServiceAccounts("default").Create(c.ctx(), sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if role != "" {
+		bindCluster(t, c.kube, name+"-"+role, role, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: "default"})
+	}
+	return serviceAccountToken(t, c.kube, "default", name, nil)
+}
+
+// The master as shipped (its ServiceAccount, --metrics-auth=delegated, a
+// serving certificate) against a real API server: /metrics and pprof need a
+// bearer token the API server authenticates and authorizes for the path
+// (401 without one or with a bad one, 403 for a ServiceAccount not bound to
+// ovn-k8s-metrics-reader, 200 for one that is); the probes stay open; a
+// scrape in clear gets nothing. Each rule of ovnkube-metrics-auth is needed:
+// without it the authorized scrape is refused.
+func TestMetricsDelegatedAuthWithTheAPIServer(t *testing.T) {
+	c := newCluster(t)
+	kubeconfig := applyRBAC(t, c.kube, distObjects(t), "ovnkube-master")
+	pki := harness.NewPKI(t, "metrics-ca")
+	cert, key := pki.Issue(t, "ovnkube-master")
+	port := harness.FreePort(t)
+	round := 0
+	run := func() *harness.Process {
+		round++
+		return harness.Start(t, c.logDir, fmt.Sprintf("master-metrics-%d", round), harness.Binary(t, "ovnkube"), "master",
+			"--kubeconfig", kubeconfig, "--nb-address", c.ovn.NBAddress(), "--enable-pprof",
+			"--metrics-address", fmt.Sprintf("127.0.0.1:%d", port), "--metrics-auth", "delegated",
+			"--metrics-tls-cert-file", cert, "--metrics-tls-private-key-file", key)
+	}
+	get := func(token string) func(string) (int, string, error) {
+		return func(path string) (int, string, error) { return httpsGet(t, port, pki.CACert, path, token) }
+	}
+	reader := scraperToken(t, c, "prometheus", "ovn-k8s-metrics-reader")
+	nobody := scraperToken(t, c, "nobody", "")
+
+	p := run()
+	waitStatus(t, get(""), "/healthz", 200)
+	waitStatus(t, get(""), "/readyz", 200)
+	for _, tc := range []struct {
+		what, path, token string
+		code              int
+		says              string
+	}{
+		{"no token", "/metrics", "", 401, "no bearer token"},
+		{"a token the API server does not know", "/metrics", "not-a-token", 401, "does not authenticate"},
+		{"a ServiceAccount without the permission", "/metrics", nobody, 403, `"system:serviceaccount:default:nobody" may not get the non-resource URL /metrics`},
+		{"ovn-k8s-metrics-reader on pprof", "/debug/pprof/", reader, 403, "/debug/pprof/"},
+		{"no token on pprof", "/debug/pprof/heap", "", 401, "no bearer token"},
+	} {
+		code, body, err := get(tc.token)(tc.path)
+		if err != nil || code != tc.code || !strings.Contains(body, tc.says) {
+			t.Errorf("%s: GET %s = %d %q (%v), want %d saying %q", tc.what, tc.path, code, body, err, tc.code, tc.says)
+		}
+	}
+	waitMetric(t, get(reader), "ovnkube_master_leader", func(v float64) bool { return v == 1 })
+	if code, body, err := httpGet(port, "/metrics"); err == nil && (code != 400 || strings.Contains(body, "ovnkube_")) {
+		t.Errorf("a scrape in clear: %d %q, want 400 and no metrics", code, body)
+	}
+	p.Stop()
+
+	rules := roleRules(t, c, "", "ovnkube-metrics-auth")
+	for i := range rules {
+		setRoleRules(t, c, "", "ovnkube-metrics-auth", append(append([]rbacv1.PolicyRule{}, rules[:i]...), rules[i+1:]...))
+		p := run()
+		waitStatus(t, get(""), "/healthz", 200)
+		neverWithin(t, func() error {
+			if code, body, err := get(reader)("/metrics"); err != nil || code != 200 {
+				return fmt.Errorf("%d %s %v", code, body, err)
+			}
+			return nil
+		}, fmt.Sprintf("rule %v of ovnkube-metrics-auth is superfluous: an authorized scrape succeeds without it", rules[i]))
+		p.Stop()
+		setRoleRules(t, c, "", "ovnkube-metrics-auth", rules)
+	}
 }

@@ -161,6 +161,11 @@ func runMaster(ctx context.Context, cfg config.Master, lcfg leader.Config, elect
 	if err != nil {
 		return err
 	}
+	// The metrics endpoint's TokenReviews and SubjectAccessReviews are not
+	// fenced: a standby answers scrapes too.
+	if srv.Kube, err = kubernetes.NewForConfig(rc); err != nil {
+		return err
+	}
 	var elector *leader.Elector
 	leading := func() bool { return true }
 	if elect {

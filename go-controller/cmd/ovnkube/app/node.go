@@ -185,6 +185,7 @@ func nodeCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			srv.Kube = kube
 			ctx, cancel := signalContext(c.Context)
 			defer cancel()
 			log := logger().WithName("node")

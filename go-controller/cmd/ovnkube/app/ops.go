@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 
 	"github.com/go-logr/logr"
@@ -93,6 +94,11 @@ func metricsFlags(defaultAddress string) []cli.Flag {
 		&cli.StringFlag{Name: "metrics-address", Value: defaultAddress, Usage: "serve /metrics, /healthz and /readyz on this HOST:PORT; off when empty"},
 		&cli.BoolFlag{Name: "enable-pprof", Usage: "also serve Go profiles (/debug/pprof/) on --metrics-address"},
 		&cli.StringFlag{Name: "pprof-address", Usage: "old form of --metrics-address ADDR --enable-pprof"},
+		&cli.StringFlag{Name: "metrics-auth", Usage: "who may read /metrics and /debug/pprof/ (/healthz and /readyz are open): " +
+			"delegated (HTTPS; a bearer token the API server authenticates (TokenReview) and authorizes for the path with verb get (SubjectAccessReview), as the kubelet does) " +
+			"or none (plain HTTP, anyone who reaches the address). Default: none on a loopback --metrics-address, delegated on any other"},
+		&cli.StringFlag{Name: "metrics-tls-cert-file", Usage: "with --metrics-auth=delegated: the endpoint's serving certificate (PEM; re-read when it changes); default: a self-signed one made at start"},
+		&cli.StringFlag{Name: "metrics-tls-private-key-file", Usage: "the private key (PEM) of --metrics-tls-cert-file"},
 	}
 }
 
@@ -107,5 +113,36 @@ func metricsServer(c *cli.Context) (metrics.Server, error) {
 	if srv.Pprof && srv.Address == "" {
 		return srv, flagError("enable-pprof", fmt.Errorf("needs --metrics-address"))
 	}
-	return srv, nil
+	return srv, metricsAuth(c, &srv)
+}
+
+// metricsAuth reads --metrics-auth and the serving certificate's flags:
+// delegated serves HTTPS (a bearer token is a credential); none, plain
+// HTTP. The API client is the command's to set (metrics.Server.Kube).
+func metricsAuth(c *cli.Context, srv *metrics.Server) error {
+	certFile, keyFile := c.String("metrics-tls-cert-file"), c.String("metrics-tls-private-key-file")
+	switch mode := c.String("metrics-auth"); mode {
+	case "":
+		srv.Delegated = srv.Address != "" && !metrics.Loopback(srv.Address)
+	case "delegated", "none":
+		srv.Delegated = mode == "delegated"
+	default:
+		return flagError("metrics-auth", fmt.Errorf("%q is neither delegated nor none", mode))
+	}
+	if (certFile == "") != (keyFile == "") {
+		return flagError("metrics-tls-cert-file", fmt.Errorf("--metrics-tls-cert-file and --metrics-tls-private-key-file are given together or not at all"))
+	}
+	if !srv.Delegated || srv.Address == "" {
+		if certFile != "" {
+			return flagError("metrics-tls-cert-file", fmt.Errorf("is used only with --metrics-auth=delegated and --metrics-address"))
+		}
+		return nil
+	}
+	host, _, _ := net.SplitHostPort(srv.Address)
+	tlsConfig, err := metrics.ServingTLS(certFile, keyFile, host)
+	if err != nil {
+		return flagError("metrics-tls-cert-file", err)
+	}
+	srv.TLS = tlsConfig
+	return nil
 }
