@@ -376,7 +376,8 @@ func (c *Cluster) CheckDBTLS(ctx context.Context) (string, error) {
 	fmt.Fprintf(&b, "node %s's chassis certificate reads the SB but cannot add chassis \"impostor\" nor delete %s (role %s)\n",
 		worker.Name, victim, sbChassisRole)
 
-	// A pod: reachability is not the control, the certificate is.
+	// A pod: the database guard on its switch drops its packets to the
+	// databases' ports, and the certificate would refuse it anyway.
 	client, err := c.Client.CoreV1().Pods(demoNS).Get(ctx, "client", metaGet)
 	if err != nil {
 		return b.String(), err
@@ -395,10 +396,10 @@ func (c *Cluster) CheckDBTLS(ctx context.Context) (string, error) {
 		return b.String(), err
 	}
 	for _, addr := range []string{nbAddr, sbAddr} {
-		reach := "port closed or unreachable"
 		if tcpReachable(podNS, addr) {
-			reach = "TCP connects"
+			return b.String(), fmt.Errorf("pod client (%s) opened a TCP connection to %s through the database guard", client.Status.PodIP, addr)
 		}
+		reach := "no TCP connection (dropped by the node switch's database guard)"
 		for _, cfg := range []*tls.Config{nil, noCert} {
 			if dbs, err := ovsdbListDBs(podNS, addr, cfg); err == nil {
 				return b.String(), fmt.Errorf("pod client (%s) got a session with %s without a certificate (list_dbs: %v)", client.Status.PodIP, addr, dbs)

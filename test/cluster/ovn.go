@@ -68,6 +68,7 @@ func (c *Cluster) startMaster(n *Node) error {
 	}
 	return c.start(n, "ovnkube-master", c.bin("ovnkube"), "--loglevel", "4", "master",
 		"--kubeconfig", Kubeconfig, "--nb-address", "unix:/run/ovn/ovnnb_db.sock",
+		"--sb-address", fmt.Sprintf("tcp:%s:%d", n.IP, sbPort), // pods are kept from it
 		"--cluster-subnet", clusterSubnet+"/24", "--service-cidr", serviceCIDR, "--external-ip-cidrs", externalCIDRs)
 }
 

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -116,5 +117,12 @@ func TestParseOVSDBAddressNamesThePortProblem(t *testing.T) {
 		if _, err := ParseOVSDBAddress(in); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("ParseOVSDBAddress(%q) error = %v, want one containing %q", in, err, want)
 		}
+	}
+}
+
+func TestDBEndpoints(t *testing.T) {
+	eps, names := DBEndpoints([]string{"unix:/run/ovn/ovnnb_db.sock", "ssl:10.0.0.10:6641", "tcp:[fd00::1]:6642", "tcp:central.example:6641"})
+	if fmt.Sprint(eps) != "[10.0.0.10:6641 [fd00::1]:6642]" || fmt.Sprint(names) != "[tcp:central.example:6641]" {
+		t.Fatalf("endpoints %v, names %v", eps, names)
 	}
 }

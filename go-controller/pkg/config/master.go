@@ -48,6 +48,9 @@ type Master struct {
 	// NodePortRange is the API server's --service-node-port-range; zero:
 	// DefaultNodePortRange.
 	NodePortRange PortRange
+	// GuardedDBs are the NB's and SB's IP endpoints, which an ACL on every
+	// node switch keeps pods from (topology.DBGuard).
+	GuardedDBs []netip.AddrPort
 }
 
 // DefaultResyncInterval is the master's periodic full resync.

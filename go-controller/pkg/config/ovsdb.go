@@ -58,3 +58,22 @@ func checkHostPort(ep, hostPort string) error {
 	}
 	return nil
 }
+
+// DBEndpoints are the IP endpoints of OVSDB remote lists (tcp: and ssl:
+// entries whose host is an IP address), for keeping pods away from them;
+// names lists the entries that name their host (not guarded: an ACL
+// matches addresses, and a name may resolve differently later).
+func DBEndpoints(remotes []string) (out []netip.AddrPort, names []string) {
+	for _, ep := range remotes {
+		scheme, rest, _ := strings.Cut(ep, ":")
+		if scheme != "tcp" && scheme != "ssl" {
+			continue
+		}
+		if ap, err := netip.ParseAddrPort(rest); err == nil {
+			out = append(out, ap)
+		} else {
+			names = append(names, ep)
+		}
+	}
+	return out, names
+}

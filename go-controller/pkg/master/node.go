@@ -38,7 +38,7 @@ func (m *Master) syncNode(ctx context.Context, name string) error {
 		}
 		return err
 	}
-	if err := EnsureNode(ctx, m.nb, m.committer.Commit, name, subnets, m.claimedIPs(node), mgmtMAC(node, m)); err != nil {
+	if err := EnsureNode(ctx, m.nb, m.committer.Commit, name, subnets, m.claimedIPs(node), mgmtMAC(node, m), m.cfg.GuardedDBs); err != nil {
 		return fmt.Errorf("node %s: %w", name, err)
 	}
 	want := annotations.FormatNodeSubnets(subnets)
@@ -107,7 +107,7 @@ func internalIPs(node *corev1.Node) []netip.Addr {
 
 // EnsureNode creates or repairs a node's switch, its router port, its
 // management port LSP and the routes to its addresses in one transaction.
-func EnsureNode(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc, name string, subnets []netip.Prefix, hostIPs []netip.Addr, mac net.HardwareAddr) error {
+func EnsureNode(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc, name string, subnets []netip.Prefix, hostIPs []netip.Addr, mac net.HardwareAddr, guardedDBs []netip.AddrPort) error {
 	t := ovndb.NewTxn(nb)
 	group := ovndb.Require(t, &nbdb.LoadBalancerGroup{Name: topology.ClusterLBGroup})
 	switchGroup := ovndb.Require(t, &nbdb.LoadBalancerGroup{Name: topology.ClusterSwitchLBGroup})
@@ -119,12 +119,22 @@ func EnsureNode(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc
 	stor := t.Ensure(rows.SwitchToRouter, topology.LSPColumns(rows.SwitchToRouter), nil)
 	mgmt := t.Ensure(rows.Management, topology.LSPColumns(rows.Management), nil)
 	sw := ovndb.Lookup(t, &nbdb.LogicalSwitch{Name: name})
-	if sw == nil && rows.MgmtAllow != nil {
-		rows.Switch.ACLs = []string{t.Create(rows.MgmtAllow)}
+	acls := slices.DeleteFunc([]*nbdb.ACL{rows.MgmtAllow, topology.DBGuard(name, guardedDBs)}, func(a *nbdb.ACL) bool { return a == nil })
+	if sw == nil {
+		for _, a := range acls {
+			rows.Switch.ACLs = append(rows.Switch.ACLs, t.Create(a))
+		}
 	}
 	t.Ensure(rows.Switch, []any{&rows.Switch.OtherConfig, &rows.Switch.ExternalIDs, &rows.Switch.LoadBalancerGroup}, &rows.Switch.Ports, stor, mgmt)
-	if sw != nil && rows.MgmtAllow != nil {
-		t.EnsureChild(sw, &sw.ACLs, topology.RowIDKey, rows.MgmtAllow, topology.ACLColumns(rows.MgmtAllow))
+	if sw != nil {
+		for _, a := range acls {
+			t.EnsureChild(sw, &sw.ACLs, topology.RowIDKey, a, topology.ACLColumns(a))
+		}
+		if len(guardedDBs) == 0 { // a guard left from a run that had endpoints
+			t.RemoveChildren(sw, &sw.ACLs, t.ChildrenWhere(sw.ACLs, func(ids map[string]string) bool {
+				return ownedBy(ids, topology.Owner{Type: topology.OwnerNode, Name: name}) && ids[topology.RowIDKey] == topology.DBGuardACLID
+			}, &nbdb.ACL{})...)
+		}
 	}
 	rtos := t.Ensure(rows.RouterToSwitch, topology.LRPColumns(rows.RouterToSwitch), nil)
 	t.AddChildren(router, &router.Ports, rtos)

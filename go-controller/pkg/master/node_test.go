@@ -3,6 +3,7 @@ package master
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -171,4 +172,50 @@ func TestDuplicateNodeAddressPickedDeterministically(t *testing.T) {
 
 	e.deleteNode("n1")
 	e.waitHostRoutes("172.30.0.11/32 via " + mgmt2)
+}
+
+// Issue 31 item 8: every node switch carries an ACL dropping what its pods
+// send to the databases' endpoints, above every tier; an idle restart
+// writes nothing, and a master told of no endpoints removes the guard.
+func TestNodeSwitchesGuardTheDatabases(t *testing.T) {
+	e := newEnv(t)
+	e.cfg.GuardedDBs = []netip.AddrPort{netip.MustParseAddrPort("172.18.0.10:6641"), netip.MustParseAddrPort("172.18.0.10:6642")}
+	e.createNode("n1")
+	e.createNode("n2")
+	e.start()
+	guard := func(node string) string {
+		var acls []nbdb.ACL
+		_ = e.nb.WhereCache(func(a *nbdb.ACL) bool {
+			return a.ExternalIDs[topology.RowIDKey] == topology.DBGuardACLID && a.ExternalIDs[topology.OwnerNameKey] == node
+		}).List(context.Background(), &acls)
+		var out []string
+		for _, a := range acls {
+			out = append(out, fmt.Sprintf("%s %d %s %s", a.Direction, a.Priority, a.Action, a.Match))
+		}
+		return strings.Join(out, "; ")
+	}
+	want := fmt.Sprintf("from-lport %d drop (ip4.dst == 172.18.0.10 && tcp.dst == 6641) || (ip4.dst == 172.18.0.10 && tcp.dst == 6642)", topology.ACLPriorityDBGuard)
+	for _, n := range []string{"n1", "n2"} {
+		harness.Eventually(t, 10*time.Second, "the database guard on "+n, func() error {
+			if got := guard(n); got != want {
+				return fmt.Errorf("guard %q", got)
+			}
+			return nil
+		})
+	}
+	e.stop()
+	e.start()
+	harness.Eventually(t, 5*time.Second, "restarted master idle", func() error {
+		if !e.m.nodeQueue.Idle() {
+			return fmt.Errorf("node queue busy")
+		}
+		return nil
+	})
+	if n := e.m.Committer().Transactions(); n != 0 {
+		t.Fatalf("idle restart sent %d transactions; want 0", n)
+	}
+	e.stop()
+	e.cfg.GuardedDBs = nil
+	e.start()
+	e.waitGone("the database guard", func() bool { return guard("n1") != "" || guard("n2") != "" })
 }

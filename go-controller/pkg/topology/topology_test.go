@@ -252,3 +252,15 @@ func TestMatchReferences(t *testing.T) {
 		t.Errorf("PortGroupOfAddressSet = %q", g)
 	}
 }
+
+func TestDBGuard(t *testing.T) {
+	if a := DBGuard("n1", nil); a != nil {
+		t.Fatalf("a guard without endpoints: %+v", a)
+	}
+	a := DBGuard("n1", []netip.AddrPort{netip.MustParseAddrPort("10.0.0.10:6642"), netip.MustParseAddrPort("10.0.0.10:6641"),
+		netip.MustParseAddrPort("[fd00::10]:6641"), netip.MustParseAddrPort("10.0.0.10:6641")})
+	want := "(ip4.dst == 10.0.0.10 && tcp.dst == 6641) || (ip4.dst == 10.0.0.10 && tcp.dst == 6642) || (ip6.dst == fd00::10 && tcp.dst == 6641)"
+	if a.Match != want || a.Action != "drop" || a.Direction != "from-lport" || a.Priority <= ACLPriorityAlways || a.Options["apply-after-lb"] != "true" {
+		t.Fatalf("guard %+v\nwant match %q, a drop from pods above every tier, after load balancing", a, want)
+	}
+}

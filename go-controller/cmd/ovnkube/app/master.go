@@ -3,11 +3,13 @@ package app
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
 	"runtime/debug"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -115,6 +117,7 @@ func masterCommand() *cli.Command {
 			"from annotations and the NB, and only rows ovn-k8s owns are ever deleted.",
 		Flags: append(append(append(append(kubeFlags(), tlsFlags("nb")...),
 			&cli.StringFlag{Name: "nb-address", Usage: "OVN NB database: unix:PATH, tcp:HOST:PORT or ssl:HOST:PORT; comma-separated for a clustered NB"},
+			&cli.StringFlag{Name: "sb-address", Usage: "the OVN SB database the nodes use (tcp: or ssl:, comma-separated when clustered): an ACL on every node switch keeps pods from it and from the NB's tcp:/ssl: endpoints; the master never connects to it"},
 			&cli.StringSliceFlag{Name: "cluster-subnet", Aliases: []string{"cluster-ip-subnet"}, Value: cli.NewStringSlice(config.DefaultClusterSubnetFlag), Usage: "pod network CIDR/HOSTLEN (repeatable; one per IP family for dual-stack)"},
 			&cli.StringSliceFlag{Name: "service-cidr", Value: cli.NewStringSlice(config.DefaultServiceCIDR), Usage: "service ClusterIP range (repeatable)"},
 			&cli.StringFlag{Name: "join-subnet", Value: config.DefaultJoinSubnet, Usage: "subnet of the join switch between the cluster router and gateway routers"},
@@ -279,6 +282,9 @@ func masterConfig(c *cli.Context) (config.Master, error) {
 	if cfg.NBAddress, cfg.NBTLS, err = dbConnection(c, "nb"); err != nil {
 		return cfg, err
 	}
+	if cfg.GuardedDBs, err = guardedDBs(c, cfg.NBAddress); err != nil {
+		return cfg, err
+	}
 	if cfg.ExternalIPCIDRs, cfg.NodePortRange, err = serviceAddressSettings(c); err != nil {
 		return cfg, err
 	}
@@ -322,4 +328,24 @@ func masterConfig(c *cli.Context) (config.Master, error) {
 		cfg.ResyncInterval = -1 // off
 	}
 	return cfg, nil
+}
+
+// guardedDBs are the NB's and --sb-address's IP endpoints, which pods may
+// not reach. An endpoint named by host name cannot be guarded by an ACL
+// (which matches addresses): that is said once at start.
+func guardedDBs(c *cli.Context, nb []string) ([]netip.AddrPort, error) {
+	remotes := nb
+	if s := c.String("sb-address"); s != "" {
+		sb, err := config.ParseOVSDBAddress(s)
+		if err != nil {
+			return nil, flagError("sb-address", err)
+		}
+		remotes = append(slices.Clone(nb), sb...)
+	}
+	eps, names := config.DBEndpoints(remotes)
+	if len(names) > 0 {
+		logger().Info("database endpoints named by host name are not guarded from pods (only their certificates keep pods out); give IP addresses to guard them",
+			"endpoints", names)
+	}
+	return eps, nil
 }
