@@ -102,6 +102,21 @@ func (e *env) start() {
 	}
 }
 
+// restartIdle restarts the master, waits until its node and policy queues
+// are idle, and returns how many NB transactions the new master sent.
+func (e *env) restartIdle() uint64 {
+	e.t.Helper()
+	e.stop()
+	e.start()
+	harness.Eventually(e.t, 5*time.Second, "restarted master idle", func() error {
+		if !e.m.nodeQueue.Idle() || !e.m.policies.Idle() {
+			return fmt.Errorf("node or policy queue busy")
+		}
+		return nil
+	})
+	return e.m.Committer().Transactions()
+}
+
 func (e *env) stop() {
 	if e.cancel != nil {
 		e.cancel()

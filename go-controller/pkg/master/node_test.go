@@ -156,15 +156,7 @@ func TestDuplicateNodeAddressPickedDeterministically(t *testing.T) {
 		})
 	}
 	for i := 0; i < 3; i++ {
-		e.stop()
-		e.start()
-		harness.Eventually(t, 5*time.Second, "restarted master idle", func() error {
-			if !e.m.nodeQueue.Idle() {
-				return fmt.Errorf("node queue busy")
-			}
-			return nil
-		})
-		if n := e.m.Committer().Transactions(); n != 0 {
+		if n := e.restartIdle(); n != 0 {
 			t.Fatalf("idle restart %d sent %d transactions; want 0 (routes %v)", i, n, e.hostRoutes())
 		}
 	}
@@ -203,15 +195,7 @@ func TestNodeSwitchesGuardTheDatabases(t *testing.T) {
 			return nil
 		})
 	}
-	e.stop()
-	e.start()
-	harness.Eventually(t, 5*time.Second, "restarted master idle", func() error {
-		if !e.m.nodeQueue.Idle() {
-			return fmt.Errorf("node queue busy")
-		}
-		return nil
-	})
-	if n := e.m.Committer().Transactions(); n != 0 {
+	if n := e.restartIdle(); n != 0 {
 		t.Fatalf("idle restart sent %d transactions; want 0", n)
 	}
 	e.stop()

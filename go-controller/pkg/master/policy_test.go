@@ -259,15 +259,7 @@ func TestNetworkPolicyRestartAndRepair(t *testing.T) {
 	e.waitAddressSet(fromTeamAKey, e.podIP("front", "c1"))
 	pgs, sets, acls := e.countRows()
 
-	e.stop()
-	e.start()
-	harness.Eventually(t, 5*time.Second, "restarted master idle", func() error {
-		if !e.m.policies.Idle() {
-			return fmt.Errorf("policy queue busy")
-		}
-		return nil
-	})
-	if n := e.m.Committer().Transactions(); n != 0 {
+	if n := e.restartIdle(); n != 0 {
 		t.Errorf("idle restart sent %d transactions; want 0", n)
 	}
 
