@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
@@ -240,12 +241,23 @@ func TestMasterIgnoresMalformedAnnotations(t *testing.T) {
 	}
 }
 
+// A master that starts finds a node's subnet annotation and a pod's address
+// annotation written for the pod's UID (the master stopped between its
+// annotation and its port) and honours both; an annotation without the UID
+// marker (written by hand) is never honoured: that pod gets an address of
+// the master's choosing (issue 31 item 5).
 func TestMasterHonoursValidPodAnnotation(t *testing.T) {
 	c := newCluster(t)
 	c.createNode("n1", map[string]string{annotations.NodeSubnets: `{"default":"10.244.42.0/24"}`})
 	c.kube.EnsureNamespace(t, "ns")
-	c.createPod("ns", "kept", "n1", func(p *corev1.Pod) {
-		p.Annotations = map[string]string{annotations.PodNetworks: `{"default":{"ip_address":"10.244.42.77/24","mac_address":"0a:58:0a:f4:2a:4d","gateway_ip":"10.244.42.1"}}`}
+	kept := c.createPod("ns", "kept", "n1")
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, annotations.PodNetworks,
+		`{"default":{"ip_addresses":["10.244.42.77/24"],"mac_address":"0a:58:0a:f4:2a:4d","gateway_ips":["10.244.42.1"],"pod_uid":"`+string(kept.UID)+`"}}`)
+	if _, err := c.kube.Client.CoreV1().Pods("ns").Patch(c.ctx(), "kept", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.createPod("ns", "handwritten", "n1", func(p *corev1.Pod) {
+		p.Annotations = map[string]string{annotations.PodNetworks: `{"default":{"ip_address":"10.244.42.78/24","mac_address":"0a:58:0a:f4:2a:4e","gateway_ip":"10.244.42.1"}}`}
 	})
 	c.startMaster()
 	if got := c.nodeSubnet("n1"); got.String() != "10.244.42.0/24" {
@@ -254,6 +266,12 @@ func TestMasterHonoursValidPodAnnotation(t *testing.T) {
 	c.waitPort("n1", "ns_kept", func(p *nbdb.LogicalSwitchPort) error {
 		if !reflect.DeepEqual(p.Addresses, []string{"0a:58:0a:f4:2a:4d 10.244.42.77"}) {
 			return fmt.Errorf("addresses %v", p.Addresses)
+		}
+		return nil
+	})
+	c.waitPort("n1", "ns_handwritten", func(p *nbdb.LogicalSwitchPort) error {
+		if len(p.Addresses) != 1 || strings.HasSuffix(p.Addresses[0], " 10.244.42.78") {
+			return fmt.Errorf("addresses %v: the hand-written annotation was honoured", p.Addresses)
 		}
 		return nil
 	})
