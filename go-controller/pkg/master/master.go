@@ -172,15 +172,12 @@ func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client,
 // external ranges and node port range, and the cluster's own ranges (never
 // an external address). Refusals are Events of the master's recorder.
 func serviceOptions(cfg config.Master, events record.EventRecorder) services.Options {
-	o := services.Options{ExternalIPCIDRs: cfg.ExternalIPCIDRs, NodePortRange: cfg.NodePortRange, Recorder: events}
+	var pods []netip.Prefix
 	for _, cs := range cfg.ClusterSubnets {
-		o.Reserved = append(o.Reserved, services.ReservedRange{Prefix: cs.CIDR, What: "cluster subnet"})
+		pods = append(pods, cs.CIDR)
 	}
-	o.Reserved = append(o.Reserved, services.ReservedRange{Prefix: cfg.JoinSubnet, What: "join subnet"})
-	for _, p := range cfg.ServiceCIDRs {
-		o.Reserved = append(o.Reserved, services.ReservedRange{Prefix: p, What: "service CIDR"})
-	}
-	return o
+	return services.Options{Recorder: events, Policy: services.AddressPolicy{Allowed: cfg.ExternalIPCIDRs, NodePorts: cfg.NodePortRange,
+		Reserved: services.ReservedRanges(pods, cfg.JoinSubnet, cfg.ServiceCIDRs)}}
 }
 
 // nbRowDeleted re-syncs the owner of a row of ours that disappeared from the

@@ -24,7 +24,6 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
-	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/controller"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
@@ -58,20 +57,18 @@ type Controller struct {
 	// that a resync repeats none.
 	refusedMu sync.Mutex
 	refused   map[string]string
+	// nodeAddrOwners maps every node's own address to its node (nil: to be
+	// rebuilt, after a Node change), so that a service sync does not parse
+	// every Node's annotations.
+	nodeAddrMu     sync.Mutex
+	nodeAddrOwners map[netip.Addr]string
 }
 
 // Options are the operator's choices about the addresses outside clients
-// may use (see AddressPolicy).
+// may use: Policy without its Nodes, which the controller fills from the
+// Node objects (see AddressPolicy).
 type Options struct {
-	// ExternalIPCIDRs are the only ranges external IPs and LoadBalancer
-	// ingress IPs may come from (--external-ip-cidrs); none: every one is
-	// refused.
-	ExternalIPCIDRs []netip.Prefix
-	// Reserved are the cluster's own ranges (cluster subnets, join subnet,
-	// service CIDRs): never an external or ingress IP.
-	Reserved []ReservedRange
-	// NodePortRange is --service-node-port-range; zero: config.DefaultNodePortRange.
-	NodePortRange config.PortRange
+	Policy AddressPolicy
 	// Recorder receives a Warning Event on the Service for every address or
 	// node port refused; nil: refusals are only logged.
 	Recorder record.EventRecorder
@@ -195,6 +192,9 @@ func ownedBy(ids map[string]string, want topology.Owner) bool {
 }
 
 func (c *Controller) gatewaysChanged() {
+	c.nodeAddrMu.Lock()
+	c.nodeAddrOwners = nil
+	c.nodeAddrMu.Unlock()
 	select {
 	case c.gwDirty <- struct{}{}:
 	default:
@@ -369,18 +369,28 @@ func (c *Controller) nodeAddrs(svc *corev1.Service) []netip.Addr {
 // policy is the AddressPolicy for svc: the operator's ranges and, when svc
 // names external or ingress IPs, every node's addresses.
 func (c *Controller) policy(svc *corev1.Service) AddressPolicy {
-	p := AddressPolicy{Allowed: c.opts.ExternalIPCIDRs, Reserved: c.opts.Reserved, NodePorts: c.opts.NodePortRange}
-	if !hasExternalAddrs(svc) {
-		return p
-	}
-	p.Nodes = map[netip.Addr]string{}
-	nodes, _ := c.nodeLister.List(everything)
-	for _, n := range nodes {
-		for _, ip := range nodeOwnAddrs(n) {
-			p.Nodes[ip] = n.Name
-		}
+	p := c.opts.Policy
+	if hasExternalAddrs(svc) {
+		p.Nodes = c.nodeAddresses()
 	}
 	return p
+}
+
+// nodeAddresses maps every node's own address to its node, rebuilt only
+// after a Node changed (the map is not modified once built).
+func (c *Controller) nodeAddresses() map[netip.Addr]string {
+	c.nodeAddrMu.Lock()
+	defer c.nodeAddrMu.Unlock()
+	if c.nodeAddrOwners == nil {
+		c.nodeAddrOwners = map[netip.Addr]string{}
+		nodes, _ := c.nodeLister.List(everything)
+		for _, n := range nodes {
+			for _, ip := range nodeOwnAddrs(n) {
+				c.nodeAddrOwners[ip] = n.Name
+			}
+		}
+	}
+	return c.nodeAddrOwners
 }
 
 // hasExternalAddrs says whether svc names external IPs or (as a

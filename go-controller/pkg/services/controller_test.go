@@ -151,9 +151,8 @@ func TestControllerRefusesExternalIPsByDefault(t *testing.T) {
 func TestControllerExternalIPEventsAndNodeChanges(t *testing.T) {
 	e := newCtrlEnv(t, func(f informers.SharedInformerFactory, nb libovsdbclient.Client, commit CommitFunc, kube *fake.Clientset) *Controller {
 		return New(f, nb, commit, testr.New(t), time.Second, Options{
-			ExternalIPCIDRs: []netip.Prefix{netip.MustParsePrefix("172.18.0.0/16")},
-			Reserved:        testPolicy.Reserved,
-			Recorder:        newRecorder(kube),
+			Policy:   AddressPolicy{Allowed: []netip.Prefix{netip.MustParsePrefix("172.18.0.0/16")}, Reserved: testPolicy.Reserved},
+			Recorder: newRecorder(kube),
 		})
 	})
 	e.create(nodeWithIP("n1", "172.18.0.2"),

@@ -44,6 +44,22 @@ type ReservedRange struct {
 	What   string
 }
 
+// ReservedRanges are the cluster's own ranges, never an external or ingress
+// IP: its cluster subnets, join subnet (if valid) and service CIDRs.
+func ReservedRanges(clusterSubnets []netip.Prefix, join netip.Prefix, serviceCIDRs []netip.Prefix) []ReservedRange {
+	var out []ReservedRange
+	for _, p := range clusterSubnets {
+		out = append(out, ReservedRange{Prefix: p.Masked(), What: "cluster subnet"})
+	}
+	if join.IsValid() {
+		out = append(out, ReservedRange{Prefix: join.Masked(), What: "join subnet"})
+	}
+	for _, p := range serviceCIDRs {
+		out = append(out, ReservedRange{Prefix: p.Masked(), What: "service CIDR"})
+	}
+	return out
+}
+
 // Refusal is one external IP, ingress IP or node port left out of a
 // service's load balancers, with why and what to do about it.
 type Refusal struct {

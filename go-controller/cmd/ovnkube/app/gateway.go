@@ -94,16 +94,15 @@ func gatewayConfig(c *cli.Context, require bool) (*node.GatewayConfig, error) {
 // the master's policy, with the node's own address never an external one.
 func gatewayServicePolicy(c *cli.Context, cfg *node.GatewayConfig, clusterCIDRs []netip.Prefix) (services.AddressPolicy, error) {
 	allowed, nodePorts, err := serviceAddressSettings(c)
-	p := services.AddressPolicy{Allowed: allowed, NodePorts: nodePorts,
-		Nodes: map[netip.Addr]string{cfg.PhysicalIP.Addr(): cfg.NodeName}}
-	for _, cidr := range clusterCIDRs {
-		p.Reserved = append(p.Reserved, services.ReservedRange{Prefix: cidr, What: "cluster subnet"})
-	}
+	var serviceCIDRs []netip.Prefix
 	for _, s := range c.StringSlice("service-cidr") {
 		if cidr, perr := netip.ParsePrefix(s); perr == nil {
-			p.Reserved = append(p.Reserved, services.ReservedRange{Prefix: cidr.Masked(), What: "service CIDR"})
+			serviceCIDRs = append(serviceCIDRs, cidr)
 		}
 	}
+	p := services.AddressPolicy{Allowed: allowed, NodePorts: nodePorts,
+		Nodes:    map[netip.Addr]string{cfg.PhysicalIP.Addr(): cfg.NodeName},
+		Reserved: services.ReservedRanges(clusterCIDRs, netip.Prefix{}, serviceCIDRs)}
 	return p, err
 }
 
