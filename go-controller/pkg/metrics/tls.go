@@ -1,18 +1,13 @@
 package metrics
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"sync"
-	"time"
+
+	"k8s.io/client-go/util/cert"
 )
 
 // ServingTLS is the endpoint's HTTPS configuration: the certificate and key
@@ -78,34 +73,15 @@ func fileStamp(files ...string) (string, error) {
 }
 
 // selfSigned makes a certificate for host (an address or a name; empty:
-// this machine's host name) and localhost, valid for a year.
+// this machine's host name) and localhost, as Kubernetes' components make
+// theirs (client-go's cert.GenerateSelfSignedCertKey).
 func selfSigned(host string) (tls.Certificate, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128))
-	if err != nil {
-		return tls.Certificate{}, err
-	}
 	if host == "" || net.ParseIP(host).IsUnspecified() {
 		host, _ = os.Hostname()
 	}
-	name := "ovnkube@" + host
-	tmpl := &x509.Certificate{
-		SerialNumber: serial, Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(365 * 24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-	}
-	if ip := net.ParseIP(host); ip != nil {
-		tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-	} else if host != "" {
-		tmpl.DNSNames = append(tmpl.DNSNames, host)
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	certPEM, keyPEM, err := cert.GenerateSelfSignedCertKey(host, []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, []string{"localhost"})
 	if err != nil {
 		return tls.Certificate{}, err
 	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
+	return tls.X509KeyPair(certPEM, keyPEM)
 }
