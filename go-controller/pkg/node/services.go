@@ -24,7 +24,7 @@ import (
 func ServiceFlows(svcs []*corev1.Service, policy services.AddressPolicy) []ServiceFlow {
 	var out []ServiceFlow
 	for _, svc := range svcs {
-		if svc.Spec.Type == corev1.ServiceTypeExternalName {
+		if !services.Handled(svc) {
 			continue
 		}
 		ips := externalAddrs(svc, policy)
@@ -77,7 +77,7 @@ func HostNodePortRules(svcs []*corev1.Service, policy services.AddressPolicy) []
 	var out []string
 	for _, svc := range svcs {
 		ip, err := netip.ParseAddr(svc.Spec.ClusterIP)
-		if err != nil || !ip.Is4() {
+		if err != nil || !ip.Is4() || !services.Handled(svc) {
 			continue
 		}
 		for _, p := range svc.Spec.Ports {

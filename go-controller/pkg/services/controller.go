@@ -140,8 +140,8 @@ const (
 )
 
 // nbRowChanged re-syncs a service whose load balancer vanished behind our
-// back, and NodePort services when a gateway router comes, goes or lost
-// the cluster group.
+// back, and the services with per-node balancers when a gateway router
+// comes, goes or lost the cluster group, or a node switch comes.
 func (c *Controller) nbRowChanged(m model.Model, ev rowEvent) {
 	switch row := m.(type) {
 	case *nbdb.LoadBalancer:
@@ -150,6 +150,12 @@ func (c *Controller) nbRowChanged(m model.Model, ev rowEvent) {
 		}
 	case *nbdb.LogicalRouter:
 		if _, ok := gatewayNode(row); ok && (ev != rowUpdated || !slices.Contains(row.LoadBalancerGroup, c.groupUUID())) {
+			c.gatewaysChanged()
+		}
+	case *nbdb.LogicalSwitch:
+		// A node switch that comes (or comes back) gets its node's
+		// balancers of services with a Local internal policy.
+		if ev == rowAdded && ownedBy(row.ExternalIDs, topology.Owner{Type: topology.OwnerNode, Name: row.Name}) {
 			c.gatewaysChanged()
 		}
 	}
@@ -268,7 +274,7 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 		for _, o := range objs {
 			slices = append(slices, o.(*discovery.EndpointSlice))
 		}
-		d = LoadBalancers(svc, slices, c.gatewayNodes(svc), c.nodeAddrs(svc), c.policy(svc))
+		d = LoadBalancers(svc, slices, c.gatewayNodes(svc), c.nodes(svc), c.policy(svc))
 		for _, p := range d.Problems {
 			c.log.Info("ignoring bad service input", "service", key, "problem", p)
 		}
@@ -290,6 +296,16 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 		wanted[lb.Name] = true
 		uuid := t.Ensure(lb, lbFields(lb), nil)
 		t.AddChildren(gr, &gr.LoadBalancer, uuid)
+	}
+	for node, lb := range d.PerNodeSwitch {
+		node, _, _ = strings.Cut(node, "/")
+		ls := ovndb.Lookup(t, &nbdb.LogicalSwitch{Name: node})
+		if ls == nil || !ownedBy(ls.ExternalIDs, topology.Owner{Type: topology.OwnerNode, Name: node}) {
+			continue // no switch yet (its creation re-syncs these services)
+		}
+		wanted[lb.Name] = true
+		uuid := t.Ensure(lb, lbFields(lb), nil)
+		t.AddChildren(ls, &ls.LoadBalancer, uuid)
 	}
 	for _, lb := range c.ownedLBs(key) {
 		if !wanted[lb.Name] {
@@ -351,19 +367,27 @@ func (c *Controller) gatewayNodes(svc *corev1.Service) []NodeGateway {
 	return out
 }
 
-// nodeAddrs are every node's NodePort addresses, sorted; only computed for
-// services that have NodePorts.
-func (c *Controller) nodeAddrs(svc *corev1.Service) []netip.Addr {
-	if svc.Spec.Type != corev1.ServiceTypeNodePort && svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+// nodes are every node with its NodePort addresses, sorted by name; only
+// computed for services that have NodePorts or a Local internal policy.
+func (c *Controller) nodes(svc *corev1.Service) []NodeGateway {
+	if !perNodeService(svc) {
 		return nil
 	}
 	nodes, _ := c.nodeLister.List(everything)
-	var out []netip.Addr
+	out := make([]NodeGateway, 0, len(nodes))
 	for _, n := range nodes {
-		out = append(out, nodeIPs(n)...)
+		out = append(out, NodeGateway{Node: n.Name, IPs: nodeIPs(n)})
 	}
-	slices.SortFunc(out, netip.Addr.Compare)
-	return slices.Compact(out)
+	slices.SortFunc(out, func(a, b NodeGateway) int { return strings.Compare(a.Node, b.Node) })
+	return out
+}
+
+// perNodeService says whether svc has load balancers that follow the nodes:
+// NodePorts, or ClusterIPs balanced per node (internalTrafficPolicy Local).
+func perNodeService(svc *corev1.Service) bool {
+	itp := svc.Spec.InternalTrafficPolicy
+	return svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer ||
+		(itp != nil && *itp == corev1.ServiceInternalTrafficPolicyLocal)
 }
 
 // policy is the AddressPolicy for svc: the operator's ranges and, when svc
@@ -447,7 +471,7 @@ func (c *Controller) syncGateways(ctx context.Context) error {
 	}
 	svcs, _ := c.svcLister.List(everything)
 	for _, s := range svcs {
-		if s.Spec.Type == corev1.ServiceTypeNodePort || s.Spec.Type == corev1.ServiceTypeLoadBalancer || hasExternalAddrs(s) {
+		if perNodeService(s) || hasExternalAddrs(s) {
 			c.queue.Add(s.Namespace + "/" + s.Name)
 		}
 	}

@@ -217,3 +217,84 @@ func newRecorder(kube kubernetes.Interface) record.EventRecorder {
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
 	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "ovnkube-master"})
 }
+
+// internalTrafficPolicy Local on the NB: each node switch carries its own
+// balancer of the ClusterIP (a switch created after the service gets its
+// balancer too); switching the policy back to Cluster, or labelling the
+// service for another proxy, removes every balancer of it.
+func TestControllerInternalTrafficPolicyLocalOnNodeSwitches(t *testing.T) {
+	e := newCtrlEnv(t, func(f informers.SharedInformerFactory, nb libovsdbclient.Client, commit CommitFunc, kube *fake.Clientset) *Controller {
+		return New(f, nb, commit, testr.New(t), time.Second, Options{})
+	})
+	ctx := context.Background()
+	addSwitch := func(node string) {
+		ops, err := e.nb.Create(&nbdb.LogicalSwitch{Name: node, ExternalIDs: topology.Owner{Type: topology.OwnerNode, Name: node}.ExternalIDs()})
+		if err == nil {
+			_, err = e.nb.Transact(ctx, ops...)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	switchLBs := func(node string) []string {
+		var ls []nbdb.LogicalSwitch
+		_ = e.nb.WhereCache(func(s *nbdb.LogicalSwitch) bool { return s.Name == node }).List(ctx, &ls)
+		var names []string
+		for _, s := range ls {
+			for _, u := range s.LoadBalancer {
+				lb := &nbdb.LoadBalancer{UUID: u}
+				if e.nb.Get(ctx, lb) == nil {
+					names = append(names, lb.Name)
+				}
+			}
+		}
+		return names
+	}
+	addSwitch("n1")
+	e.create(nodeWithIP("n1", "172.18.0.3"), nodeWithIP("n2", "172.18.0.4"),
+		service(func(s *corev1.Service) { s.Spec.InternalTrafficPolicy = ptr(corev1.ServiceInternalTrafficPolicyLocal) }),
+		onNode(slice("a", discovery.AddressTypeIPv4, 8080, "http", "TCP", ep{ip: "10.244.1.5"}, ep{ip: "10.244.2.5"}), "n1", "n2"))
+	e.waitVIPs("Service_ns/web_TCP_node_switch_n1", map[string]string{"10.96.0.10:80": "10.244.1.5:8080"})
+	eventually(t, "n1's switch carries its balancer", func() error {
+		if got := switchLBs("n1"); !reflect.DeepEqual(got, []string{"Service_ns/web_TCP_node_switch_n1"}) {
+			return fmt.Errorf("n1's switch has %v", got)
+		}
+		return nil
+	})
+	if e.lb("Service_ns/web_TCP_cluster") != nil || e.lb("Service_ns/web_TCP_node_switch_n2") != nil {
+		t.Fatalf("a cluster-wide balancer, or one for a node without a switch")
+	}
+	addSwitch("n2")
+	e.waitVIPs("Service_ns/web_TCP_node_switch_n2", map[string]string{"10.96.0.10:80": "10.244.2.5:8080"})
+	eventually(t, "n2's switch carries its balancer", func() error {
+		if got := switchLBs("n2"); !reflect.DeepEqual(got, []string{"Service_ns/web_TCP_node_switch_n2"}) {
+			return fmt.Errorf("n2's switch has %v", got)
+		}
+		return nil
+	})
+
+	svc, _ := e.kube.CoreV1().Services("ns").Get(ctx, "web", metav1.GetOptions{})
+	svc.Spec.InternalTrafficPolicy = ptr(corev1.ServiceInternalTrafficPolicyCluster)
+	if _, err := e.kube.CoreV1().Services("ns").Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitVIPs("Service_ns/web_TCP_cluster", map[string]string{"10.96.0.10:80": "10.244.1.5:8080,10.244.2.5:8080"})
+	eventually(t, "the per-node balancers gone", func() error {
+		if a, b := switchLBs("n1"), switchLBs("n2"); len(a)+len(b) > 0 || e.lb("Service_ns/web_TCP_node_switch_n1") != nil {
+			return fmt.Errorf("switches still carry %v %v", a, b)
+		}
+		return nil
+	})
+
+	svc, _ = e.kube.CoreV1().Services("ns").Get(ctx, "web", metav1.GetOptions{})
+	svc.Labels = map[string]string{ServiceProxyNameLabel: "another-proxy"}
+	if _, err := e.kube.CoreV1().Services("ns").Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "no balancer for a service of another proxy", func() error {
+		if lbs := e.c.ownedLBs("ns/web"); len(lbs) > 0 {
+			return fmt.Errorf("%d balancers left", len(lbs))
+		}
+		return nil
+	})
+}

@@ -20,20 +20,37 @@ import (
 // defaultAffinityTimeout is Kubernetes' default ClientIP affinity (3 hours).
 const defaultAffinityTimeout = 10800
 
-// NodeGateway is what a node's NodePort load balancer needs: the node and the
-// addresses its gateway router answers on.
+// NodeGateway is a node and the addresses its NodePorts answer on (for a
+// gateway router: the addresses the router answers on).
 type NodeGateway struct {
 	Node string
 	IPs  []netip.Addr
 }
 
+// ServiceProxyNameLabel names the proxy that handles a Service: a Service
+// that carries it is another implementation's, as kube-proxy treats it.
+const ServiceProxyNameLabel = "service.kubernetes.io/service-proxy-name"
+
+// Handled says whether ovn-k8s implements svc at all. Like kube-proxy, it
+// leaves alone a Service labelled for another proxy or labelled headless
+// (service.kubernetes.io/headless), whatever its spec says.
+func Handled(svc *corev1.Service) bool {
+	_, other := svc.Labels[ServiceProxyNameLabel]
+	_, headless := svc.Labels[corev1.IsHeadlessService]
+	return !other && !headless && svc.Spec.Type != corev1.ServiceTypeExternalName && svc.Spec.ClusterIP != corev1.ClusterIPNone
+}
+
 // Desired is every load balancer a service wants, with the problems found in
 // its input (each names the object; the rest of the service is still programmed).
 type Desired struct {
-	Cluster  []*nbdb.LoadBalancer          // attached through the cluster LB group
-	Switch   []*nbdb.LoadBalancer          // NodePorts on every node address, through the switch LB group
-	PerNode  map[string]*nbdb.LoadBalancer // node → NodePort LB on GR_<node>, one per protocol
-	Problems []string
+	Cluster []*nbdb.LoadBalancer          // attached through the cluster LB group
+	Switch  []*nbdb.LoadBalancer          // NodePorts on every node address, through the switch LB group
+	PerNode map[string]*nbdb.LoadBalancer // node/protocol → NodePort LB on GR_<node>
+	// PerNodeSwitch are the ClusterIPs of a service with
+	// internalTrafficPolicy Local: node/protocol → an LB on that node's
+	// switch with that node's endpoints only.
+	PerNodeSwitch map[string]*nbdb.LoadBalancer
+	Problems      []string
 	// Refused are the external addresses and node ports left out because
 	// the AddressPolicy does not allow them (each is worth an Event).
 	Refused []Refusal
@@ -57,22 +74,38 @@ func NodeLBName(namespace, name string, proto corev1.Protocol, node string) stri
 	return fmt.Sprintf("Service_%s/%s_%s_node_router_%s", namespace, name, proto, node)
 }
 
+// NodeSwitchLBName is the name of a service's load balancer on one node's
+// switch (its ClusterIPs, with internalTrafficPolicy Local).
+func NodeSwitchLBName(namespace, name string, proto corev1.Protocol, node string) string {
+	return fmt.Sprintf("Service_%s/%s_%s_node_switch_%s", namespace, name, proto, node)
+}
+
 // LoadBalancers computes the load balancers of svc from its EndpointSlices,
-// the gateways, and every node's addresses (nodeAddrs: a NodePort answers on
-// all of them for pods, balanced at the pod's own switch). External IPs,
-// LoadBalancer ingress IPs and NodePorts are programmed only where policy
-// allows them; the others are left out and listed in Desired.Refused.
-// Headless and ExternalName services want none.
-func LoadBalancers(svc *corev1.Service, slices []*discovery.EndpointSlice, gateways []NodeGateway, nodeAddrs []netip.Addr, policy AddressPolicy) Desired {
-	d := Desired{PerNode: map[string]*nbdb.LoadBalancer{}}
+// the gateways, and every node with the addresses its NodePorts answer on
+// (a NodePort answers on all of them for pods, balanced at the pod's own
+// switch). External IPs, LoadBalancer ingress IPs and NodePorts are
+// programmed only where policy allows them; the others are left out and
+// listed in Desired.Refused. Services ovn-k8s does not handle (Handled)
+// want none.
+//
+// Traffic policies follow kube-proxy: internalTrafficPolicy Local balances
+// the ClusterIPs on each node's switch over that node's endpoints;
+// externalTrafficPolicy Local balances a node's NodePorts (from pods and
+// from outside) and, from outside, the external addresses over the
+// endpoints of that node. "Endpoints" are the ready ones or, when there are
+// none (in the cluster, or on the node for a Local policy), the serving
+// and terminating ones.
+func LoadBalancers(svc *corev1.Service, slices []*discovery.EndpointSlice, gateways, nodes []NodeGateway, policy AddressPolicy) Desired {
+	d := Desired{PerNode: map[string]*nbdb.LoadBalancer{}, PerNodeSwitch: map[string]*nbdb.LoadBalancer{}}
 	key := svc.Namespace + "/" + svc.Name
-	if svc.Spec.Type == corev1.ServiceTypeExternalName || svc.Spec.ClusterIP == corev1.ClusterIPNone {
+	if !Handled(svc) {
 		return d
 	}
 	frontends, externals, problems, refused := frontendIPs(svc, policy)
 	d.Refused = append(d.Refused, refused...)
 	nodePorts := policy.NodePortRange()
 	local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
+	internalLocal := svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal
 	isExternal := map[netip.Addr]bool{}
 	for _, ip := range externals {
 		isExternal[ip] = true
@@ -81,6 +114,14 @@ func LoadBalancers(svc *corev1.Service, slices []*discovery.EndpointSlice, gatew
 	eps := collectEndpoints(key, slices, &d.Problems)
 	cluster := map[corev1.Protocol]*nbdb.LoadBalancer{}
 	switchLBs := map[corev1.Protocol]*nbdb.LoadBalancer{}
+	perNode := func(m map[string]*nbdb.LoadBalancer, node string, proto corev1.Protocol, name string) *nbdb.LoadBalancer {
+		k := perNodeKey(node, string(proto))
+		if m[k] == nil {
+			p, _ := lbProtocol(proto)
+			m[k] = newLB(svc, name, p)
+		}
+		return m[k]
+	}
 	for _, sp := range svc.Spec.Ports {
 		proto, ok := lbProtocol(sp.Protocol)
 		if !ok {
@@ -91,7 +132,8 @@ func LoadBalancers(svc *corev1.Service, slices []*discovery.EndpointSlice, gatew
 			d.Problems = append(d.Problems, fmt.Sprintf("service %s port %q: port %d out of range; port skipped", key, sp.Name, sp.Port))
 			continue
 		}
-		backends := eps.backends(sp.Name, sp.Protocol)
+		pk := portKey(sp.Name, sp.Protocol)
+		backends := eps.backends(pk)
 		lb := cluster[sp.Protocol]
 		if lb == nil {
 			lb = newLB(svc, ClusterLBName(svc.Namespace, svc.Name, sp.Protocol), proto)
@@ -102,10 +144,16 @@ func LoadBalancers(svc *corev1.Service, slices []*discovery.EndpointSlice, gatew
 		// pods reach them at their switch with all endpoints.
 		external := local && (len(externals) > 0)
 		for _, ip := range frontends {
-			if external && isExternal[ip] {
-				continue
+			switch {
+			case external && isExternal[ip]:
+			case internalLocal && !isExternal[ip]:
+				for _, n := range nodes {
+					nlb := perNode(d.PerNodeSwitch, n.Node, sp.Protocol, NodeSwitchLBName(svc.Namespace, svc.Name, sp.Protocol, n.Node))
+					nlb.Vips[vip(ip, sp.Port)] = eps.local(pk, n.Node).forFamily(ip)
+				}
+			default:
+				lb.Vips[vip(ip, sp.Port)] = backends.forFamily(ip)
 			}
-			lb.Vips[vip(ip, sp.Port)] = backends.forFamily(ip)
 		}
 		switchLB := func() *nbdb.LoadBalancer {
 			slb := switchLBs[sp.Protocol]
@@ -130,26 +178,28 @@ func LoadBalancers(svc *corev1.Service, slices []*discovery.EndpointSlice, gatew
 			nodePort = false
 		}
 		if nodePort {
-			for _, ip := range nodeAddrs {
-				switchLB().Vips[vip(ip, sp.NodePort)] = backends.forFamily(ip)
+			// A pod reaching a node's NodePort gets what a client from
+			// outside would get there: with a Local policy, that node's
+			// endpoints (none: rejected).
+			for _, n := range nodes {
+				bs := backends
+				if local {
+					bs = eps.local(pk, n.Node)
+				}
+				for _, ip := range n.IPs {
+					switchLB().Vips[vip(ip, sp.NodePort)] = bs.forFamily(ip)
+				}
 			}
 		}
 		if !nodePort && !external {
 			continue
 		}
 		for _, gw := range gateways {
-			k := perNodeKey(gw.Node, string(sp.Protocol))
-			nlb := d.PerNode[k]
-			if nlb == nil {
-				nlb = newLB(svc, NodeLBName(svc.Namespace, svc.Name, sp.Protocol, gw.Node), proto)
-				if local {
-					nlb.Options["skip_snat"] = "true" // the client's address reaches the pod
-				}
-				d.PerNode[k] = nlb
-			}
+			nlb := perNode(d.PerNode, gw.Node, sp.Protocol, NodeLBName(svc.Namespace, svc.Name, sp.Protocol, gw.Node))
 			bs := backends
 			if local {
-				bs = backends.onNode(eps, gw.Node)
+				nlb.Options["skip_snat"] = "true" // the client's address reaches the pod
+				bs = eps.local(pk, gw.Node)
 			}
 			if nodePort {
 				for _, ip := range gw.IPs {
@@ -191,6 +241,14 @@ func newLB(svc *corev1.Service, name string, proto nbdb.LoadBalancerProtocol) *n
 			timeout = *c.ClientIP.TimeoutSeconds
 		}
 		opts["affinity_timeout"] = strconv.Itoa(int(timeout))
+	}
+	if proto == nbdb.LoadBalancerProtocolUDP || proto == nbdb.LoadBalancerProtocolSCTP {
+		// ovn-controller flushes the conntrack entries of a backend that
+		// leaves a VIP (OVN >= 23.09; older ones ignore the option). A UDP
+		// client that keeps one flow going (DNS, a game, a tunnel) would
+		// otherwise keep sending to a dead pod for as long as it sends.
+		// TCP is left alone: a terminating pod's connections drain.
+		opts["ct_flush"] = "true"
 	}
 	p := proto
 	return &nbdb.LoadBalancer{Name: name, Protocol: &p, Vips: map[string]string{}, Options: opts, ExternalIDs: ids}
@@ -273,10 +331,11 @@ func vip(ip netip.Addr, port int32) string {
 	return netip.AddrPortFrom(ip, uint16(port)).String()
 }
 
-// endpoints are the usable endpoints of a service, per service port name and protocol.
+// endpoints are the endpoints of a service that can take traffic, per
+// service port (portKey): the ready ones, and apart the serving and
+// terminating ones, each with its node.
 type endpoints struct {
-	byPort map[string]backendSet // key: port name + "/" + protocol
-	nodes  map[netip.Addr]string // endpoint address → its node
+	ready, fallback map[string]map[netip.AddrPort]string // port key → endpoint → node
 }
 
 type backendSet []netip.AddrPort
@@ -292,32 +351,37 @@ func (b backendSet) forFamily(vipIP netip.Addr) string {
 	return strings.Join(parts, ",")
 }
 
-// onNode keeps the backends on node.
-func (b backendSet) onNode(e endpoints, node string) backendSet {
-	var out backendSet
-	for _, ap := range b {
-		if e.nodes[ap.Addr()] == node {
-			out = append(out, ap)
-		}
-	}
-	return out
-}
-
-func (e endpoints) backends(portName string, proto corev1.Protocol) backendSet {
+func portKey(name string, proto corev1.Protocol) string {
 	if proto == "" {
 		proto = corev1.ProtocolTCP
 	}
-	return e.byPort[portName+"/"+string(proto)]
+	return name + "/" + string(proto)
 }
 
-// collectEndpoints gathers ready endpoints from all slices, or, when none is
-// ready, the serving and terminating ones (so connections drain instead of
-// failing during a rollout). Target ports are resolved per slice, as named
+// backends are the ready endpoints of a port or, when none is ready, the
+// serving and terminating ones (so connections drain instead of failing
+// during a rollout).
+func (e endpoints) backends(pk string) backendSet {
+	if len(e.ready[pk]) > 0 {
+		return sorted(e.ready[pk], "")
+	}
+	return sorted(e.fallback[pk], "")
+}
+
+// local are the backends on node: its ready endpoints or, when it has none,
+// its serving and terminating ones, whatever other nodes have.
+func (e endpoints) local(pk, node string) backendSet {
+	if b := sorted(e.ready[pk], node); len(b) > 0 {
+		return b
+	}
+	return sorted(e.fallback[pk], node)
+}
+
+// collectEndpoints gathers the ready and the serving-and-terminating
+// endpoints from all slices. Target ports are resolved per slice, as named
 // ports may map to different numbers in different slices.
 func collectEndpoints(key string, slices []*discovery.EndpointSlice, problems *[]string) endpoints {
-	ready := map[string]map[netip.AddrPort]bool{}
-	fallback := map[string]map[netip.AddrPort]bool{}
-	nodes := map[netip.Addr]string{}
+	out := endpoints{ready: map[string]map[netip.AddrPort]string{}, fallback: map[string]map[netip.AddrPort]string{}}
 	for _, slice := range slices {
 		if slice.AddressType == discovery.AddressTypeFQDN {
 			continue
@@ -331,7 +395,7 @@ func collectEndpoints(key string, slices []*discovery.EndpointSlice, problems *[
 			if port.Protocol != nil {
 				proto = *port.Protocol
 			}
-			pk := portName(port.Name) + "/" + string(proto)
+			pk := portKey(portName(port.Name), proto)
 			for _, ep := range slice.Endpoints {
 				if len(ep.Addresses) == 0 {
 					continue
@@ -342,35 +406,30 @@ func collectEndpoints(key string, slices []*discovery.EndpointSlice, problems *[
 					continue
 				}
 				ap := netip.AddrPortFrom(ip, uint16(*port.Port))
+				node := ""
 				if ep.NodeName != nil {
-					nodes[ip] = *ep.NodeName
+					node = *ep.NodeName
 				}
 				c := ep.Conditions
 				switch {
 				case c.Ready == nil || *c.Ready:
-					addTo(ready, pk, ap)
+					addTo(out.ready, pk, ap, node)
 				case c.Serving != nil && *c.Serving && c.Terminating != nil && *c.Terminating:
-					addTo(fallback, pk, ap)
+					addTo(out.fallback, pk, ap, node)
 				}
 			}
-		}
-	}
-	out := endpoints{byPort: map[string]backendSet{}, nodes: nodes}
-	for pk, aps := range ready {
-		out.byPort[pk] = sorted(aps)
-	}
-	for pk, aps := range fallback {
-		if _, ok := out.byPort[pk]; !ok {
-			out.byPort[pk] = sorted(aps)
 		}
 	}
 	return out
 }
 
-func sorted(set map[netip.AddrPort]bool) backendSet {
+// sorted lists the endpoints of set, only those on node unless node is "".
+func sorted(set map[netip.AddrPort]string, node string) backendSet {
 	list := make(backendSet, 0, len(set))
-	for ap := range set {
-		list = append(list, ap)
+	for ap, n := range set {
+		if node == "" || n == node {
+			list = append(list, ap)
+		}
 	}
 	sort.Slice(list, func(i, j int) bool { return list[i].Compare(list[j]) < 0 })
 	return list
@@ -383,9 +442,9 @@ func portName(p *string) string {
 	return *p
 }
 
-func addTo(m map[string]map[netip.AddrPort]bool, k string, ap netip.AddrPort) {
+func addTo(m map[string]map[netip.AddrPort]string, k string, ap netip.AddrPort, node string) {
 	if m[k] == nil {
-		m[k] = map[netip.AddrPort]bool{}
+		m[k] = map[netip.AddrPort]string{}
 	}
-	m[k][ap] = true
+	m[k][ap] = node
 }

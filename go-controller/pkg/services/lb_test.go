@@ -74,7 +74,7 @@ func TestLoadBalancers(t *testing.T) {
 		svc       *corev1.Service
 		slices    []*discovery.EndpointSlice
 		gateways  []NodeGateway
-		nodeAddrs []netip.Addr
+		nodes     []NodeGateway
 		wantVIPs  map[string]map[string]string // LB name → vips
 		wantOpts  map[string]string            // options of the first cluster LB
 		wantProbs []string
@@ -165,19 +165,19 @@ func TestLoadBalancers(t *testing.T) {
 				s.Spec.Type = corev1.ServiceTypeNodePort
 				s.Spec.Ports[0].NodePort = 30080
 			}),
-			slices:    []*discovery.EndpointSlice{slice("a", discovery.AddressTypeIPv4, 8080, "http", "TCP", ep{ip: "10.244.1.5"})},
-			nodeAddrs: []netip.Addr{netip.MustParseAddr("172.18.0.2"), netip.MustParseAddr("172.18.0.3")},
+			slices: []*discovery.EndpointSlice{slice("a", discovery.AddressTypeIPv4, 8080, "http", "TCP", ep{ip: "10.244.1.5"})},
+			nodes:  []NodeGateway{{Node: "n1", IPs: []netip.Addr{netip.MustParseAddr("172.18.0.2")}}, {Node: "n2", IPs: []netip.Addr{netip.MustParseAddr("172.18.0.3")}}},
 			wantVIPs: map[string]map[string]string{
 				"Service_ns/web_TCP_cluster":     {"10.96.0.10:80": "10.244.1.5:8080"},
 				"Service_ns/web_TCP_node_switch": {"172.18.0.2:30080": "10.244.1.5:8080", "172.18.0.3:30080": "10.244.1.5:8080"},
 			},
 		},
 		{
-			name:      "ClusterIP service: no NodePort balancer",
-			svc:       service(),
-			slices:    []*discovery.EndpointSlice{slice("a", discovery.AddressTypeIPv4, 8080, "http", "TCP", ep{ip: "10.244.1.5"})},
-			nodeAddrs: []netip.Addr{netip.MustParseAddr("172.18.0.2")},
-			wantVIPs:  map[string]map[string]string{"Service_ns/web_TCP_cluster": {"10.96.0.10:80": "10.244.1.5:8080"}},
+			name:     "ClusterIP service: no NodePort balancer",
+			svc:      service(),
+			slices:   []*discovery.EndpointSlice{slice("a", discovery.AddressTypeIPv4, 8080, "http", "TCP", ep{ip: "10.244.1.5"})},
+			nodes:    []NodeGateway{{Node: "n1", IPs: []netip.Addr{netip.MustParseAddr("172.18.0.2")}}},
+			wantVIPs: map[string]map[string]string{"Service_ns/web_TCP_cluster": {"10.96.0.10:80": "10.244.1.5:8080"}},
 		},
 		{
 			name:     "headless: nothing",
@@ -207,7 +207,7 @@ func TestLoadBalancers(t *testing.T) {
 		},
 	}
 	for _, tt := range tests {
-		d := LoadBalancers(tt.svc, tt.slices, tt.gateways, tt.nodeAddrs, testPolicy)
+		d := LoadBalancers(tt.svc, tt.slices, tt.gateways, tt.nodes, testPolicy)
 		got := map[string]map[string]string{}
 		for _, lb := range d.Cluster {
 			got[lb.Name] = lb.Vips
@@ -274,11 +274,11 @@ func TestExternalTrafficPolicyLocal(t *testing.T) {
 	sl := slice("a", discovery.AddressTypeIPv4, 8080, "http", "TCP", ep{ip: "10.244.1.5"}, ep{ip: "10.244.2.5"})
 	sl.Endpoints[0].NodeName, sl.Endpoints[1].NodeName = ptr("n1"), ptr("n2")
 	gws := []NodeGateway{{Node: "n1", IPs: []netip.Addr{netip.MustParseAddr("172.18.0.2")}}, {Node: "n2", IPs: []netip.Addr{netip.MustParseAddr("172.18.0.3")}}, {Node: "n3", IPs: []netip.Addr{netip.MustParseAddr("172.18.0.4")}}}
-	d := LoadBalancers(svc, []*discovery.EndpointSlice{sl}, gws, []netip.Addr{netip.MustParseAddr("172.18.0.2")}, testPolicy)
+	d := LoadBalancers(svc, []*discovery.EndpointSlice{sl}, gws, gws[:1], testPolicy)
 	all := "10.244.1.5:8080,10.244.2.5:8080"
 	want := map[string]map[string]string{
 		"Service_ns/web_TCP_cluster":        {"10.96.0.10:80": all},
-		"Service_ns/web_TCP_node_switch":    {"172.18.0.2:30080": all, "192.0.2.10:80": all, "192.0.2.20:80": all},
+		"Service_ns/web_TCP_node_switch":    {"172.18.0.2:30080": "10.244.1.5:8080", "192.0.2.10:80": all, "192.0.2.20:80": all},
 		"Service_ns/web_TCP_node_router_n1": {"172.18.0.2:30080": "10.244.1.5:8080", "192.0.2.10:80": "10.244.1.5:8080", "192.0.2.20:80": "10.244.1.5:8080"},
 		"Service_ns/web_TCP_node_router_n2": {"172.18.0.3:30080": "10.244.2.5:8080", "192.0.2.10:80": "10.244.2.5:8080", "192.0.2.20:80": "10.244.2.5:8080"},
 		"Service_ns/web_TCP_node_router_n3": {"172.18.0.4:30080": "", "192.0.2.10:80": "", "192.0.2.20:80": ""},
@@ -301,4 +301,117 @@ func perNode(d Desired) []*nbdb.LoadBalancer {
 		out = append(out, lb)
 	}
 	return out
+}
+
+func onNode(s *discovery.EndpointSlice, nodes ...string) *discovery.EndpointSlice {
+	for i := range s.Endpoints {
+		s.Endpoints[i].NodeName = ptr(nodes[i])
+	}
+	return s
+}
+
+func lbVIPs(lbs ...[]*nbdb.LoadBalancer) map[string]map[string]string {
+	got := map[string]map[string]string{}
+	for _, l := range lbs {
+		for _, lb := range l {
+			got[lb.Name] = lb.Vips
+		}
+	}
+	return got
+}
+
+func values(m map[string]*nbdb.LoadBalancer) []*nbdb.LoadBalancer {
+	var out []*nbdb.LoadBalancer
+	for _, lb := range m {
+		out = append(out, lb)
+	}
+	return out
+}
+
+var twoNodes = []NodeGateway{{Node: "n1", IPs: []netip.Addr{netip.MustParseAddr("172.18.0.3")}}, {Node: "n2", IPs: []netip.Addr{netip.MustParseAddr("172.18.0.4")}}}
+
+// internalTrafficPolicy Local: the ClusterIP is balanced on each node's
+// switch over that node's endpoints (ready, else its serving and
+// terminating ones, whatever other nodes have); none on a node rejects;
+// external IPs and NodePorts keep the external policy (Cluster here).
+func TestInternalTrafficPolicyLocal(t *testing.T) {
+	svc := service(func(s *corev1.Service) {
+		s.Spec.InternalTrafficPolicy = ptr(corev1.ServiceInternalTrafficPolicyLocal)
+		s.Spec.Type = corev1.ServiceTypeNodePort
+		s.Spec.Ports[0].NodePort = 30080
+		s.Spec.ExternalIPs = []string{"192.0.2.10"}
+	})
+	sl := onNode(slice("a", discovery.AddressTypeIPv4, 8080, "http", "TCP",
+		ep{ip: "10.244.1.5", ready: no, serving: yes, terminating: yes}, ep{ip: "10.244.2.5"}, ep{ip: "10.244.2.6", ready: no, serving: yes, terminating: yes}),
+		"n1", "n2", "n2")
+	three := append(twoNodes[:2:2], NodeGateway{Node: "n3"})
+	d := LoadBalancers(svc, []*discovery.EndpointSlice{sl}, nil, three, testPolicy)
+	want := map[string]map[string]string{
+		"Service_ns/web_TCP_cluster":        {"192.0.2.10:80": "10.244.2.5:8080"},
+		"Service_ns/web_TCP_node_switch":    {"172.18.0.3:30080": "10.244.2.5:8080", "172.18.0.4:30080": "10.244.2.5:8080"},
+		"Service_ns/web_TCP_node_switch_n1": {"10.96.0.10:80": "10.244.1.5:8080"}, // n1's terminating one: n1 has nothing ready
+		"Service_ns/web_TCP_node_switch_n2": {"10.96.0.10:80": "10.244.2.5:8080"},
+		"Service_ns/web_TCP_node_switch_n3": {"10.96.0.10:80": ""},
+	}
+	if got := lbVIPs(d.Cluster, d.Switch, values(d.PerNodeSwitch)); !reflect.DeepEqual(got, want) {
+		t.Errorf("load balancers:\n got %v\nwant %v", got, want)
+	}
+	for k, lb := range d.PerNodeSwitch {
+		if lb.Options["reject"] != "true" || !strings.HasPrefix(k, strings.TrimPrefix(lb.Name, "Service_ns/web_TCP_node_switch_")) {
+			t.Errorf("%s (key %s): options %v", lb.Name, k, lb.Options)
+		}
+	}
+}
+
+// externalTrafficPolicy Local falls back per node: a node whose only
+// endpoint is terminating keeps serving its node port with it while another
+// node has a ready one; pods reaching a node's node port get that node's
+// endpoints, as outside clients do.
+func TestExternalTrafficPolicyLocalFallsBackPerNode(t *testing.T) {
+	svc := service(func(s *corev1.Service) {
+		s.Spec.Type = corev1.ServiceTypeNodePort
+		s.Spec.Ports[0].NodePort = 30080
+		s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	})
+	sl := onNode(slice("a", discovery.AddressTypeIPv4, 8080, "http", "TCP",
+		ep{ip: "10.244.1.5", ready: no, serving: yes, terminating: yes}, ep{ip: "10.244.2.5"}), "n1", "n2")
+	d := LoadBalancers(svc, []*discovery.EndpointSlice{sl}, twoNodes, twoNodes, testPolicy)
+	want := map[string]map[string]string{
+		"Service_ns/web_TCP_cluster":        {"10.96.0.10:80": "10.244.2.5:8080"},
+		"Service_ns/web_TCP_node_switch":    {"172.18.0.3:30080": "10.244.1.5:8080", "172.18.0.4:30080": "10.244.2.5:8080"},
+		"Service_ns/web_TCP_node_router_n1": {"172.18.0.3:30080": "10.244.1.5:8080"},
+		"Service_ns/web_TCP_node_router_n2": {"172.18.0.4:30080": "10.244.2.5:8080"},
+	}
+	if got := lbVIPs(d.Cluster, d.Switch, values(d.PerNode)); !reflect.DeepEqual(got, want) {
+		t.Errorf("load balancers:\n got %v\nwant %v", got, want)
+	}
+}
+
+// A Service labelled for another proxy, or labelled headless, is not ours:
+// no load balancer at all, whatever its spec asks for.
+func TestServicesLeftToOthersWantNothing(t *testing.T) {
+	sl := slice("a", discovery.AddressTypeIPv4, 8080, "http", "TCP", ep{ip: "10.244.1.5"})
+	for _, label := range []string{ServiceProxyNameLabel, corev1.IsHeadlessService} {
+		svc := service(func(s *corev1.Service) {
+			s.Labels = map[string]string{label: ""}
+			s.Spec.Type = corev1.ServiceTypeNodePort
+			s.Spec.Ports[0].NodePort = 30080
+		})
+		d := LoadBalancers(svc, []*discovery.EndpointSlice{sl}, twoNodes, twoNodes, testPolicy)
+		if n := len(d.Cluster) + len(d.Switch) + len(d.PerNode) + len(d.PerNodeSwitch); n != 0 || Handled(svc) {
+			t.Errorf("label %s: %d load balancers, Handled %v", label, n, Handled(svc))
+		}
+	}
+}
+
+// UDP and SCTP load balancers ask ovn-controller to flush the conntrack
+// entries of a backend that leaves (a client sending without pause would
+// keep reaching a dead pod); TCP ones do not (terminating pods drain).
+func TestConntrackFlushOnlyForDatagramProtocols(t *testing.T) {
+	for proto, want := range map[corev1.Protocol]string{corev1.ProtocolTCP: "", corev1.ProtocolUDP: "true", corev1.ProtocolSCTP: "true"} {
+		d := LoadBalancers(service(func(s *corev1.Service) { s.Spec.Ports[0].Protocol = proto }), nil, nil, nil, testPolicy)
+		if len(d.Cluster) != 1 || d.Cluster[0].Options["ct_flush"] != want {
+			t.Errorf("%s: %v, want ct_flush %q", proto, d.Cluster, want)
+		}
+	}
 }

@@ -29,7 +29,7 @@ func TestExternalAddressPolicy(t *testing.T) {
 		svc         *corev1.Service
 		policy      AddressPolicy
 		gateways    []NodeGateway
-		nodeAddrs   []netip.Addr
+		nodes       []NodeGateway
 		wantVIPs    map[string]map[string]string
 		wantRefused map[string]RefusalKind // refused value → kind
 		wantReason  []string               // in the refusals' messages
@@ -91,12 +91,12 @@ func TestExternalAddressPolicy(t *testing.T) {
 				s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
 				s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "172.18.0.2"}, {IP: "198.51.100.7"}}
 			}),
-			policy:    AddressPolicy{Allowed: testPolicy.Allowed, Reserved: testPolicy.Reserved, Nodes: map[netip.Addr]string{netip.MustParseAddr("172.18.0.2"): "n1"}},
-			gateways:  []NodeGateway{{Node: "n1", IPs: []netip.Addr{netip.MustParseAddr("172.18.0.2")}}},
-			nodeAddrs: []netip.Addr{netip.MustParseAddr("172.18.0.2")},
+			policy:   AddressPolicy{Allowed: testPolicy.Allowed, Reserved: testPolicy.Reserved, Nodes: map[netip.Addr]string{netip.MustParseAddr("172.18.0.2"): "n1"}},
+			gateways: []NodeGateway{{Node: "n1", IPs: []netip.Addr{netip.MustParseAddr("172.18.0.2")}}},
+			nodes:    []NodeGateway{{Node: "n1", IPs: []netip.Addr{netip.MustParseAddr("172.18.0.2")}}},
 			wantVIPs: map[string]map[string]string{
 				"Service_ns/web_TCP_cluster":        {"10.96.0.10:80": be},
-				"Service_ns/web_TCP_node_switch":    {"172.18.0.2:30080": be, "198.51.100.7:80": be},
+				"Service_ns/web_TCP_node_switch":    {"172.18.0.2:30080": "", "198.51.100.7:80": be}, // pods get n1's endpoints on n1's node port
 				"Service_ns/web_TCP_node_router_n1": {"172.18.0.2:30080": "", "198.51.100.7:80": ""}, // the endpoint has no node
 			},
 			wantRefused: map[string]RefusalKind{"172.18.0.2": RefusedIngressIP},
@@ -110,12 +110,12 @@ func TestExternalAddressPolicy(t *testing.T) {
 				s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
 				s.Spec.ExternalIPs = []string{"8.8.8.8"}
 			}),
-			policy:    testPolicy,
-			gateways:  []NodeGateway{{Node: "n1", IPs: []netip.Addr{netip.MustParseAddr("172.18.0.2")}}},
-			nodeAddrs: []netip.Addr{netip.MustParseAddr("172.18.0.2")},
+			policy:   testPolicy,
+			gateways: []NodeGateway{{Node: "n1", IPs: []netip.Addr{netip.MustParseAddr("172.18.0.2")}}},
+			nodes:    []NodeGateway{{Node: "n1", IPs: []netip.Addr{netip.MustParseAddr("172.18.0.2")}}},
 			wantVIPs: map[string]map[string]string{
 				"Service_ns/web_TCP_cluster":        {"10.96.0.10:80": be},
-				"Service_ns/web_TCP_node_switch":    {"172.18.0.2:30080": be},
+				"Service_ns/web_TCP_node_switch":    {"172.18.0.2:30080": ""},
 				"Service_ns/web_TCP_node_router_n1": {"172.18.0.2:30080": ""},
 			},
 			wantRefused: map[string]RefusalKind{"8.8.8.8": RefusedExternalIP},
@@ -128,7 +128,7 @@ func TestExternalAddressPolicy(t *testing.T) {
 			}),
 			policy:      testPolicy,
 			gateways:    []NodeGateway{{Node: "n1", IPs: []netip.Addr{netip.MustParseAddr("172.18.0.2")}}},
-			nodeAddrs:   []netip.Addr{netip.MustParseAddr("172.18.0.2")},
+			nodes:       []NodeGateway{{Node: "n1", IPs: []netip.Addr{netip.MustParseAddr("172.18.0.2")}}},
 			wantVIPs:    map[string]map[string]string{"Service_ns/web_TCP_cluster": {"10.96.0.10:80": be}},
 			wantRefused: map[string]RefusalKind{"22": RefusedNodePort},
 			wantReason:  []string{"node port 22 is outside the node port range 30000-32767", "--service-node-port-range"},
@@ -140,8 +140,8 @@ func TestExternalAddressPolicy(t *testing.T) {
 				s.Spec.Ports[0].NodePort = 30080
 				s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "http", Protocol: corev1.ProtocolUDP, Port: 80, NodePort: 20005})
 			}),
-			policy:    AddressPolicy{NodePorts: config.PortRange{First: 20000, Last: 20010}},
-			nodeAddrs: []netip.Addr{netip.MustParseAddr("172.18.0.2")},
+			policy: AddressPolicy{NodePorts: config.PortRange{First: 20000, Last: 20010}},
+			nodes:  []NodeGateway{{Node: "n1", IPs: []netip.Addr{netip.MustParseAddr("172.18.0.2")}}},
 			wantVIPs: map[string]map[string]string{
 				"Service_ns/web_TCP_cluster":     {"10.96.0.10:80": be},
 				"Service_ns/web_UDP_cluster":     {"10.96.0.10:80": ""},
@@ -153,7 +153,7 @@ func TestExternalAddressPolicy(t *testing.T) {
 	}
 	for _, tt := range tests {
 		sl := slice("a", discovery.AddressTypeIPv4, 8080, "http", "TCP", ep{ip: "10.244.1.5"})
-		d := LoadBalancers(tt.svc, []*discovery.EndpointSlice{sl}, tt.gateways, tt.nodeAddrs, tt.policy)
+		d := LoadBalancers(tt.svc, []*discovery.EndpointSlice{sl}, tt.gateways, tt.nodes, tt.policy)
 		got := map[string]map[string]string{}
 		for _, lb := range append(append(d.Cluster, d.Switch...), perNode(d)...) {
 			got[lb.Name] = lb.Vips
