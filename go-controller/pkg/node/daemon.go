@@ -9,6 +9,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/vishvananda/netlink"
 	corev1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -26,7 +27,8 @@ import (
 // again whenever the node's annotations change or the management port (OVS
 // port or link) is gone. With a gateway it also keeps the gateway bridge's
 // flows and the host's NodePort chain exactly as the services want them,
-// replacing them whole when services change or they drift.
+// replacing them whole when services change or they drift, and serves the
+// health check node ports of its services (HealthServer).
 // report is told after each setup pass whether it succeeded (nil: not told).
 func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interface, gw *GatewayConfig, interval time.Duration, log logr.Logger, report func(error)) error {
 	if report == nil {
@@ -57,16 +59,34 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 	factory.Start(ctx.Done())
 	var svcs corelisters.ServiceLister
 	if gw != nil {
+		// Services drive the bridge's flows and the host's NodePort chain;
+		// services and their EndpointSlices drive the health checks.
+		hcKick := make(chan struct{}, 1)
 		svcFactory := informers.NewSharedInformerFactory(kube, 0)
 		inf := svcFactory.Core().V1().Services()
 		_, _ = inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { poke(gwKick) },
-			UpdateFunc: func(any, any) { poke(gwKick) },
-			DeleteFunc: func(any) { poke(gwKick) },
+			AddFunc:    func(any) { poke(gwKick); poke(hcKick) },
+			UpdateFunc: func(any, any) { poke(gwKick); poke(hcKick) },
+			DeleteFunc: func(any) { poke(gwKick); poke(hcKick) },
+		})
+		sliceInf := svcFactory.Discovery().V1().EndpointSlices()
+		_, _ = sliceInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { poke(hcKick) },
+			UpdateFunc: func(any, any) { poke(hcKick) },
+			DeleteFunc: func(any) { poke(hcKick) },
 		})
 		svcs = inf.Lister()
 		svcFactory.Start(ctx.Done())
 		svcFactory.WaitForCacheSync(ctx.Done())
+		list := func() ([]*corev1.Service, []*discovery.EndpointSlice, error) {
+			s, err := svcs.List(labels.Everything())
+			if err != nil {
+				return nil, nil, err
+			}
+			sl, err := sliceInf.Lister().List(labels.Everything())
+			return s, sl, err
+		}
+		go runHealthChecks(ctx, &HealthServer{Log: log.WithName("healthcheck")}, cfg.NodeName, gw.Services, list, hcKick)
 	}
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
