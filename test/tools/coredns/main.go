@@ -1,5 +1,7 @@
 // Command coredns is CoreDNS with only the plugins the conformance cluster's
-// Corefile uses (the full set pulls every cloud SDK and triples the build).
+// Corefile uses, and hosts, which the e2e suite's own DNS server pods use
+// (they run /coredns from the agnhost image; the full set pulls every cloud
+// SDK and triples the build).
 // There is deliberately no forward plugin: names outside the cluster get no
 // answer from another server, so no query ever leaves the machine.
 package main
@@ -9,6 +11,7 @@ import (
 	_ "github.com/coredns/coredns/plugin/cache"
 	_ "github.com/coredns/coredns/plugin/errors"
 	_ "github.com/coredns/coredns/plugin/health"
+	_ "github.com/coredns/coredns/plugin/hosts"
 	_ "github.com/coredns/coredns/plugin/kubernetes"
 	_ "github.com/coredns/coredns/plugin/loadbalance"
 	_ "github.com/coredns/coredns/plugin/log"

@@ -4,7 +4,8 @@
 //
 //	pause.tar    /pause (test/cluster/pause, built here): registry.k8s.io/pause
 //	agnhost.tar  a Debian minbase root with the network tools the e2e suite
-//	             runs (curl, nc, dig, wget, ip, ...) and /agnhost: every
+//	             runs (curl, nc, dig, wget, ip, ...), /agnhost and /coredns
+//	             (as upstream's agnhost image has it): every
 //	             e2e-test-images tag the network suite pulls
 //	coredns.tar  /coredns (test/tools/coredns, built by make deps)
 //	ovnkube.tar  a Debian minbase root with iptables and ovs-ofctl, and
@@ -384,6 +385,13 @@ func (b *builder) agnhostInputs(k *key) error {
 			return err
 		}
 	}
+	coredns, err := b.corednsBinary()
+	if err != nil {
+		return err
+	}
+	if err := k.file("binary", "coredns", coredns); err != nil {
+		return err
+	}
 	return k.file("binary", "agnhost", p)
 }
 
@@ -400,8 +408,15 @@ func (b *builder) agnhost(tmp, out string) error {
 	if err != nil {
 		return err
 	}
+	coredns, err := b.corednsBinary()
+	if err != nil {
+		return err
+	}
 	layer := image.Layer{Root: root, Files: map[string]image.File{
 		"/agnhost": {Source: p, Mode: 0o755},
+		// Upstream's agnhost image carries CoreDNS: the DNS tests run their
+		// own servers from it (/coredns -conf ...).
+		"/coredns": {Source: coredns, Mode: 0o755},
 		// The porter's TLS certificate, which the proxy tests' https ports serve.
 		"/localhost.crt": {Source: filepath.Join(porter, "localhost.crt"), Mode: 0o644},
 		"/localhost.key": {Source: filepath.Join(porter, "localhost.key"), Mode: 0o644},
