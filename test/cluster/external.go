@@ -21,9 +21,10 @@ const (
 	ingressIP   = "192.0.2.20" // a LoadBalancer's ingress IP, routed to the last worker
 	externalWeb = 8080         // the external host's HTTP server
 	// externalCIDRs is the master's --external-ip-cidrs: the range the
-	// external and ingress IPs above come from (TEST-NET-1). Without it the
-	// master programs no external address.
-	externalCIDRs = "192.0.2.0/24"
+	// external and ingress IPs above come from (TEST-NET-1) and the one the
+	// e2e suite's ExternalIP test takes its address from (TEST-NET-3).
+	// Without it the master programs no external address.
+	externalCIDRs = "192.0.2.0/24,203.0.113.0/24"
 )
 
 func (c *Cluster) externalNS() string { return prefix + "-external" }

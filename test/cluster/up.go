@@ -19,7 +19,7 @@ import (
 )
 
 // Images are the archives every node's containerd imports (`make images`).
-var Images = []string{"pause.tar", "agnhost.tar", "coredns.tar"}
+var Images = []string{"pause.tar", "agnhost.tar", "coredns.tar", "regression-issue-74839.tar"}
 
 // Up builds the cluster and waits until every node is Ready and CoreDNS
 // serves. On failure the host is left for Down, which the caller runs

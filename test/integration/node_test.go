@@ -117,7 +117,7 @@ func TestMinionInitAndCNI(t *testing.T) {
 		t.Errorf("ovn-k8s-mp0 MTU %s", mtu)
 	}
 	routes, _ := n1.NS.Exec("ip", "route")
-	for _, want := range []string{"10.244.0.0/16 via " + gw.String(), "10.96.0.0/16 via " + gw.String()} {
+	for _, want := range []string{"10.244.0.0/16 via " + gw.String(), "10.96.0.0/16 via " + gw.String(), "169.254.169.5 via " + gw.String()} {
 		if !strings.Contains(routes, want) {
 			t.Errorf("routes lack %q:\n%s", want, routes)
 		}

@@ -105,7 +105,12 @@ func MinionInit(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes
 	}); err != nil {
 		return res, fmt.Errorf("creating %s: %w", ManagementPortName, err)
 	}
-	if err := configureManagementLink(ctx, subnet, res.MAC, cfg.MTU, append(append([]netip.Prefix{}, cfg.ClusterSubnets...), cfg.ServiceCIDRs...)); err != nil {
+	// The hairpin address too: the node reaching its own host-network
+	// endpoint through a service gets the connection from it (see
+	// services.NodeGateway.atMgmt), and answers through OVN.
+	routed := append(append([]netip.Prefix{}, cfg.ClusterSubnets...), cfg.ServiceCIDRs...)
+	routed = append(routed, netip.PrefixFrom(netip.MustParseAddr(topology.HairpinSNATIP), 32))
+	if err := configureManagementLink(ctx, subnet, res.MAC, cfg.MTU, routed); err != nil {
 		return res, err
 	}
 	if kube != nil {

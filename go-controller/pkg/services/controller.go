@@ -3,6 +3,7 @@ package services
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -62,6 +63,10 @@ type Controller struct {
 	// every Node's annotations.
 	nodeAddrMu     sync.Mutex
 	nodeAddrOwners map[netip.Addr]string
+	nodeList       []NodeGateway // every node (nil: to be rebuilt)
+	// hostBacked are the services last synced with a host-network
+	// endpoint: their per-node balancers follow the nodes.
+	hostBacked map[string]bool
 }
 
 // Options are the operator's choices about the addresses outside clients
@@ -85,6 +90,7 @@ func New(factory informers.SharedInformerFactory, nb libovsdbclient.Client, comm
 		gwDirty:    make(chan struct{}, 1),
 		opts:       opts,
 		refused:    map[string]string{},
+		hostBacked: map[string]bool{},
 	}
 	c.queue = controller.NewQueue("services", maxDelay, c.syncService, log)
 	sliceInformer := factory.Discovery().V1().EndpointSlices().Informer()
@@ -118,7 +124,8 @@ func New(factory informers.SharedInformerFactory, nb libovsdbclient.Client, comm
 		DeleteFunc: func(any) { c.gatewaysChanged() },
 		UpdateFunc: func(old, cur any) {
 			o, n := old.(*corev1.Node), cur.(*corev1.Node)
-			if !slices.Equal(nodeIPs(o), nodeIPs(n)) || !slices.Equal(nodeOwnAddrs(o), nodeOwnAddrs(n)) {
+			if !slices.Equal(nodeIPs(o), nodeIPs(n)) || !slices.Equal(nodeOwnAddrs(o), nodeOwnAddrs(n)) ||
+				o.Annotations[annotations.NodeSubnets] != n.Annotations[annotations.NodeSubnets] {
 				c.gatewaysChanged()
 			}
 		},
@@ -199,7 +206,7 @@ func ownedBy(ids map[string]string, want topology.Owner) bool {
 
 func (c *Controller) gatewaysChanged() {
 	c.nodeAddrMu.Lock()
-	c.nodeAddrOwners = nil
+	c.nodeAddrOwners, c.nodeList = nil, nil
 	c.nodeAddrMu.Unlock()
 	select {
 	case c.gwDirty <- struct{}{}:
@@ -274,11 +281,18 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 		for _, o := range objs {
 			slices = append(slices, o.(*discovery.EndpointSlice))
 		}
-		d = LoadBalancers(svc, slices, c.gatewayNodes(svc), c.nodes(svc), c.policy(svc))
+		d = LoadBalancers(svc, slices, c.gatewayNodes(svc), c.nodes(), c.policy(svc))
 		for _, p := range d.Problems {
 			c.log.Info("ignoring bad service input", "service", key, "problem", p)
 		}
 	}
+	c.nodeAddrMu.Lock()
+	if d.HostBacked {
+		c.hostBacked[key] = true
+	} else {
+		delete(c.hostBacked, key)
+	}
+	c.nodeAddrMu.Unlock()
 	c.reportRefused(key, svc, d.Refused)
 	t := ovndb.NewTxn(c.nb)
 	wanted := map[string]bool{}
@@ -367,18 +381,34 @@ func (c *Controller) gatewayNodes(svc *corev1.Service) []NodeGateway {
 	return out
 }
 
-// nodes are every node with its NodePort addresses, sorted by name; only
-// computed for services that have NodePorts or a Local internal policy.
-func (c *Controller) nodes(svc *corev1.Service) []NodeGateway {
-	if !perNodeService(svc) {
+// nodes are every node with its NodePort addresses, own addresses and
+// management addresses, sorted by name; rebuilt only after a Node changed
+// (the list is not modified once built).
+func (c *Controller) nodes() []NodeGateway {
+	c.nodeAddrMu.Lock()
+	defer c.nodeAddrMu.Unlock()
+	if c.nodeList == nil {
+		nodes, _ := c.nodeLister.List(everything)
+		c.nodeList = make([]NodeGateway, 0, len(nodes))
+		for _, n := range nodes {
+			c.nodeList = append(c.nodeList, NodeGateway{Node: n.Name, IPs: nodeIPs(n), Own: nodeOwnAddrs(n), Mgmt: nodeMgmtAddrs(n)})
+		}
+		slices.SortFunc(c.nodeList, func(a, b NodeGateway) int { return strings.Compare(a.Node, b.Node) })
+	}
+	return c.nodeList
+}
+
+// nodeMgmtAddrs are the addresses of a node's management port, from the
+// host subnets the master gave it.
+func nodeMgmtAddrs(node *corev1.Node) []netip.Addr {
+	subnets, err := annotations.ParseNodeSubnets(node.Annotations[annotations.NodeSubnets])
+	if err != nil {
 		return nil
 	}
-	nodes, _ := c.nodeLister.List(everything)
-	out := make([]NodeGateway, 0, len(nodes))
-	for _, n := range nodes {
-		out = append(out, NodeGateway{Node: n.Name, IPs: nodeIPs(n)})
+	var out []netip.Addr
+	for _, s := range subnets {
+		out = append(out, topology.ManagementIP(s))
 	}
-	slices.SortFunc(out, func(a, b NodeGateway) int { return strings.Compare(a.Node, b.Node) })
 	return out
 }
 
@@ -469,10 +499,14 @@ func (c *Controller) syncGateways(ctx context.Context) error {
 	if err := c.commit(ctx, ops); err != nil {
 		return err
 	}
+	c.nodeAddrMu.Lock()
+	hostBacked := maps.Clone(c.hostBacked)
+	c.nodeAddrMu.Unlock()
 	svcs, _ := c.svcLister.List(everything)
 	for _, s := range svcs {
-		if perNodeService(s) || hasExternalAddrs(s) {
-			c.queue.Add(s.Namespace + "/" + s.Name)
+		key := s.Namespace + "/" + s.Name
+		if perNodeService(s) || hasExternalAddrs(s) || hostBacked[key] {
+			c.queue.Add(key)
 		}
 	}
 	return nil

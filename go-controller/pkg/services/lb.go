@@ -25,6 +25,33 @@ const defaultAffinityTimeout = 10800
 type NodeGateway struct {
 	Node string
 	IPs  []netip.Addr
+	// Own are all of the node's addresses (a host-network endpoint on it
+	// has one of them) and Mgmt its management port's: from the node's own
+	// switch, a host-network endpoint of it is reached at Mgmt (see
+	// LoadBalancers). Only set in the list of every node.
+	Own, Mgmt []netip.Addr
+}
+
+// atMgmt rewrites the backends that are one of the node's own addresses to
+// its management address of the same family: the node itself, reaching a
+// service through its management port, then reaches its own host-network
+// endpoint as a hairpin that OVN answers from the hairpin address, instead
+// of getting its own packet back (which the kernel drops as a martian).
+func (n NodeGateway) atMgmt(b backendSet) backendSet {
+	out := make(backendSet, 0, len(b))
+	for _, ap := range b {
+		if slices.Contains(n.Own, ap.Addr()) {
+			for _, m := range n.Mgmt {
+				if m.Is4() == ap.Addr().Is4() {
+					ap = netip.AddrPortFrom(m, ap.Port())
+					break
+				}
+			}
+		}
+		out = append(out, ap)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Compare(out[j]) < 0 })
+	return out
 }
 
 // ServiceProxyNameLabel names the proxy that handles a Service: a Service
@@ -47,9 +74,12 @@ type Desired struct {
 	Switch  []*nbdb.LoadBalancer          // NodePorts on every node address, through the switch LB group
 	PerNode map[string]*nbdb.LoadBalancer // node/protocol → NodePort LB on GR_<node>
 	// PerNodeSwitch are the ClusterIPs of a service with
-	// internalTrafficPolicy Local: node/protocol → an LB on that node's
-	// switch with that node's endpoints only.
+	// internalTrafficPolicy Local (node/protocol → an LB on that node's
+	// switch with that node's endpoints only) or with a host-network
+	// endpoint (every endpoint, the node's own at its management address).
 	PerNodeSwitch map[string]*nbdb.LoadBalancer
+	// HostBacked: an endpoint is a node's own address.
+	HostBacked bool
 	Problems      []string
 	// Refused are the external addresses and node ports left out because
 	// the AddressPolicy does not allow them (each is worth an Event).
@@ -89,7 +119,8 @@ func NodeSwitchLBName(namespace, name string, proto corev1.Protocol, node string
 // want none.
 //
 // Traffic policies follow kube-proxy: internalTrafficPolicy Local balances
-// the ClusterIPs on each node's switch over that node's endpoints;
+// the ClusterIPs on each node's switch over that node's endpoints (so do
+// services with a host-network endpoint, over all of them);
 // externalTrafficPolicy Local balances a node's NodePorts (from pods and
 // from outside) and, from outside, the external addresses over the
 // endpoints of that node. "Endpoints" are the ready ones or, when there are
@@ -112,6 +143,11 @@ func LoadBalancers(svc *corev1.Service, slices []*discovery.EndpointSlice, gatew
 	}
 	d.Problems = append(d.Problems, problems...)
 	eps := collectEndpoints(key, slices, &d.Problems)
+	// ClusterIPs backed by a host-network endpoint are balanced per node
+	// switch too, so that each node reaches its own at its management
+	// address (NodeGateway.atMgmt).
+	d.HostBacked = eps.onHost(nodes)
+	perNodeClusterIPs := internalLocal || d.HostBacked
 	cluster := map[corev1.Protocol]*nbdb.LoadBalancer{}
 	switchLBs := map[corev1.Protocol]*nbdb.LoadBalancer{}
 	perNode := func(m map[string]*nbdb.LoadBalancer, node string, proto corev1.Protocol, name string) *nbdb.LoadBalancer {
@@ -146,10 +182,14 @@ func LoadBalancers(svc *corev1.Service, slices []*discovery.EndpointSlice, gatew
 		for _, ip := range frontends {
 			switch {
 			case external && isExternal[ip]:
-			case internalLocal && !isExternal[ip]:
+			case perNodeClusterIPs && !isExternal[ip]:
 				for _, n := range nodes {
+					bs := backends
+					if internalLocal {
+						bs = eps.local(pk, n.Node)
+					}
 					nlb := perNode(d.PerNodeSwitch, n.Node, sp.Protocol, NodeSwitchLBName(svc.Namespace, svc.Name, sp.Protocol, n.Node))
-					nlb.Vips[vip(ip, sp.Port)] = eps.local(pk, n.Node).forFamily(ip)
+					nlb.Vips[vip(ip, sp.Port)] = n.atMgmt(bs).forFamily(ip)
 				}
 			default:
 				lb.Vips[vip(ip, sp.Port)] = backends.forFamily(ip)
@@ -375,6 +415,32 @@ func (e endpoints) local(pk, node string) backendSet {
 		return b
 	}
 	return sorted(e.fallback[pk], node)
+}
+
+// onHost says whether an endpoint is one of a node's own addresses (a
+// host-network pod's) on a node whose management address is known.
+func (e endpoints) onHost(nodes []NodeGateway) bool {
+	own := map[netip.Addr]bool{}
+	for _, n := range nodes {
+		if len(n.Mgmt) > 0 {
+			for _, ip := range n.Own {
+				own[ip] = true
+			}
+		}
+	}
+	if len(own) == 0 {
+		return false
+	}
+	for _, m := range []map[string]map[netip.AddrPort]string{e.ready, e.fallback} {
+		for _, set := range m {
+			for ap := range set {
+				if own[ap.Addr()] {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // collectEndpoints gathers the ready and the serving-and-terminating

@@ -415,3 +415,41 @@ func TestConntrackFlushOnlyForDatagramProtocols(t *testing.T) {
 		}
 	}
 }
+
+// A service with a host-network endpoint is balanced per node switch: each
+// node reaches its own host-network endpoint at its management address (a
+// hairpin OVN answers from the hairpin address; its own address would come
+// back to it as a martian), every other endpoint as it is.
+func TestHostNetworkEndpointsReachedAtTheManagementAddressFromTheirNode(t *testing.T) {
+	nodes := []NodeGateway{
+		{Node: "n1", IPs: []netip.Addr{netip.MustParseAddr("172.18.0.3")}, Own: []netip.Addr{netip.MustParseAddr("172.18.0.3")}, Mgmt: []netip.Addr{netip.MustParseAddr("10.244.1.2")}},
+		{Node: "n2", IPs: []netip.Addr{netip.MustParseAddr("172.18.0.4")}, Own: []netip.Addr{netip.MustParseAddr("172.18.0.4")}, Mgmt: []netip.Addr{netip.MustParseAddr("10.244.2.2")}},
+		{Node: "n3", IPs: []netip.Addr{netip.MustParseAddr("172.18.0.5")}, Own: []netip.Addr{netip.MustParseAddr("172.18.0.5")}, Mgmt: []netip.Addr{netip.MustParseAddr("10.244.3.2")}},
+	}
+	sl := onNode(slice("a", discovery.AddressTypeIPv4, 10180, "http", "TCP", ep{ip: "172.18.0.3"}, ep{ip: "172.18.0.4"}, ep{ip: "10.244.3.7"}), "n1", "n2", "n3")
+	d := LoadBalancers(service(), []*discovery.EndpointSlice{sl}, nil, nodes, testPolicy)
+	want := map[string]map[string]string{
+		"Service_ns/web_TCP_node_switch_n1": {"10.96.0.10:80": "10.244.1.2:10180,10.244.3.7:10180,172.18.0.4:10180"},
+		"Service_ns/web_TCP_node_switch_n2": {"10.96.0.10:80": "10.244.2.2:10180,10.244.3.7:10180,172.18.0.3:10180"},
+		"Service_ns/web_TCP_node_switch_n3": {"10.96.0.10:80": "10.244.3.7:10180,172.18.0.3:10180,172.18.0.4:10180"},
+	}
+	if got := lbVIPs(d.Cluster, d.Switch, values(d.PerNodeSwitch)); !reflect.DeepEqual(got, want) || !d.HostBacked {
+		t.Errorf("load balancers (host-backed %v):\n got %v\nwant %v", d.HostBacked, got, want)
+	}
+	// With internalTrafficPolicy Local as well: each node's own, rewritten.
+	d = LoadBalancers(service(func(s *corev1.Service) { s.Spec.InternalTrafficPolicy = ptr(corev1.ServiceInternalTrafficPolicyLocal) }),
+		[]*discovery.EndpointSlice{sl}, nil, nodes, testPolicy)
+	want = map[string]map[string]string{
+		"Service_ns/web_TCP_node_switch_n1": {"10.96.0.10:80": "10.244.1.2:10180"},
+		"Service_ns/web_TCP_node_switch_n2": {"10.96.0.10:80": "10.244.2.2:10180"},
+		"Service_ns/web_TCP_node_switch_n3": {"10.96.0.10:80": "10.244.3.7:10180"},
+	}
+	if got := lbVIPs(d.Cluster, d.Switch, values(d.PerNodeSwitch)); !reflect.DeepEqual(got, want) {
+		t.Errorf("with internalTrafficPolicy Local:\n got %v\nwant %v", got, want)
+	}
+	// Pod endpoints only: one cluster-wide balancer, as before.
+	d = LoadBalancers(service(), []*discovery.EndpointSlice{slice("b", discovery.AddressTypeIPv4, 8080, "http", "TCP", ep{ip: "10.244.3.7"})}, nil, nodes, testPolicy)
+	if len(d.PerNodeSwitch) != 0 || d.HostBacked || len(d.Cluster) != 1 {
+		t.Errorf("pod endpoints: %d per-node balancers, host-backed %v, %d cluster ones", len(d.PerNodeSwitch), d.HostBacked, len(d.Cluster))
+	}
+}

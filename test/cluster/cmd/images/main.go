@@ -8,6 +8,8 @@
 //	             (as upstream's agnhost image has it): every
 //	             e2e-test-images tag the network suite pulls
 //	coredns.tar  /coredns (test/tools/coredns, built by make deps)
+//	regression-issue-74839.tar  /regression-issue-74839 (Kubernetes' test
+//	             server for the invalid conntrack state bug, built by make deps)
 //	ovnkube.tar  a Debian minbase root with iptables and ovs-ofctl, and
 //	             ovnkube, ovn_cni and the conflist: what dist/kubernetes/ runs
 //
@@ -125,7 +127,8 @@ func run(ctx context.Context, out, bin, cache string) error {
 	}
 	targets := []target{
 		{"pause", b.pauseInputs, b.pause},
-		{"coredns", b.corednsInputs, b.coredns},
+		b.oneBinary("coredns", "test/tools/coredns", corednsConfig),
+		b.oneBinary("regression-issue-74839", "test/tools/kube", boomConfig),
 		{"agnhost", b.agnhostInputs, b.agnhost},
 		{"ovnkube", b.ovnkubeInputs, b.ovnkube},
 	}
@@ -299,30 +302,41 @@ func (b *builder) pause(tmp, out string) error {
 
 var corednsConfig = image.Config{Tags: []string{corednsTag}, Entrypoint: []string{"/coredns"}, CreatedBy: "test/tools/coredns"}
 
-func (b *builder) corednsBinary() (string, error) {
-	p := filepath.Join(b.bin, "coredns")
+// boomConfig is the server of Kubernetes' regression test for issue 74839
+// (the invalid conntrack state bug), which sends out-of-window TCP segments.
+var boomConfig = image.Config{Tags: []string{"registry.k8s.io/e2e-test-images/regression-issue-74839:1.2"},
+	Entrypoint: []string{"/regression-issue-74839"}, CreatedBy: "test/tools/kube: k8s.io/kubernetes/test/images/regression-issue-74839"}
+
+func (b *builder) corednsBinary() (string, error) { return b.binary("coredns", "test/tools/coredns") }
+
+// binary is a program make deps builds into -bin.
+func (b *builder) binary(name, from string) (string, error) {
+	p := filepath.Join(b.bin, name)
 	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("no %s: make deps builds it (from test/tools/coredns)", p)
+		return "", fmt.Errorf("no %s: make deps builds it (from %s)", p, from)
 	}
 	return p, nil
 }
 
-func (b *builder) corednsInputs(k *key) error {
-	p, err := b.corednsBinary()
-	if err != nil {
-		return err
+// oneBinary is an image of a single static program from -bin, at /name.
+func (b *builder) oneBinary(name, from string, config image.Config) target {
+	inputs := func(k *key) error {
+		p, err := b.binary(name, from)
+		if err != nil {
+			return err
+		}
+		k.add("config", fmt.Sprintf("%q", config))
+		return k.file("binary", name, p) // by content: -bin is no input
 	}
-	k.add("config", fmt.Sprintf("%q", corednsConfig))
-	return k.file("binary", "coredns", p) // by content: -bin is no input
-}
-
-func (b *builder) coredns(tmp, out string) error {
-	p, err := b.corednsBinary()
-	if err != nil {
-		return err
+	build := func(tmp, out string) error {
+		p, err := b.binary(name, from)
+		if err != nil {
+			return err
+		}
+		layer := image.Layer{Files: map[string]image.File{"/" + name: {Source: p, Mode: 0o755}}}
+		return image.Write(out, layer, []image.Config{config})
 	}
-	layer := image.Layer{Files: map[string]image.File{"/coredns": {Source: p, Mode: 0o755}}}
-	return image.Write(out, layer, []image.Config{corednsConfig})
+	return target{name, inputs, build}
 }
 
 var agnhostConfig = image.Config{Tags: agnhostTags, Entrypoint: []string{"/agnhost"}, Cmd: []string{"pause"},
