@@ -6,6 +6,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"strings"
 	"testing"
@@ -22,9 +23,10 @@ import (
 )
 
 const (
-	tcpPort = 8080
-	udpPort = 5353
-	ns      = "e2e"
+	tcpPort  = 8080
+	udpPort  = 5353
+	hostPort = 10180 // a host-network server's
+	ns       = "e2e"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -61,6 +63,31 @@ func (e *env) serviceIn(namespace, name string, backends ...*harness.Pod) string
 	return svc.Spec.ClusterIP
 }
 
+// serviceTo creates a TCP service, port 80 to targetPort on the backends.
+func (e *env) serviceTo(name string, targetPort int32, backends ...*harness.Pod) string {
+	ctx := context.Background()
+	svc, err := e.c.Kube.Client.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "tcp", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(targetPort)}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	slice := &discovery.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: name + "-1", Labels: map[string]string{discovery.LabelServiceName: name}},
+		AddressType: discovery.AddressTypeIPv4,
+		Ports:       []discovery.EndpointPort{{Name: ptr("tcp"), Protocol: ptr(corev1.ProtocolTCP), Port: ptr(targetPort)}},
+	}
+	for _, b := range backends {
+		slice.Endpoints = append(slice.Endpoints, discovery.Endpoint{Addresses: []string{b.IP.String()},
+			NodeName: ptr(b.Node), Conditions: discovery.EndpointConditions{Ready: ptr(true)}})
+	}
+	if _, err := e.c.Kube.Client.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	return svc.Spec.ClusterIP
+}
+
 func (e *env) setEndpoints(svc string, backends ...*harness.Pod) {
 	e.setEndpointsIn(ns, svc, backends...)
 }
@@ -91,6 +118,23 @@ func (e *env) setEndpointsIn(namespace, svc string, backends ...*harness.Pod) {
 	if _, err := cl.Create(ctx, slice, metav1.CreateOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
+}
+
+// askUntil asks on the flow (every 100 ms, one socket throughout) until want
+// answers, for at most 15 s, and fails with the last answer.
+func askUntil(t *testing.T, flow *harness.UDPFlow, want string) {
+	t.Helper()
+	harness.Eventually(t, 15*time.Second, "the UDP flow answered by "+want, func() error {
+		got, err := flow.Ask(100 * time.Millisecond)
+		if err != nil {
+			time.Sleep(100 * time.Millisecond) // a rejected datagram fails at once
+			return err
+		}
+		if got != want {
+			return fmt.Errorf("answered by %q", got)
+		}
+		return nil
+	})
 }
 
 // reach retries a TCP request until it answers (new flows need a moment on
@@ -203,6 +247,33 @@ func TestE2E(t *testing.T) {
 	})
 	t.Run("node-to-clusterip/mgmt-port", func(t *testing.T) {
 		backendsReached(t, n2.NS, vip+":80", "a2", "b1")
+	})
+	t.Run("conntrack/udp-flow-follows-backend-replacement", func(t *testing.T) {
+		// One UDP socket asking without pause, as a DNS client does: its
+		// conntrack entry would keep it on the old backend (which still
+		// answers here) for as long as it sends, unless the entry goes
+		// with the backend.
+		ct := e.service("ct", b1)
+		flow, err := harness.OpenUDPFlow(a1.NS, ct+":53")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer flow.Close()
+		askUntil(t, flow, "b1")
+		e.setEndpoints("ct", a2)
+		askUntil(t, flow, "a2")
+	})
+	t.Run("clusterip/own-host-network-endpoint/from-node-and-pods", func(t *testing.T) {
+		// A host-network server on n1 behind a ClusterIP: n1 itself (through
+		// its management port), a pod on n1, a pod and the host on n2.
+		harness.ServeTCP(t, n1.NS, hostPort, "n1-host")
+		host := &harness.Pod{Name: "n1-host", Node: "n1", IP: netip.MustParseAddr(n1.TunnelIP)}
+		svc := e.serviceTo("hostep", hostPort, host)
+		for _, from := range []harness.NetNS{n1.NS, a1.NS, b1.NS, n2.NS} {
+			if got := reach(t, from, svc+":80"); got != "n1-host" {
+				t.Fatalf("from %s: answer %q", from.Name, got)
+			}
+		}
 	})
 	t.Run("clusterip-without-endpoints/refuses-at-once-then-works", func(t *testing.T) {
 		empty := e.service("empty")

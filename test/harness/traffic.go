@@ -86,24 +86,45 @@ func DialTCP(netns NetNS, addr string, timeout time.Duration) (string, error) {
 
 // DialUDP sends a datagram from inside netns and returns the answer.
 func DialUDP(netns NetNS, addr string, timeout time.Duration) (string, error) {
-	var reply string
+	f, err := OpenUDPFlow(netns, addr)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	return f.Ask(timeout)
+}
+
+// UDPFlow is one UDP socket inside a namespace, connected to one address and
+// kept across requests: one conntrack flow, as a DNS client or a game keeps.
+type UDPFlow struct{ conn net.Conn }
+
+// OpenUDPFlow opens the socket in netns (it stays there).
+func OpenUDPFlow(netns NetNS, addr string) (*UDPFlow, error) {
+	var conn net.Conn
 	err := ns.WithNetNSPath(netns.Path(), func(ns.NetNS) error {
-		conn, err := net.DialTimeout("udp", addr, timeout)
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
-		_ = conn.SetDeadline(time.Now().Add(timeout))
-		if _, err := conn.Write([]byte("ping")); err != nil {
-			return err
-		}
-		buf := make([]byte, 1500)
-		n, err := conn.Read(buf)
-		reply = string(buf[:n])
+		var err error
+		conn, err = net.Dial("udp", addr)
 		return err
 	})
-	return reply, err
+	if err != nil {
+		return nil, err
+	}
+	return &UDPFlow{conn: conn}, nil
 }
+
+// Ask sends one datagram and returns the answer.
+func (f *UDPFlow) Ask(timeout time.Duration) (string, error) {
+	_ = f.conn.SetDeadline(time.Now().Add(timeout))
+	if _, err := f.conn.Write([]byte("ping")); err != nil {
+		return "", err
+	}
+	buf := make([]byte, 1500)
+	n, err := f.conn.Read(buf)
+	return string(buf[:n]), err
+}
+
+// Close closes the socket.
+func (f *UDPFlow) Close() { _ = f.conn.Close() }
 
 // Ping sends one ICMP echo from inside netns.
 func Ping(netns NetNS, ip string) error {
