@@ -126,7 +126,7 @@ func (c *Cluster) Command(n *Node, args ...string) *exec.Cmd {
 }
 
 func (n *Node) enter() []string {
-	return []string{"nsenter", "--mount=" + n.MountNS, "--net=/var/run/netns/" + n.NetNS, "--"}
+	return []string{"nsenter", "--mount=" + n.MountNS, "--uts=" + n.utsNS(), "--net=/var/run/netns/" + n.NetNS, "--"}
 }
 
 // start runs a long-lived process inside a node, in the node's daemons

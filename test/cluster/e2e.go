@@ -7,10 +7,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // ConformanceFocus selects the [sig-network] conformance tests.
@@ -68,6 +72,9 @@ func (c *Cluster) E2E(ctx context.Context, cfg E2EConfig) error {
 	args = append(args, c.bin("e2e.test"), "--",
 		"--kubeconfig="+Kubeconfig, "--provider=skeleton", "--kubectl-path="+c.bin("kubectl"),
 		"--disable-log-dump=true", "--report-dir="+cfg.Out, "--allowed-not-ready-nodes=0",
+		// The schedulable nodes (the control plane is tainted), which the
+		// granular service checks require to be at least 2.
+		fmt.Sprintf("--num-nodes=%d", c.schedulableNodes(ctx)),
 		"--dns-domain="+clusterDomain)
 	logPath := filepath.Join(cfg.Out, "e2e.log")
 	f, err := os.Create(logPath)
@@ -195,4 +202,21 @@ func (c *Cluster) Kubectl(args ...string) int {
 		return 1
 	}
 	return 0
+}
+
+// schedulableNodes counts the Nodes without a NoSchedule taint (the
+// workers), as the suite's --num-nodes wants them; -1 (unknown) if the API
+// cannot say.
+func (c *Cluster) schedulableNodes(ctx context.Context) int {
+	nodes, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return -1
+	}
+	n := 0
+	for _, node := range nodes.Items {
+		if !slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Effect == corev1.TaintEffectNoSchedule }) {
+			n++
+		}
+	}
+	return n
 }

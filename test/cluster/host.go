@@ -18,7 +18,7 @@ import (
 // Down can undo all of it even after the process that ran Up was killed.
 type state struct {
 	NetNS       []string          `json:"netns"`        // network namespaces we created
-	MountNS     []string          `json:"mountns"`      // bind-mounted mount namespace files
+	MountNS     []string          `json:"mountns"`      // bind-mounted mount and UTS namespace files
 	PrivateDir  string            `json:"private_dir"`  // the private bind mount holding MountNS
 	CgroupRoot  string            `json:"cgroup_root"`  // e.g. ovnk-cluster, under every v1 hierarchy
 	Sysctls     map[string]string `json:"sysctls"`      // host values before the kubelets ran

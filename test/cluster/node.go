@@ -85,8 +85,23 @@ func (c *Cluster) makeNamespaces(n *Node) error {
 		"nsenter", "--net=/var/run/netns/"+n.NetNS, "--", "sh", "-c", script); err != nil {
 		return fmt.Errorf("node %s: making its mount namespace: %w", n.Name, err)
 	}
+	// A UTS namespace too, named after the node, as a kind node's container
+	// is: a host-network pod's hostname is its node's name.
+	if err := os.WriteFile(n.utsNS(), nil, 0o600); err != nil {
+		return err
+	}
+	if err := c.record(func(st *state) { st.MountNS = append(st.MountNS, n.utsNS()) }); err != nil {
+		return err
+	}
+	if _, err := run("unshare", "--uts="+n.utsNS(), "hostname", n.Name); err != nil {
+		return fmt.Errorf("node %s: making its UTS namespace: %w", n.Name, err)
+	}
 	return nil
 }
+
+// utsNS is the node's persistent UTS namespace file, beside its mount
+// namespace's (Down unmounts both).
+func (n *Node) utsNS() string { return n.MountNS + ".uts" }
 
 // ensureMountPoint creates a missing host directory to mount over, and
 // records it so Down removes it again.

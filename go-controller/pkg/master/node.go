@@ -38,7 +38,10 @@ func (m *Master) syncNode(ctx context.Context, name string) error {
 		}
 		return err
 	}
-	if err := EnsureNode(ctx, m.nb, m.committer.Commit, name, subnets, m.claimedIPs(node), mgmtMAC(node, m), m.cfg.GuardedDBs); err != nil {
+	// A node whose gateway router is being built (or stays) has its
+	// addresses reached through policies rather than routes.
+	_, gwErr := m.gatewayInput(node, subnets)
+	if err := EnsureNode(ctx, m.nb, m.committer.Commit, name, subnets, m.claimedIPs(node), gwErr == nil, mgmtMAC(node, m), m.cfg.GuardedDBs); err != nil {
 		return fmt.Errorf("node %s: %w", name, err)
 	}
 	want := annotations.FormatNodeSubnets(subnets)
@@ -107,7 +110,7 @@ func internalIPs(node *corev1.Node) []netip.Addr {
 
 // EnsureNode creates or repairs a node's switch, its router port, its
 // management port LSP and the routes to its addresses in one transaction.
-func EnsureNode(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc, name string, subnets []netip.Prefix, hostIPs []netip.Addr, mac net.HardwareAddr, guardedDBs []netip.AddrPort) error {
+func EnsureNode(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc, name string, subnets []netip.Prefix, hostIPs []netip.Addr, gateway bool, mac net.HardwareAddr, guardedDBs []netip.AddrPort) error {
 	t := ovndb.NewTxn(nb)
 	group := ovndb.Require(t, &nbdb.LoadBalancerGroup{Name: topology.ClusterLBGroup})
 	switchGroup := ovndb.Require(t, &nbdb.LoadBalancerGroup{Name: topology.ClusterSwitchLBGroup})
@@ -115,7 +118,7 @@ func EnsureNode(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc
 	if t.Err() != nil {
 		return t.Err()
 	}
-	rows := topology.Node(name, subnets, hostIPs, mac, group.UUID, switchGroup.UUID)
+	rows := topology.Node(name, subnets, hostIPs, gateway, mac, group.UUID, switchGroup.UUID)
 	stor := t.Ensure(rows.SwitchToRouter, topology.LSPColumns(rows.SwitchToRouter), nil)
 	mgmt := t.Ensure(rows.Management, topology.LSPColumns(rows.Management), nil)
 	sw := ovndb.Lookup(t, &nbdb.LogicalSwitch{Name: name})
@@ -148,6 +151,15 @@ func EnsureNode(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc
 		id := ids[topology.RowIDKey]
 		return ownedBy(ids, owner) && strings.HasPrefix(id, topology.HostRouteIDPrefix) && !wanted[id]
 	}, &nbdb.LogicalRouterStaticRoute{})...)
+	wantedPolicies := map[string]bool{}
+	for _, p := range rows.HostPolicies {
+		wantedPolicies[p.ExternalIDs[topology.RowIDKey]] = true
+		t.EnsureChild(router, &router.Policies, topology.RowIDKey, p, topology.PolicyColumns(p))
+	}
+	t.RemoveChildren(router, &router.Policies, t.ChildrenWhere(router.Policies, func(ids map[string]string) bool {
+		id := ids[topology.RowIDKey]
+		return ownedBy(ids, owner) && strings.HasPrefix(id, topology.HostRouteIDPrefix) && !wantedPolicies[id]
+	}, &nbdb.LogicalRouterPolicy{})...)
 	ops, err := t.Ops()
 	if err != nil {
 		return err
@@ -180,6 +192,8 @@ func (m *Master) deleteNode(ctx context.Context, name string) error {
 	if router != nil {
 		t.RemoveChildren(router, &router.StaticRoutes, t.ChildrenWhere(router.StaticRoutes,
 			func(ids map[string]string) bool { return ownedBy(ids, owner) }, &nbdb.LogicalRouterStaticRoute{})...)
+		t.RemoveChildren(router, &router.Policies, t.ChildrenWhere(router.Policies,
+			func(ids map[string]string) bool { return ownedBy(ids, owner) }, &nbdb.LogicalRouterPolicy{})...)
 	}
 	ops, err := t.Ops()
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -21,6 +22,7 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/metrics"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovs"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
 
 // Run is the node daemon: MinionInit (and GatewayInit when gw is set), then
@@ -91,7 +93,8 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	poke(nodeKick)
-	ready := false // minion-init succeeded
+	ready := false      // minion-init succeeded
+	var mgmt netip.Addr // the management port's address, once known
 	for {
 		full := false
 		select {
@@ -101,7 +104,7 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 			full = true
 		case <-gwKick:
 		case <-ticker.C:
-			missing := missingParts(ctx, cfg, sw, gw, svcs)
+			missing := missingParts(ctx, cfg, sw, gw, svcs, mgmt)
 			if missing == "" {
 				continue
 			}
@@ -111,13 +114,17 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 		}
 		var err error
 		if full {
-			_, err = MinionInit(ctx, cfg, sw, kube, log)
+			var res Result
+			res, err = MinionInit(ctx, cfg, sw, kube, log)
 			ready = err == nil
+			if ready {
+				mgmt = topology.ManagementIP(res.Subnet)
+			}
 		}
 		// The gateway needs minion-init's chassis: it waits for a success.
 		// A service change only touches the bridge's flows and the chain.
 		if err == nil && ready && gw != nil {
-			err = syncGateway(ctx, *gw, full, sw, kube, svcs, log)
+			err = syncGateway(ctx, *gw, full, sw, kube, svcs, mgmt, log)
 		}
 		if err == nil && !ready {
 			err = fmt.Errorf("minion-init has not succeeded yet")
@@ -131,9 +138,9 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 }
 
 // syncGateway replaces the gateway bridge's flows and the host's NodePort
-// chain from the current services; full runs all of GatewayInit first
-// (bridge mapping, annotation).
-func syncGateway(ctx context.Context, gw GatewayConfig, full bool, sw *ovs.Client, kube kubernetes.Interface, svcs corelisters.ServiceLister, log logr.Logger) error {
+// and host-endpoint chains from the current services; full runs all of
+// GatewayInit first (bridge mapping, annotation).
+func syncGateway(ctx context.Context, gw GatewayConfig, full bool, sw *ovs.Client, kube kubernetes.Interface, svcs corelisters.ServiceLister, mgmt netip.Addr, log logr.Logger) error {
 	list, err := svcs.List(labels.Everything())
 	if err != nil {
 		return err
@@ -149,12 +156,18 @@ func syncGateway(ctx context.Context, gw GatewayConfig, full bool, sw *ovs.Clien
 	if err != nil {
 		return err
 	}
-	return hostNAT{}.replace(ctx, HostNodePortRules(list, gw.Services))
+	if err := nodePortNAT.replace(ctx, HostNodePortRules(list, gw.Services)); err != nil {
+		return err
+	}
+	if err := hostEndpointNAT.replace(ctx, HostEndpointRules(mgmt, gw.PhysicalIP.Addr())); err != nil {
+		return err
+	}
+	return mgmtSNAT.replace(ctx, MgmtSNATRules(mgmt, gw.PhysicalIP.Addr()))
 }
 
 // missingParts names what of the node's setup is gone or has drifted
 // (deleted by hand, flows changed behind our back), or is empty.
-func missingParts(ctx context.Context, cfg Config, sw *ovs.Client, gw *GatewayConfig, svcs corelisters.ServiceLister) string {
+func missingParts(ctx context.Context, cfg Config, sw *ovs.Client, gw *GatewayConfig, svcs corelisters.ServiceLister, mgmt netip.Addr) string {
 	if !managementPortPresent(ctx, sw) {
 		return "management port " + ManagementPortName
 	}
@@ -178,8 +191,14 @@ func missingParts(ctx context.Context, cfg Config, sw *ovs.Client, gw *GatewayCo
 	} else if d != "" {
 		return fmt.Sprintf("flows of %s differ: %s", gw.Bridge, d)
 	}
-	if d := (hostNAT{}).drift(ctx, HostNodePortRules(list, gw.Services)); d != "" {
+	if d := nodePortNAT.drift(ctx, HostNodePortRules(list, gw.Services)); d != "" {
 		return "host NodePort chain: " + d
+	}
+	if d := hostEndpointNAT.drift(ctx, HostEndpointRules(mgmt, gw.PhysicalIP.Addr())); d != "" {
+		return "host endpoint chain: " + d
+	}
+	if d := mgmtSNAT.drift(ctx, MgmtSNATRules(mgmt, gw.PhysicalIP.Addr())); d != "" {
+		return "management port SNAT chain: " + d
 	}
 	return ""
 }

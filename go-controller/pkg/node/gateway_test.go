@@ -158,3 +158,21 @@ func TestServiceFlowsBoundPerService(t *testing.T) {
 		t.Fatalf("%d flows for one Service", len(got))
 	}
 }
+
+// What OVN sends to the management address goes to the node's address
+// (host-network servers bound to it alone); IPv4 only, like the chain.
+func TestHostEndpointRules(t *testing.T) {
+	got := HostEndpointRules(netip.MustParseAddr("10.244.1.2"), netip.MustParseAddr("172.18.0.3"))
+	want := []string{"-A OVN-KUBE-HOST-ENDPOINT -d 10.244.1.2/32 -i ovn-k8s-mp0 -j DNAT --to-destination 172.18.0.3"}
+	if !slices.Equal(got, want) {
+		t.Errorf("rules %q, want %q", got, want)
+	}
+	if r := HostEndpointRules(netip.Addr{}, netip.MustParseAddr("172.18.0.3")); r != nil {
+		t.Errorf("without a management address: %q", r)
+	}
+	got = MgmtSNATRules(netip.MustParseAddr("10.244.1.2"), netip.MustParseAddr("172.18.0.3"))
+	want = []string{"-A OVN-KUBE-MGMT-SNAT -s 172.18.0.3/32 -o ovn-k8s-mp0 -j SNAT --to-source 10.244.1.2"}
+	if !slices.Equal(got, want) {
+		t.Errorf("SNAT rules %q, want %q", got, want)
+	}
+}

@@ -96,17 +96,57 @@ func HostNodePortRules(svcs []*corev1.Service, policy services.AddressPolicy) []
 	return out
 }
 
-// hostNAT keeps HostNodePortChain and its jump from OUTPUT exactly as wanted.
-type hostNAT struct{}
+// HostEndpointChain is the nat chain, jumped to from PREROUTING, that hands
+// the node's host-network servers what OVN sends to its management address:
+// from its own switch the node's host-network endpoints are reached at that
+// address (services.NodeGateway.atMgmt), and a server bound only to the
+// node's address (as many are) would not see it there.
+const HostEndpointChain = "OVN-KUBE-HOST-ENDPOINT"
+
+// HostEndpointRules are that chain's rules: what arrives through the
+// management port for the management address goes to the node's address.
+func HostEndpointRules(mgmt, nodeIP netip.Addr) []string {
+	if !mgmt.IsValid() || !nodeIP.IsValid() || !mgmt.Is4() || !nodeIP.Is4() {
+		return nil
+	}
+	return []string{fmt.Sprintf("-A %s -d %s/32 -i %s -j DNAT --to-destination %s", HostEndpointChain, mgmt, ManagementPortName, nodeIP)}
+}
+
+// MgmtSNATChain is the nat chain, jumped to from POSTROUTING, that gives
+// what the node sends into the management port from its own address (a
+// connection to its own NodePort, sent on to the ClusterIP) the management
+// address instead: answers to the node's address would leave the cluster
+// router through the answering pod's gateway (a node address is reached
+// that way from other nodes' pods), and the node's own host-network
+// endpoint would get its own address back (a martian).
+const MgmtSNATChain = "OVN-KUBE-MGMT-SNAT"
+
+// MgmtSNATRules are that chain's rules.
+func MgmtSNATRules(mgmt, nodeIP netip.Addr) []string {
+	if !mgmt.IsValid() || !nodeIP.IsValid() || !mgmt.Is4() || !nodeIP.Is4() {
+		return nil
+	}
+	return []string{fmt.Sprintf("-A %s -s %s/32 -o %s -j SNAT --to-source %s", MgmtSNATChain, nodeIP, ManagementPortName, mgmt)}
+}
+
+// hostNAT keeps one nat chain of ours and its jump from a built-in chain
+// exactly as wanted.
+type hostNAT struct{ chain, from string }
+
+var (
+	nodePortNAT     = hostNAT{HostNodePortChain, "OUTPUT"}
+	hostEndpointNAT = hostNAT{HostEndpointChain, "PREROUTING"}
+	mgmtSNAT        = hostNAT{MgmtSNATChain, "POSTROUTING"}
+)
 
 // drift describes how the chain differs from rules ("" when it does not).
-func (hostNAT) drift(ctx context.Context, rules []string) string {
-	if _, err := iptables(ctx, "-t", "nat", "-C", "OUTPUT", "-j", HostNodePortChain); err != nil {
-		return "no jump from OUTPUT"
+func (h hostNAT) drift(ctx context.Context, rules []string) string {
+	if _, err := iptables(ctx, "-t", "nat", "-C", h.from, "-j", h.chain); err != nil {
+		return "no jump from " + h.from
 	}
-	out, err := iptables(ctx, "-t", "nat", "-S", HostNodePortChain)
+	out, err := iptables(ctx, "-t", "nat", "-S", h.chain)
 	if err != nil {
-		return "no chain " + HostNodePortChain
+		return "no chain " + h.chain
 	}
 	var have []string
 	for _, l := range strings.Split(out, "\n") {
@@ -122,15 +162,15 @@ func (hostNAT) drift(ctx context.Context, rules []string) string {
 }
 
 // replace writes the whole chain in one iptables-restore and adds the jump.
-func (hostNAT) replace(ctx context.Context, rules []string) error {
-	in := "*nat\n:" + HostNodePortChain + " - [0:0]\n" + strings.Join(append(rules, "COMMIT"), "\n") + "\n"
+func (h hostNAT) replace(ctx context.Context, rules []string) error {
+	in := "*nat\n:" + h.chain + " - [0:0]\n" + strings.Join(append(rules, "COMMIT"), "\n") + "\n"
 	cmd := exec.CommandContext(ctx, "iptables-restore", "--noflush")
 	cmd.Stdin = strings.NewReader(in)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("iptables-restore of %s: %w: %s", HostNodePortChain, err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("iptables-restore of %s: %w: %s", h.chain, err, strings.TrimSpace(string(out)))
 	}
-	if _, err := iptables(ctx, "-t", "nat", "-C", "OUTPUT", "-j", HostNodePortChain); err != nil {
-		if _, err := iptables(ctx, "-t", "nat", "-A", "OUTPUT", "-j", HostNodePortChain); err != nil {
+	if _, err := iptables(ctx, "-t", "nat", "-C", h.from, "-j", h.chain); err != nil {
+		if _, err := iptables(ctx, "-t", "nat", "-A", h.from, "-j", h.chain); err != nil {
 			return err
 		}
 	}
@@ -138,19 +178,19 @@ func (hostNAT) replace(ctx context.Context, rules []string) error {
 }
 
 // remove deletes the jump and the chain.
-func (hostNAT) remove(ctx context.Context) error {
+func (h hostNAT) remove(ctx context.Context) error {
 	for {
-		if _, err := iptables(ctx, "-t", "nat", "-D", "OUTPUT", "-j", HostNodePortChain); err != nil {
+		if _, err := iptables(ctx, "-t", "nat", "-D", h.from, "-j", h.chain); err != nil {
 			break
 		}
 	}
-	if _, err := iptables(ctx, "-t", "nat", "-S", HostNodePortChain); err != nil {
+	if _, err := iptables(ctx, "-t", "nat", "-S", h.chain); err != nil {
 		return nil
 	}
-	if _, err := iptables(ctx, "-t", "nat", "-F", HostNodePortChain); err != nil {
+	if _, err := iptables(ctx, "-t", "nat", "-F", h.chain); err != nil {
 		return err
 	}
-	_, err := iptables(ctx, "-t", "nat", "-X", HostNodePortChain)
+	_, err := iptables(ctx, "-t", "nat", "-X", h.chain)
 	return err
 }
 

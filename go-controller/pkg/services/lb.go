@@ -80,7 +80,7 @@ type Desired struct {
 	PerNodeSwitch map[string]*nbdb.LoadBalancer
 	// HostBacked: an endpoint is a node's own address.
 	HostBacked bool
-	Problems      []string
+	Problems   []string
 	// Refused are the external addresses and node ports left out because
 	// the AddressPolicy does not allow them (each is worth an Event).
 	Refused []Refusal

@@ -21,6 +21,11 @@ func RouteColumns(r *nbdb.LogicalRouterStaticRoute) []any {
 	return []any{&r.IPPrefix, &r.Nexthop, &r.OutputPort, &r.Policy, &r.ExternalIDs}
 }
 
+// PolicyColumns of a logical router policy.
+func PolicyColumns(p *nbdb.LogicalRouterPolicy) []any {
+	return []any{&p.Priority, &p.Match, &p.Action, &p.Nexthops, &p.Options, &p.ExternalIDs}
+}
+
 // NATColumns of a NAT rule.
 func NATColumns(n *nbdb.NAT) []any {
 	return []any{&n.Type, &n.LogicalIP, &n.ExternalIP, &n.ExternalIDs}

@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
@@ -73,7 +74,20 @@ type NodeRows struct {
 	// endpoints (the API server, hostNetwork pods) on every node without a
 	// gateway and the host sees the pod's address.
 	HostRoutes []*nbdb.LogicalRouterStaticRoute
+	// HostPolicies replace HostRoutes on a node with a gateway router: only
+	// the node's own pods are sent into its management port for its
+	// addresses; other nodes' pods reach them through their own gateway
+	// routers (their source routes), as upstream's do. A reply to a
+	// connection a gateway router took in from another node (a NodePort with
+	// externalTrafficPolicy Local keeps the client's address) then leaves
+	// through that router, which undoes its DNAT, instead of going straight
+	// to the client node's management port.
+	HostPolicies []*nbdb.LogicalRouterPolicy
 }
+
+// HostPolicyPriority is the priority of the node-address reroutes on
+// ovn_cluster_router (upstream's for the same policies).
+const HostPolicyPriority = 1004
 
 // MgmtAllowACLID is the RowIDKey of a node switch's management-port ACL.
 const MgmtAllowACLID = "mgmt-port-allow"
@@ -81,11 +95,11 @@ const MgmtAllowACLID = "mgmt-port-allow"
 // HostRouteIDPrefix starts the RowIDKey of a node's host routes.
 const HostRouteIDPrefix = "node-ip:"
 
-// Node computes a node's rows from its host subnets, its addresses and, when
-// the node has published one, its management port MAC (else the MAC derived
-// from .2). lbGroups are the UUIDs of the load balancer groups the switch
-// carries.
-func Node(name string, subnets []netip.Prefix, hostIPs []netip.Addr, mgmtMAC net.HardwareAddr, lbGroups ...string) NodeRows {
+// Node computes a node's rows from its host subnets, its addresses, whether
+// it has a gateway router and, when the node has published one, its
+// management port MAC (else the MAC derived from .2). lbGroups are the UUIDs
+// of the load balancer groups the switch carries.
+func Node(name string, subnets []netip.Prefix, hostIPs []netip.Addr, gateway bool, mgmtMAC net.HardwareAddr, lbGroups ...string) NodeRows {
 	owner := Owner{Type: OwnerNode, Name: name}.ExternalIDs()
 	var cidrs, gws, mgmtIPs, exclude []string
 	var gwIPs, mgmtAddrs []netip.Addr
@@ -115,6 +129,7 @@ func Node(name string, subnets []netip.Prefix, hostIPs []netip.Addr, mgmtMAC net
 		routerMAC = MACFromIP(gwIPs[0])
 	}
 	var hostRoutes []*nbdb.LogicalRouterStaticRoute
+	var hostPolicies []*nbdb.LogicalRouterPolicy
 	for _, ip := range hostIPs {
 		for i, s := range subnets {
 			if s.Addr().Is4() != ip.Is4() {
@@ -123,6 +138,17 @@ func Node(name string, subnets []netip.Prefix, hostIPs []netip.Addr, mgmtMAC net
 			out := NodeRouterToSwitchPort(name)
 			ids := Owner{Type: OwnerNode, Name: name}.ExternalIDs()
 			ids[RowIDKey] = HostRouteIDPrefix + ip.String()
+			if gateway {
+				fam := "ip4"
+				if ip.Is6() {
+					fam = "ip6"
+				}
+				hostPolicies = append(hostPolicies, &nbdb.LogicalRouterPolicy{
+					Priority: HostPolicyPriority, Match: fmt.Sprintf("inport == %q && %s.dst == %s", out, fam, ip),
+					Action: nbdb.LogicalRouterPolicyActionReroute, Nexthops: []string{mgmtIPs[i]}, ExternalIDs: ids, Options: map[string]string{},
+				})
+				break
+			}
 			hostRoutes = append(hostRoutes, &nbdb.LogicalRouterStaticRoute{
 				IPPrefix: netip.PrefixFrom(ip, ip.BitLen()).String(), Nexthop: mgmtIPs[i], OutputPort: &out, ExternalIDs: ids,
 			})
@@ -145,9 +171,10 @@ func Node(name string, subnets []netip.Prefix, hostIPs []netip.Addr, mgmtMAC net
 			Action: nbdb.ACLActionAllowRelated, ExternalIDs: ids, Options: map[string]string{}}
 	}
 	return NodeRows{
-		MgmtAllow:  mgmtAllow,
-		HostRoutes: hostRoutes,
-		Switch:     &nbdb.LogicalSwitch{Name: name, OtherConfig: otherConfig, ExternalIDs: owner, LoadBalancerGroup: lbGroups},
+		MgmtAllow:    mgmtAllow,
+		HostRoutes:   hostRoutes,
+		HostPolicies: hostPolicies,
+		Switch:       &nbdb.LogicalSwitch{Name: name, OtherConfig: otherConfig, ExternalIDs: owner, LoadBalancerGroup: lbGroups},
 		RouterToSwitch: &nbdb.LogicalRouterPort{
 			Name:        NodeRouterToSwitchPort(name),
 			MAC:         routerMAC.String(),

@@ -50,7 +50,7 @@ func TestNode(t *testing.T) {
 		{"annotated MAC", mac, "aa:bb:cc:dd:ee:ff 10.244.1.2"},
 	}
 	for _, tt := range tests {
-		rows := Node("node1", []netip.Prefix{subnet}, nil, tt.mac, "lbg-uuid")
+		rows := Node("node1", []netip.Prefix{subnet}, nil, false, tt.mac, "lbg-uuid")
 		if len(rows.Switch.LoadBalancerGroup) != 1 || rows.Switch.LoadBalancerGroup[0] != "lbg-uuid" {
 			t.Errorf("%s: switch load_balancer_group = %v", tt.name, rows.Switch.LoadBalancerGroup)
 		}
@@ -73,7 +73,7 @@ func TestNode(t *testing.T) {
 }
 
 func TestNodeDualStack(t *testing.T) {
-	rows := Node("n", []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24"), netip.MustParsePrefix("fd00:10:244:1::/64")}, nil, nil, "g")
+	rows := Node("n", []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24"), netip.MustParsePrefix("fd00:10:244:1::/64")}, nil, false, nil, "g")
 	if rows.Switch.OtherConfig["ipv6_prefix"] != "fd00:10:244:1::" {
 		t.Errorf("other_config = %v", rows.Switch.OtherConfig)
 	}
@@ -215,8 +215,8 @@ func TestOurPortNamesCannotBePodPorts(t *testing.T) {
 
 func TestNodeHostRoutes(t *testing.T) {
 	rows := Node("n", []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24")},
-		[]netip.Addr{netip.MustParseAddr("172.30.0.11"), netip.MustParseAddr("fd00::11")}, nil, "g")
-	if len(rows.HostRoutes) != 1 {
+		[]netip.Addr{netip.MustParseAddr("172.30.0.11"), netip.MustParseAddr("fd00::11")}, false, nil, "g")
+	if len(rows.HostRoutes) != 1 || len(rows.HostPolicies) != 0 {
 		t.Fatalf("host routes = %v, want one (no IPv6 subnet for the IPv6 address)", rows.HostRoutes)
 	}
 	r := rows.HostRoutes[0]
@@ -226,6 +226,28 @@ func TestNodeHostRoutes(t *testing.T) {
 	}
 	if o, _ := OwnerOf(r.ExternalIDs); o != (Owner{Type: OwnerNode, Name: "n"}) {
 		t.Errorf("owner = %v", o)
+	}
+}
+
+// With a gateway router, the node's addresses are rerouted into its
+// management port for its own pods only (a policy on their router port);
+// other nodes' pods reach them through their own gateways, so that replies
+// to connections a gateway router took in leave through it.
+func TestNodeHostPoliciesWithAGateway(t *testing.T) {
+	rows := Node("n", []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24"), netip.MustParsePrefix("fd00:10:244:1::/64")},
+		[]netip.Addr{netip.MustParseAddr("172.30.0.11"), netip.MustParseAddr("fd00::11")}, true, nil, "g")
+	if len(rows.HostRoutes) != 0 || len(rows.HostPolicies) != 2 {
+		t.Fatalf("routes %v, policies %v: want no route and a policy per family", rows.HostRoutes, rows.HostPolicies)
+	}
+	want := []struct{ match, nexthop, id string }{
+		{`inport == "rtos-n" && ip4.dst == 172.30.0.11`, "10.244.1.2", "node-ip:172.30.0.11"},
+		{`inport == "rtos-n" && ip6.dst == fd00::11`, "fd00:10:244:1::2", "node-ip:fd00::11"},
+	}
+	for i, p := range rows.HostPolicies {
+		if p.Match != want[i].match || len(p.Nexthops) != 1 || p.Nexthops[0] != want[i].nexthop || p.Action != "reroute" ||
+			p.Priority != HostPolicyPriority || p.ExternalIDs[RowIDKey] != want[i].id {
+			t.Errorf("policy %d = %+v, want %+v", i, p, want[i])
+		}
 	}
 }
 
