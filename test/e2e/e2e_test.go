@@ -254,6 +254,11 @@ func TestE2E(t *testing.T) {
 		// answers here) for as long as it sends, unless the entry goes
 		// with the backend.
 		ct := e.service("ct", b1)
+		// The balancer is programmed (a fresh socket is answered) before the
+		// kept flow starts: its first datagrams must not meet the VIP empty.
+		if got := reachUDP(t, a1.NS, ct+":53"); got != "b1" {
+			t.Fatalf("answer %q", got)
+		}
 		flow, err := harness.OpenUDPFlow(a1.NS, ct+":53")
 		if err != nil {
 			t.Fatal(err)
