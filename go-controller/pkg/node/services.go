@@ -177,23 +177,6 @@ func (h hostNAT) replace(ctx context.Context, rules []string) error {
 	return nil
 }
 
-// remove deletes the jump and the chain.
-func (h hostNAT) remove(ctx context.Context) error {
-	for {
-		if _, err := iptables(ctx, "-t", "nat", "-D", h.from, "-j", h.chain); err != nil {
-			break
-		}
-	}
-	if _, err := iptables(ctx, "-t", "nat", "-S", h.chain); err != nil {
-		return nil
-	}
-	if _, err := iptables(ctx, "-t", "nat", "-F", h.chain); err != nil {
-		return err
-	}
-	_, err := iptables(ctx, "-t", "nat", "-X", h.chain)
-	return err
-}
-
 func iptables(ctx context.Context, args ...string) (string, error) {
 	out, err := exec.CommandContext(ctx, "iptables", append([]string{"-w"}, args...)...).CombinedOutput()
 	if err != nil {
