@@ -22,6 +22,7 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/metrics"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovs"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/services"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
 
@@ -36,7 +37,7 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 	if report == nil {
 		report = func(error) {}
 	}
-	nodeKick, gwKick := make(chan struct{}, 1), make(chan struct{}, 1)
+	nodeKick, gwKick, ctKick := make(chan struct{}, 1), make(chan struct{}, 1), make(chan struct{}, 1)
 	poke := func(ch chan struct{}) {
 		select {
 		case ch <- struct{}{}:
@@ -48,8 +49,9 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.NodeName).String()
 		}))
 	_, _ = factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { poke(nodeKick) },
+		AddFunc: func(any) { poke(nodeKick); poke(ctKick) },
 		UpdateFunc: func(old, cur any) {
+			poke(ctKick) // the sweep compares its plan: an unchanged node costs no sweep
 			o, n := old.(*corev1.Node), cur.(*corev1.Node)
 			for _, k := range []string{annotations.NodeSubnets, annotations.NodeChassisID, annotations.NodeMgmtPortMAC, annotations.NodeL3GatewayConfig} {
 				if o.Annotations[k] != n.Annotations[k] {
@@ -58,6 +60,7 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 			}
 		},
 	})
+	nodes := factory.Core().V1().Nodes().Lister()
 	factory.Start(ctx.Done())
 	var svcs corelisters.ServiceLister
 	if gw != nil {
@@ -67,15 +70,15 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 		svcFactory := informers.NewSharedInformerFactory(kube, 0)
 		inf := svcFactory.Core().V1().Services()
 		_, _ = inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { poke(gwKick); poke(hcKick) },
-			UpdateFunc: func(any, any) { poke(gwKick); poke(hcKick) },
-			DeleteFunc: func(any) { poke(gwKick); poke(hcKick) },
+			AddFunc:    func(any) { poke(gwKick); poke(hcKick); poke(ctKick) },
+			UpdateFunc: func(any, any) { poke(gwKick); poke(hcKick); poke(ctKick) },
+			DeleteFunc: func(any) { poke(gwKick); poke(hcKick); poke(ctKick) },
 		})
 		sliceInf := svcFactory.Discovery().V1().EndpointSlices()
 		_, _ = sliceInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { poke(hcKick) },
-			UpdateFunc: func(any, any) { poke(hcKick) },
-			DeleteFunc: func(any) { poke(hcKick) },
+			AddFunc:    func(any) { poke(hcKick); poke(ctKick) },
+			UpdateFunc: func(any, any) { poke(hcKick); poke(ctKick) },
+			DeleteFunc: func(any) { poke(hcKick); poke(ctKick) },
 		})
 		svcs = inf.Lister()
 		svcFactory.Start(ctx.Done())
@@ -89,6 +92,19 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 			return s, sl, err
 		}
 		go runHealthChecks(ctx, &HealthServer{Log: log.WithName("healthcheck")}, cfg.NodeName, gw.Services, list, hcKick)
+		plan := func() (ConntrackPlan, error) {
+			node, err := nodes.Get(cfg.NodeName)
+			if err != nil {
+				return ConntrackPlan{}, err
+			}
+			s, sl, err := list()
+			return NewConntrackPlan(s, sl, services.GatewayOf(node), gw.Services), err
+		}
+		if h, err := netlink.NewHandle(); err != nil {
+			log.Error(err, "no netlink handle: stale UDP conntrack entries are left to ovn-controller's ct_flush")
+		} else {
+			go runConntrack(ctx, h, plan, ctKick, log.WithName("conntrack"))
+		}
 	}
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()

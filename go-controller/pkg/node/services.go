@@ -72,9 +72,16 @@ func hasNodePort(svc *corev1.Service, p corev1.ServicePort, policy services.Addr
 // management port) instead.
 const HostNodePortChain = "OVN-KUBE-NODEPORT"
 
-// HostNodePortRules are the chain's rules, as `iptables -S` prints them.
-func HostNodePortRules(svcs []*corev1.Service, policy services.AddressPolicy) []string {
-	var out []string
+// hostNodePort is one NodePort the host's chain sends to a ClusterIP.
+type hostNodePort struct {
+	proto    corev1.Protocol
+	nodePort int32
+	target   netip.AddrPort // the service's IPv4 ClusterIP and port
+}
+
+// hostNodePorts are the NodePorts of the host's chain (see HostNodePortRules).
+func hostNodePorts(svcs []*corev1.Service, policy services.AddressPolicy) []hostNodePort {
+	var out []hostNodePort
 	for _, svc := range svcs {
 		ip, err := netip.ParseAddr(svc.Spec.ClusterIP)
 		if err != nil || !ip.Is4() || !services.Handled(svc) {
@@ -84,13 +91,23 @@ func HostNodePortRules(svcs []*corev1.Service, policy services.AddressPolicy) []
 			if !hasNodePort(svc, p, policy) {
 				continue
 			}
-			proto := strings.ToLower(string(p.Protocol))
+			proto := p.Protocol
 			if proto == "" {
-				proto = "tcp"
+				proto = corev1.ProtocolTCP
 			}
-			out = append(out, fmt.Sprintf("-A %s -p %s -m addrtype --dst-type LOCAL -m %s --dport %d -j DNAT --to-destination %s",
-				HostNodePortChain, proto, proto, p.NodePort, netip.AddrPortFrom(ip, uint16(p.Port))))
+			out = append(out, hostNodePort{proto, p.NodePort, netip.AddrPortFrom(ip, uint16(p.Port))})
 		}
+	}
+	return out
+}
+
+// HostNodePortRules are the chain's rules, as `iptables -S` prints them.
+func HostNodePortRules(svcs []*corev1.Service, policy services.AddressPolicy) []string {
+	var out []string
+	for _, np := range hostNodePorts(svcs, policy) {
+		proto := strings.ToLower(string(np.proto))
+		out = append(out, fmt.Sprintf("-A %s -p %s -m addrtype --dst-type LOCAL -m %s --dport %d -j DNAT --to-destination %s",
+			HostNodePortChain, proto, proto, np.nodePort, np.target))
 	}
 	sort.Strings(out)
 	return out

@@ -391,11 +391,18 @@ func (c *Controller) nodes() []NodeGateway {
 		nodes, _ := c.nodeLister.List(everything)
 		c.nodeList = make([]NodeGateway, 0, len(nodes))
 		for _, n := range nodes {
-			c.nodeList = append(c.nodeList, NodeGateway{Node: n.Name, IPs: nodeIPs(n), Own: nodeOwnAddrs(n), Mgmt: nodeMgmtAddrs(n)})
+			c.nodeList = append(c.nodeList, GatewayOf(n))
 		}
 		slices.SortFunc(c.nodeList, func(a, b NodeGateway) int { return strings.Compare(a.Node, b.Node) })
 	}
 	return c.nodeList
+}
+
+// GatewayOf is node with its NodePort, own and management addresses, as
+// the master balances for it (the node daemon computes the same, to know
+// which conntrack entries point at a backend the node no longer has).
+func GatewayOf(node *corev1.Node) NodeGateway {
+	return NodeGateway{Node: node.Name, IPs: nodeIPs(node), Own: nodeOwnAddrs(node), Mgmt: nodeMgmtAddrs(node)}
 }
 
 // nodeMgmtAddrs are the addresses of a node's management port, from the
