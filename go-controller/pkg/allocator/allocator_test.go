@@ -91,8 +91,12 @@ func TestSubnetAllocatorDualStack(t *testing.T) {
 	}
 }
 
+// A second range of a family (which the flags refuse today, as
+// Kubernetes' do) is used once the first is full.
 func TestSubnetAllocatorSecondRange(t *testing.T) {
-	a := NewSubnetAllocator(mustClusterSubnets(t, "10.244.0.0/24/24", "10.245.0.0/24/24"))
+	a := NewSubnetAllocator([]config.ClusterSubnet{
+		{CIDR: netip.MustParsePrefix("10.244.0.0/24"), HostSubnetLength: 24},
+		{CIDR: netip.MustParsePrefix("10.245.0.0/24"), HostSubnetLength: 24}})
 	first, _ := a.Allocate()
 	second, err := a.Allocate()
 	if err != nil || first[0].String() != "10.244.0.0/24" || second[0].String() != "10.245.0.0/24" {

@@ -17,9 +17,13 @@ func TestParseClusterSubnet(t *testing.T) {
 		{in: " 10.128.0.0/14/23 ", want: "10.128.0.0/14/23"},
 		{in: "fd00:10:244::/48", want: "fd00:10:244::/48/64"},
 		{in: "fd00:10:244::/48/64", want: "fd00:10:244::/48/64"},
-		{in: "10.244.0.0/24/24", want: "10.244.0.0/24/24"},
+		{in: "10.244.0.0/24/24", wantErr: "must be longer than the prefix length 24"},
+		{in: "fd00::/48/63", wantErr: "IPv6 host subnets are /64 to /120"},
+		{in: "fd00::/112/121", wantErr: "IPv6 host subnets are /64 to /120"},
+		{in: "fd00::/104/120", want: "fd00::/104/120"},
+		{in: "fd00::/64/64", wantErr: "must be longer than the prefix length 64"},
 		{in: "10.244.1.0/16/24", wantErr: "did you mean 10.244.0.0/16"},
-		{in: "10.244.0.0/16/15", wantErr: "between the prefix length 16"},
+		{in: "10.244.0.0/16/15", wantErr: "must be longer than the prefix length 16"},
 		{in: "10.244.0.0/16/31", wantErr: "leaves no room"},
 		{in: "10.244.0.0/16/x", wantErr: "not a number"},
 		{in: "banana", wantErr: "not a CIDR"},
@@ -63,6 +67,44 @@ func TestParseClusterSubnetsRejectsOverlap(t *testing.T) {
 	}
 	if _, err := ParseClusterSubnets(nil); err == nil {
 		t.Fatal("empty list accepted")
+	}
+	if _, err := ParseClusterSubnets([]string{"10.244.0.0/16/24,10.245.0.0/16/24"}); err == nil || !strings.Contains(err.Error(), "one range per family") {
+		t.Fatalf("two IPv4 ranges: %v", err)
+	}
+	if _, err := ParseClusterSubnets([]string{"fd00:1::/48,fd00:2::/48"}); err == nil || !strings.Contains(err.Error(), "one range per family") {
+		t.Fatalf("two IPv6 ranges: %v", err)
+	}
+}
+
+// Service ranges: one per family, in the order given (the first is primary).
+func TestParseServiceCIDRs(t *testing.T) {
+	for _, tt := range []struct {
+		in      string
+		wantErr string
+		want    string // the ranges in order, the primary first
+	}{
+		{in: "10.96.0.0/16", want: "[10.96.0.0/16]"},
+		{in: "fd00:10:96::/112", want: "[fd00:10:96::/112]"},
+		{in: "10.96.0.0/16,fd00:10:96::/112", want: "[10.96.0.0/16 fd00:10:96::/112]"},
+		{in: "fd00:10:96::/112,10.96.0.0/16", want: "[fd00:10:96::/112 10.96.0.0/16]"},
+		{in: "10.96.0.0/16,10.97.0.0/16", wantErr: "one range per family"},
+		{in: "", wantErr: "no service CIDR"},
+		{in: "10.96.0.1/16", wantErr: "did you mean 10.96.0.0/16"},
+	} {
+		got, err := ParseServiceCIDRs([]string{tt.in})
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("ParseServiceCIDRs(%q) = %v, %v; want an error containing %q", tt.in, got, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("ParseServiceCIDRs(%q): %v", tt.in, err)
+			continue
+		}
+		if fmt.Sprint(got) != tt.want {
+			t.Errorf("ParseServiceCIDRs(%q) = %v, want %s", tt.in, got, tt.want)
+		}
 	}
 }
 

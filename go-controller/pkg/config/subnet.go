@@ -40,11 +40,14 @@ func ParseClusterSubnet(s string) (ClusterSubnet, error) {
 		}
 	}
 	maxLen := p.Addr().BitLen()
-	if p.Addr().Is4() && hostLen > 30 || p.Addr().Is6() && hostLen > 126 {
+	if p.Addr().Is6() && (hostLen < 64 || hostLen > 120) {
+		return ClusterSubnet{}, fmt.Errorf("cluster subnet %q: IPv6 host subnets are /64 to /120, not /%d", s, hostLen)
+	}
+	if p.Addr().Is4() && hostLen > 30 {
 		return ClusterSubnet{}, fmt.Errorf("cluster subnet %q: host subnet /%d leaves no room for gateway, management port and pods", s, hostLen)
 	}
-	if hostLen < p.Bits() || hostLen > maxLen {
-		return ClusterSubnet{}, fmt.Errorf("cluster subnet %q: host subnet length %d must be between the prefix length %d and %d", s, hostLen, p.Bits(), maxLen)
+	if hostLen <= p.Bits() || hostLen > maxLen {
+		return ClusterSubnet{}, fmt.Errorf("cluster subnet %q: host subnet length %d must be longer than the prefix length %d and at most %d", s, hostLen, p.Bits(), maxLen)
 	}
 	if hostLen-p.Bits() > 24 {
 		return ClusterSubnet{}, fmt.Errorf("cluster subnet %q: %d host subnet bits is more than the 24 supported (16M nodes)", s, hostLen-p.Bits())
@@ -78,7 +81,37 @@ func ParseClusterSubnets(values []string) ([]ClusterSubnet, error) {
 	if len(out) == 0 {
 		return nil, fmt.Errorf("no cluster subnet given")
 	}
-	return out, nil
+	cidrs := make([]netip.Prefix, len(out))
+	for i, cs := range out {
+		cidrs[i] = cs.CIDR
+	}
+	return out, onePerFamily(cidrs, "cluster subnets")
+}
+
+// ParseServiceCIDRs parses the service ranges: one per family, the
+// primary family first, as kube-apiserver's --service-cluster-ip-range.
+func ParseServiceCIDRs(values []string) ([]netip.Prefix, error) {
+	out, err := ParseCIDRs(values)
+	if err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no service CIDR given")
+	}
+	return out, onePerFamily(out, "service CIDRs")
+}
+
+// onePerFamily refuses a second range of a family: a cluster is IPv4,
+// IPv6 or dual-stack with one range of each, as Kubernetes' own flags.
+func onePerFamily(ranges []netip.Prefix, what string) error {
+	for i, a := range ranges {
+		for _, b := range ranges[:i] {
+			if a.Addr().Is4() == b.Addr().Is4() {
+				return fmt.Errorf("%s %s and %s are of one family: give one range per family (IPv4, IPv6, or both comma-separated, the primary first)", what, b, a)
+			}
+		}
+	}
+	return nil
 }
 
 // ParseCIDR parses a network prefix and insists that it is the network

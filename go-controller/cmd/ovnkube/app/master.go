@@ -291,7 +291,7 @@ func masterConfig(c *cli.Context) (config.Master, error) {
 	if cfg.ClusterSubnets, err = config.ParseClusterSubnets(c.StringSlice("cluster-subnet")); err != nil {
 		return cfg, flagError("cluster-subnet", err)
 	}
-	if cfg.ServiceCIDRs, err = config.ParseCIDRs(c.StringSlice("service-cidr")); err != nil {
+	if cfg.ServiceCIDRs, err = config.ParseServiceCIDRs(c.StringSlice("service-cidr")); err != nil {
 		return cfg, flagError("service-cidr", err)
 	}
 	if cfg.JoinSubnet, err = config.ParseCIDR(c.String("join-subnet")); err != nil {

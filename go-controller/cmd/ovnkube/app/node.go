@@ -72,7 +72,7 @@ func nodeConfig(c *cli.Context) (node.Config, config.Kube, error) {
 	if cfg.ClusterSubnets, err = clusterCIDRs(c); err != nil {
 		return cfg, config.Kube{}, err
 	}
-	if cfg.ServiceCIDRs, err = config.ParseCIDRs(c.StringSlice("service-cidr")); err != nil {
+	if cfg.ServiceCIDRs, err = config.ParseServiceCIDRs(c.StringSlice("service-cidr")); err != nil {
 		return cfg, config.Kube{}, flagError("service-cidr", err)
 	}
 	if s := c.String("minion-switch-subnet"); s != "" {
