@@ -62,6 +62,7 @@ func sel(kv ...string) *metav1.LabelSelector {
 // tracePod is what ovn-trace needs of a pod's port.
 type tracePod struct {
 	port, node, mac, ip string
+	ip6                 string // on a dual-stack cluster
 }
 
 // flow is one TCP packet for ovn-trace: from a pod's port to an address,
@@ -93,7 +94,13 @@ func (c *cluster) tracePods(specs ...[3]string) map[string]tracePod {
 		pn := c.podNetwork(ns, name)
 		port := ns + "_" + name
 		c.waitPort(node, port, nil)
-		pods[name] = tracePod{port: port, node: node, mac: pn.MAC.String(), ip: pn.IPs[0].Addr().String()}
+		tp := tracePod{port: port, node: node, mac: pn.MAC.String(), ip: pn.IPs[0].Addr().String()}
+		for _, ip := range pn.IPs[1:] {
+			if ip.Addr().Is6() {
+				tp.ip6 = ip.Addr().String()
+			}
+		}
+		pods[name] = tp
 	}
 	return pods
 }
@@ -104,8 +111,12 @@ func (tr *tracer) trace(f flow) (bool, string) {
 	if dstMAC == "" {
 		dstMAC = tr.routerMAC[f.from.node]
 	}
-	match := fmt.Sprintf(`inport == "%s" && eth.src == %s && eth.dst == %s && ip4.src == %s && ip4.dst == %s && ip.ttl == 64 && tcp && tcp.src == 33333 && tcp.dst == %d`,
-		f.from.port, f.from.mac, dstMAC, f.from.ip, f.dstIP, f.dport)
+	ip, src := "ip4", f.from.ip
+	if strings.Contains(f.dstIP, ":") {
+		ip, src = "ip6", f.from.ip6
+	}
+	match := fmt.Sprintf(`inport == "%s" && eth.src == %s && eth.dst == %s && %s.src == %s && %s.dst == %s && ip.ttl == 64 && tcp && tcp.src == 33333 && tcp.dst == %d`,
+		f.from.port, f.from.mac, dstMAC, ip, src, ip, f.dstIP, f.dport)
 	// Each conntrack zone the packet passes (one per port) takes the next
 	// --ct; past the last one ovn-trace assumes an established flow.
 	args := []string{"ovn-trace", "--db=unix:" + tr.c.ovn.SBSock}
@@ -245,6 +256,62 @@ func TestOVNTracePolicyVerdicts(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// to6 is to over IPv6 (dual-stack clusters).
+func (tr *tracer) to6(from, dst string, dport int) flow {
+	f := tr.to(from, dst, dport)
+	f.dstIP = tr.pods[dst].ip6
+	return f
+}
+
+// TestOVNTraceDualStackPolicyAndIsolation: on a dual-stack cluster, the
+// verdicts of namespace isolation and NetworkPolicy in the real SB are the
+// same over IPv6 as over IPv4: another tenant's pod is dropped (not let
+// through, as when only IPv4 was matched), an allowed peer is let in (not
+// dropped), and a pod that is no peer is dropped.
+func TestOVNTraceDualStackPolicyAndIsolation(t *testing.T) {
+	c := newCluster(t)
+	c.startMaster("--namespace-isolation", "--cluster-subnet", "10.244.0.0/16/24,fd00:10:244::/48/64")
+	c.createNode("n1", nil)
+	c.createNode("n2", nil) // the tracer knows both nodes' routers
+	c.namespace("a", nil)
+	c.namespace("c", nil)
+	c.createPod("a", "a1", "n1", withLabels("app", "a1"))
+	c.createPod("a", "a2", "n1", withLabels("role", "client"))
+	c.createPod("a", "a3", "n1")
+	c.createPod("c", "c1", "n1", withLabels("role", "client"))
+	pods := c.tracePods([3]string{"a", "a1", "n1"}, [3]string{"a", "a2", "n1"}, [3]string{"a", "a3", "n1"}, [3]string{"c", "c1", "n1"})
+	for name, p := range pods {
+		if p.ip6 == "" {
+			t.Fatalf("pod %s has no IPv6 address: %+v", name, p)
+		}
+	}
+	c.createPolicy("a", "clients", networkingv1.NetworkPolicySpec{
+		PodSelector: *sel("app", "a1"),
+		Ingress:     []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: sel("role", "client")}}}},
+	})
+	tr := newTracer(c, pods)
+	// Both isolation and the policy must be in force before a verdict means anything.
+	tr.expect("c1 → a1 over IPv6 dropped (other tenant)", tr.to6("c1", "a1", 80), false)
+	tr.expect("a3 → a1 over IPv6 dropped (not a peer)", tr.to6("a3", "a1", 80), false)
+	cases := []struct {
+		name    string
+		f       flow
+		allowed bool
+	}{
+		{"a2 → a1 over IPv6 (a peer)", tr.to6("a2", "a1", 80), true},
+		{"a2 → a1 over IPv4 (a peer)", tr.to("a2", "a1", 80), true},
+		{"c1 → a1 over IPv4 dropped (other tenant)", tr.to("c1", "a1", 80), false},
+		{"a3 → a1 over IPv4 dropped (not a peer)", tr.to("a3", "a1", 80), false},
+		{"a1 → a3 over IPv6 (same tenant, a3 not isolated)", tr.to6("a1", "a3", 80), true},
+		{"a1 → c1 over IPv6 dropped (other tenant)", tr.to6("a1", "c1", 80), false},
+	}
+	for _, tc := range cases {
+		if got, out := tr.trace(tc.f); got != tc.allowed {
+			t.Errorf("%s: allowed=%v, want %v\n%s", tc.name, got, tc.allowed, out)
+		}
+	}
 }
 
 // TestOVNTraceIsolationWithoutGlobalNamespace: isolation holds in a cluster

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb/ovndbtest"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/policy"
@@ -93,14 +94,24 @@ func (e *env) waitPortGroup(name string, pods ...string) *nbdb.PortGroup {
 	return pg
 }
 
-// waitAddressSet waits until the one address set of ours whose peers key is
-// key holds exactly addrs.
+// waitAddressSet waits until the one IPv4 address set of ours whose peers
+// key is key holds exactly addrs.
 func (e *env) waitAddressSet(key string, addrs ...string) {
 	e.t.Helper()
+	e.waitFamilySet(key, false, addrs...)
+}
+
+// waitFamilySet waits until the one address set of ours of a family whose
+// peers key is key holds exactly addrs.
+func (e *env) waitFamilySet(key string, v6 bool, addrs ...string) {
+	e.t.Helper()
 	sort.Strings(addrs)
-	harness.Eventually(e.t, 10*time.Second, "address set "+key, func() error {
+	fam := map[bool]string{false: "v4", true: "v6"}[v6]
+	harness.Eventually(e.t, 10*time.Second, "address set "+key+" ("+fam+")", func() error {
 		var sets []nbdb.AddressSet
-		_ = e.nb.WhereCache(func(a *nbdb.AddressSet) bool { return a.ExternalIDs[policy.PeersKey] == key }).List(context.Background(), &sets)
+		_ = e.nb.WhereCache(func(a *nbdb.AddressSet) bool {
+			return a.ExternalIDs[policy.PeersKey] == key && a.ExternalIDs[policy.FamilyKey] == fam
+		}).List(context.Background(), &sets)
 		if len(sets) != 1 {
 			return fmt.Errorf("%d address sets for %s", len(sets), key)
 		}
@@ -529,4 +540,93 @@ func TestPolicyOverALimitIsRefusedWithAnEvent(t *testing.T) {
 	if _, sets, _ := e.countRows(); sets != 0 {
 		t.Errorf("%d address sets for a refused policy", sets)
 	}
+}
+
+// dualStack makes e's cluster dual-stack (IPv4 primary).
+func (e *env) dualStack() {
+	e.t.Helper()
+	cs, err := config.ParseClusterSubnets([]string{"10.244.0.0/16/24", "fd00:10:244::/48/64"})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.cfg.ClusterSubnets = cs
+}
+
+// podIPOf is a pod's address of one family.
+func (e *env) podIPOf(ns, name string, v6 bool) string {
+	e.t.Helper()
+	for _, ip := range e.podNetwork(ns, name).IPs {
+		if ip.Addr().Is6() == v6 {
+			return ip.Addr().String()
+		}
+	}
+	e.t.Fatalf("pod %s/%s has no address of the family (IPv6 %v)", ns, name, v6)
+	return ""
+}
+
+// aclMatching waits for one ACL of ours whose match has every part.
+func (e *env) aclMatching(what string, parts ...string) {
+	e.t.Helper()
+	harness.Eventually(e.t, 10*time.Second, what, func() error {
+		var acls []nbdb.ACL
+		_ = e.nb.WhereCache(func(a *nbdb.ACL) bool {
+			for _, p := range parts {
+				if !strings.Contains(a.Match, p) {
+					return false
+				}
+			}
+			return true
+		}).List(context.Background(), &acls)
+		if len(acls) != 1 {
+			return fmt.Errorf("%d ACLs match %q", len(acls), parts)
+		}
+		return nil
+	})
+}
+
+// On a dual-stack cluster a policy's peers are an address set per family,
+// holding the peers' addresses of that family, and its rules match both
+// (IPv6 from allowed peers is let in, not dropped); the default deny lets
+// hairpin traffic in from both hairpin addresses; namespace isolation
+// drops other tenants in both families (IPv6 between tenants does not
+// pass). Every ACL names only rows that exist (checkReferences).
+func TestNetworkPolicyAndIsolationDualStack(t *testing.T) {
+	e := newEnv(t)
+	e.dualStack()
+	e.cfg.NamespaceIsolation = true
+	e.createNode("n1")
+	e.createNamespace("db", nil)
+	e.createNamespace("front", map[string]string{"team": "a"})
+	e.start()
+	e.createPod("db", "db1", "n1", labelled("app", "db"))
+	e.createPod("front", "c1", "n1", labelled("role", "client"))
+	e.createPolicy("db", "from-team-a", fromTeamA)
+
+	e.waitFamilySet(fromTeamAKey, false, e.podIPOf("front", "c1", false))
+	e.waitFamilySet(fromTeamAKey, true, e.podIPOf("front", "c1", true))
+	set := policy.PeerSet{Namespaces: labels.SelectorFromSet(labels.Set{"team": "a"}), Pods: labels.SelectorFromSet(labels.Set{"role": "client"})}.Name()
+	e.aclMatching("the policy's rule in both families", "@"+policy.PolicyPortGroup("db", "from-team-a"),
+		"ip4.src == $"+set+" ", "ip6.src == $"+set+topology.V6SetSuffix)
+	e.aclMatching("hairpin in both families", "@"+policy.DefaultDenyPortGroup("db", policy.Ingress),
+		"ip4.src == "+topology.HairpinSNATIP, "ip6.src == "+topology.HairpinSNATIPv6)
+
+	tenantSet := func(tenant string, v6 bool, addrs ...string) {
+		t.Helper()
+		harness.Eventually(t, 10*time.Second, "tenant "+tenant+" addresses", func() error {
+			as := &nbdb.AddressSet{Name: topology.FamilySetName(policy.TenantAddressSet(tenant), v6)}
+			if err := e.nb.Get(context.Background(), as); err != nil {
+				return err
+			}
+			if !slices.Equal(as.Addresses, addrs) {
+				return fmt.Errorf("addresses %v, want %v", as.Addresses, addrs)
+			}
+			return nil
+		})
+	}
+	tenantSet("db", false, e.podIPOf("db", "db1", false))
+	tenantSet("db", true, e.podIPOf("db", "db1", true))
+	tenantSet(policy.GlobalTenant, true) // named by the isolation ACL: exists, empty
+	e.aclMatching("isolation in both families", "@"+policy.TenantPortGroup("db"),
+		"ip4.src == 10.244.0.0/16", "ip4.src != {$mt.db, $mt_global}",
+		"ip6.src == fd00:10:244::/48", "ip6.src != {$mt.db_v6, $mt_global_v6}")
 }

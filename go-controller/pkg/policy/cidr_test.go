@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
 
 func prefixes(ss ...string) []netip.Prefix {
@@ -75,11 +77,11 @@ func TestPolicyLimits(t *testing.T) {
 		}
 		return out
 	}
-	ok := Policy(np(networkingv1.NetworkPolicySpec{Ingress: []networkingv1.NetworkPolicyIngressRule{{From: many(MaxPeersPerPolicy)}}}), noResolve, Logging{})
+	ok := Policy(np(networkingv1.NetworkPolicySpec{Ingress: []networkingv1.NetworkPolicyIngressRule{{From: many(MaxPeersPerPolicy)}}}), noResolve, Logging{}, topology.IPv4Only)
 	if ok.Refused != "" || len(ok.PeerSets) != MaxPeersPerPolicy {
 		t.Fatalf("a policy at the limit: refused %q, %d sets", ok.Refused, len(ok.PeerSets))
 	}
-	over := Policy(np(networkingv1.NetworkPolicySpec{Ingress: []networkingv1.NetworkPolicyIngressRule{{From: many(MaxPeersPerPolicy + 1)}}}), noResolve, Logging{})
+	over := Policy(np(networkingv1.NetworkPolicySpec{Ingress: []networkingv1.NetworkPolicyIngressRule{{From: many(MaxPeersPerPolicy + 1)}}}), noResolve, Logging{}, topology.IPv4Only)
 	if over.Refused == "" || len(over.ACLs) != 0 || len(over.PeerSets) != 0 || !over.Ingress {
 		t.Fatalf("a policy over the limit: refused %q, %d ACLs, %d sets, ingress %v", over.Refused, len(over.ACLs), len(over.PeerSets), over.Ingress)
 	}
@@ -92,7 +94,7 @@ func TestPolicyLimits(t *testing.T) {
 		return out
 	}
 	named := Policy(np(networkingv1.NetworkPolicySpec{Ingress: []networkingv1.NetworkPolicyIngressRule{{
-		Ports: []networkingv1.NetworkPolicyPort{port(corev1.ProtocolTCP, intstr.FromString("http"))}}}}), numbers, Logging{})
+		Ports: []networkingv1.NetworkPolicyPort{port(corev1.ProtocolTCP, intstr.FromString("http"))}}}}), numbers, Logging{}, topology.IPv4Only)
 	if named.Refused == "" || len(named.ACLs) != 0 {
 		t.Fatalf("a policy of %d ACLs: refused %q, %d ACLs", MaxACLsPerPolicy+1, named.Refused, len(named.ACLs))
 	}
@@ -101,7 +103,7 @@ func TestPolicyLimits(t *testing.T) {
 		except = append(except, fmt.Sprintf("10.0.%d.0/24", i))
 	}
 	blk := Policy(np(networkingv1.NetworkPolicySpec{Ingress: []networkingv1.NetworkPolicyIngressRule{{
-		From: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/8", Except: except}}}}}}), noResolve, Logging{})
+		From: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/8", Except: except}}}}}}), noResolve, Logging{}, topology.IPv4Only)
 	if len(blk.ACLs) != 0 || len(blk.Problems) != 1 {
 		t.Fatalf("an ipBlock with %d exceptions: %d ACLs, problems %v", len(except), len(blk.ACLs), blk.Problems)
 	}

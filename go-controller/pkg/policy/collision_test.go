@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/slim"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
 
 // A peer set's name is the full SHA-256 of its selector's canonical text:
@@ -51,7 +52,7 @@ func TestCollidingPeerSetNamesAreRefused(t *testing.T) {
 			{From: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "192.0.2.0/24"}}}},
 		}})
 		p.Namespace = ns
-		r := Policy(p, noResolve, Logging{})
+		r := Policy(p, noResolve, Logging{}, topology.IPv4Only)
 		return &r
 	}
 	a, b := from("a", "db"), from("b", "web")
@@ -90,7 +91,7 @@ func TestNamedPortIndex(t *testing.T) {
 	naming := func(name string) *Rows {
 		r := Policy(np(networkingv1.NetworkPolicySpec{Egress: []networkingv1.NetworkPolicyEgressRule{{
 			Ports: []networkingv1.NetworkPolicyPort{port(corev1.ProtocolTCP, intstr.FromString(name))}}},
-			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}}), noResolve, Logging{})
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}}), noResolve, Logging{}, topology.IPv4Only)
 		return &r
 	}
 	c.register("a/http", naming("http"))

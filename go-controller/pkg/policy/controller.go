@@ -63,6 +63,7 @@ type Options struct {
 // change, and each sync sends only the members that differ.
 type Controller struct {
 	opts      Options
+	fams      topology.Families // of opts.ClusterSubnets
 	log       logr.Logger
 	nb        libovsdbclient.Client
 	commit    CommitFunc
@@ -115,6 +116,7 @@ type policyEntry struct {
 func New(factory informers.SharedInformerFactory, nb libovsdbclient.Client, commit CommitFunc, opts Options, log logr.Logger, maxDelay time.Duration) *Controller {
 	c := &Controller{
 		opts:      opts,
+		fams:      topology.FamiliesOf(opts.ClusterSubnets),
 		log:       log,
 		nb:        nb,
 		commit:    commit,
@@ -173,7 +175,7 @@ func (c *Controller) Resync() int { return c.enqueueAll(c.queue.Resync) }
 func (c *Controller) registerAll() {
 	nps, _ := c.npLister.List(labels.Everything())
 	for _, np := range nps {
-		rows := Policy(np, c.resolve, Logging{})
+		rows := Policy(np, c.resolve, Logging{}, c.fams)
 		c.register(np.Namespace+"/"+np.Name, &rows)
 	}
 }
@@ -339,7 +341,7 @@ func (c *Controller) syncPolicy(ctx context.Context, key string) error {
 			t.Delete(pg) // its ACLs go with it
 		}
 	} else {
-		rows := Policy(np, c.resolve, c.logging(ns))
+		rows := Policy(np, c.resolve, c.logging(ns), c.fams)
 		for _, p := range rows.Problems {
 			c.log.Info("ignoring part of a network policy", "policy", key, "problem", p)
 		}
@@ -398,34 +400,39 @@ func (c *Controller) commitTxn(ctx context.Context, t *ovndb.Txn) error {
 	return c.commit(ctx, ops)
 }
 
-// ensurePeerSet creates a peer address set that does not exist yet, with its
-// members; an existing one recording this selector is kept up to date by
-// its own key, and one recording another is rewritten here, never reused.
+// ensurePeerSet creates a peer address set's rows (one per family) that do
+// not exist yet, with their members; an existing one recording this
+// selector is kept up to date by its own key, and one recording another is
+// rewritten here, never reused.
 func (c *Controller) ensurePeerSet(t *ovndb.Txn, s PeerSet) {
-	cached := ovndb.Lookup(t, &nbdb.AddressSet{Name: s.Name()})
-	if cached != nil && cached.ExternalIDs[PeersKey] == s.Key() {
-		return
+	for _, v6 := range []bool{false, true} {
+		if !c.fams.Has(v6) {
+			continue
+		}
+		cached := ovndb.Lookup(t, &nbdb.AddressSet{Name: topology.FamilySetName(s.Name(), v6)})
+		if cached != nil && cached.ExternalIDs[PeersKey] == s.Key() {
+			continue
+		}
+		ensureAddressSet(t, cached, s.AddressSet(v6, c.members(s, v6)))
 	}
-	ensureAddressSet(t, cached, s.AddressSet(c.members(s)))
 }
 
-// syncPeers makes one peer address set hold the addresses of exactly the
-// pods it selects, or deletes it when no policy names it.
+// syncPeers makes one peer address set's rows hold the addresses of
+// exactly the pods it selects, one row per family of the cluster, or
+// deletes them when no policy names the set.
 func (c *Controller) syncPeers(ctx context.Context, name string) error {
 	c.mu.RLock()
 	e := c.sets[name]
 	c.mu.RUnlock()
 	t := ovndb.NewTxn(c.nb)
-	cached := ovndb.Lookup(t, &nbdb.AddressSet{Name: name})
-	switch {
-	case e == nil && cached != nil:
-		if ownedBy(cached.ExternalIDs, topology.Owner{Type: OwnerPeers, Name: name}) {
+	for _, v6 := range []bool{false, true} {
+		cached := ovndb.Lookup(t, &nbdb.AddressSet{Name: topology.FamilySetName(name, v6)})
+		switch {
+		case e != nil && c.fams.Has(v6):
+			ensureAddressSet(t, cached, e.set.AddressSet(v6, c.members(e.set, v6)))
+		case cached != nil && ownedBy(cached.ExternalIDs, topology.Owner{Type: OwnerPeers, Name: name}):
 			t.Delete(cached)
 		}
-	case e != nil && cached == nil:
-		c.ensurePeerSet(t, e.set)
-	case e != nil:
-		ensureAddressSet(t, cached, e.set.AddressSet(c.members(e.set)))
 	}
 	if err := c.commitTxn(ctx, t); err != nil {
 		return fmt.Errorf("address set %s: %w", name, err)
@@ -446,13 +453,11 @@ func ensureAddressSet(t *ovndb.Txn, cached, want *nbdb.AddressSet) {
 	t.SetMembers(cached, &cached.Addresses, addrs)
 }
 
-// members are the addresses of the networked pods a set selects.
-func (c *Controller) members(s PeerSet) []string {
+// members are the addresses of one family of the networked pods a set selects.
+func (c *Controller) members(s PeerSet, v6 bool) []string {
 	var out []string
 	for _, p := range c.podsIn(s) {
-		for _, ip := range podIPs(p) {
-			out = append(out, ip)
-		}
+		out = append(out, podIPs(p, v6)...)
 	}
 	sort.Strings(out)
 	return slices.Compact(out)
@@ -487,7 +492,7 @@ func (c *Controller) resolve(s PeerSet, name string, proto corev1.Protocol) []in
 	seen := map[int32]bool{}
 	var out []int32
 	for _, p := range c.podsIn(s) {
-		if n, ok := p.ContainerPort(name, proto); ok && !seen[n] && len(podIPs(p)) > 0 {
+		if n, ok := p.ContainerPort(name, proto); ok && !seen[n] && len(podAddrs(p)) > 0 {
 			seen[n] = true
 			out = append(out, n)
 		}
@@ -495,9 +500,10 @@ func (c *Controller) resolve(s PeerSet, name string, proto corev1.Protocol) []in
 	return out
 }
 
-// podIPs are the IPv4 addresses the master gave a pod that is networked
-// now; finished pods' addresses go back to the pool, so they never count.
-func podIPs(p *slim.Pod) []string {
+// podAddrs are the addresses (of both families) the master gave a pod that
+// is networked now; finished pods' addresses go back to the pool, so they
+// never count.
+func podAddrs(p *slim.Pod) []netip.Addr {
 	if !p.Networked() || !p.Annotated {
 		return nil
 	}
@@ -505,10 +511,19 @@ func podIPs(p *slim.Pod) []string {
 	if err != nil || !pn.WrittenFor(string(p.UID)) {
 		return nil
 	}
-	var out []string
+	out := make([]netip.Addr, 0, len(pn.IPs))
 	for _, ip := range pn.IPs {
-		if ip.Addr().Is4() {
-			out = append(out, ip.Addr().String())
+		out = append(out, ip.Addr())
+	}
+	return out
+}
+
+// podIPs are a pod's addresses of one family (see podAddrs).
+func podIPs(p *slim.Pod, v6 bool) []string {
+	var out []string
+	for _, a := range podAddrs(p) {
+		if a.Is6() == v6 {
+			out = append(out, a.String())
 		}
 	}
 	return out
@@ -567,7 +582,7 @@ func (c *Controller) syncNamespace(ctx context.Context, ns string) error {
 	nps, _ := c.npLister.NetworkPolicies(ns).List(labels.Everything())
 	var in, eg []labels.Selector
 	for _, np := range nps {
-		rows := Policy(np, noResolve, Logging{})
+		rows := Policy(np, noResolve, Logging{}, c.fams)
 		if rows.Ingress {
 			in = append(in, rows.PodSelector)
 		}
@@ -585,7 +600,7 @@ func (c *Controller) syncNamespace(ctx context.Context, ns string) error {
 			}
 			continue
 		}
-		pg, acls := DefaultDeny(ns, d, log)
+		pg, acls := DefaultDeny(ns, d, log, c.fams)
 		c.ensurePortGroup(t, pg, acls, c.selectedPorts(t, ns, func(p *slim.Pod) bool {
 			return slices.ContainsFunc(sels, func(s labels.Selector) bool { return s.Matches(labels.Set(p.Labels)) })
 		}))
@@ -665,7 +680,7 @@ func (c *Controller) podChanged(old, cur *slim.Pod) {
 	if len(c.nsSets[pod.Namespace]) == 0 && len(c.crossSets) == 0 {
 		return
 	}
-	oldIPs, curIPs := old != nil && len(podIPs(old)) > 0, cur != nil && len(podIPs(cur)) > 0
+	oldIPs, curIPs := old != nil && len(podAddrs(old)) > 0, cur != nil && len(podAddrs(cur)) > 0
 	check := func(name string) {
 		e := c.sets[name]
 		was := oldIPs && e.set.Selects(old, nsLabels)
@@ -731,7 +746,7 @@ func sameIPs(a, b *slim.Pod) bool {
 		a.Annotated == b.Annotated && a.Networks == b.Networks {
 		return true
 	}
-	return slices.Equal(podIPs(a), podIPs(b))
+	return slices.Equal(podAddrs(a), podAddrs(b))
 }
 
 func portsEqual(a, b *slim.Pod) bool { return slices.Equal(a.NamedPorts, b.NamedPorts) }

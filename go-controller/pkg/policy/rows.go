@@ -158,11 +158,49 @@ func (p PeerSet) Selects(pod *slim.Pod, nsLabels labels.Set) bool {
 	return true
 }
 
-// AddressSet is the set's row, with the given addresses.
-func (p PeerSet) AddressSet(addrs []string) *nbdb.AddressSet {
+// AddressSet is the set's row of one family (see topology.FamilySetName),
+// with the given addresses of that family.
+func (p PeerSet) AddressSet(v6 bool, addrs []string) *nbdb.AddressSet {
 	ids := topology.Owner{Type: OwnerPeers, Name: p.Name()}.ExternalIDs()
 	ids[PeersKey] = p.Key()
-	return &nbdb.AddressSet{Name: p.Name(), Addresses: addrs, ExternalIDs: ids}
+	ids[FamilyKey] = familyName(v6)
+	return &nbdb.AddressSet{Name: topology.FamilySetName(p.Name(), v6), Addresses: addrs, ExternalIDs: ids}
+}
+
+// FamilyKey is the external_id saying which family an address set holds
+// (upstream's key and values).
+const FamilyKey = "k8s.ovn.org/ip-family"
+
+func familyName(v6 bool) string {
+	if v6 {
+		return "v6"
+	}
+	return "v4"
+}
+
+// addrMatch matches the packet's field ("src" or "dst") against address
+// sets, named by their IPv4 names, in each of the cluster's families.
+func addrMatch(fams topology.Families, field string, sets []string) string {
+	var clauses []string
+	for _, v6 := range []bool{false, true} {
+		if !fams.Has(v6) {
+			continue
+		}
+		refs := make([]string, len(sets))
+		for i, s := range sets {
+			refs[i] = "$" + topology.FamilySetName(s, v6)
+		}
+		clauses = append(clauses, ipField(v6, field)+" == "+setOf(refs))
+	}
+	return or(clauses...)
+}
+
+// ipField is the match field of an address of one family ("src", "dst").
+func ipField(v6 bool, field string) string {
+	if v6 {
+		return "ip6." + field
+	}
+	return "ip4." + field
 }
 
 // Resolver lists the distinct numbers a named port has among the pods of a
@@ -208,7 +246,7 @@ func (r *Rows) dropCollisions(names []string) {
 	r.PeerSets = slices.DeleteFunc(r.PeerSets, func(s PeerSet) bool { return bad[s.Name()] })
 	r.ACLs = slices.DeleteFunc(r.ACLs, func(a *nbdb.ACL) bool {
 		sets, _ := topology.MatchReferences(a.Match)
-		return slices.ContainsFunc(sets, func(n string) bool { return bad[n] })
+		return slices.ContainsFunc(sets, func(n string) bool { return bad[strings.TrimSuffix(n, topology.V6SetSuffix)] })
 	})
 	for _, n := range names {
 		r.Problems = append(r.Problems, fmt.Sprintf("address set %s: its name is another peer selector's", n))
@@ -216,8 +254,9 @@ func (r *Rows) dropCollisions(names []string) {
 }
 
 // Policy computes a policy's rows. resolve answers named ports; log is its
-// namespace's ACL logging.
-func Policy(np *networkingv1.NetworkPolicy, resolve Resolver, log Logging) Rows {
+// namespace's ACL logging; fams are the cluster's IP families, each of
+// which its peers are matched in.
+func Policy(np *networkingv1.NetworkPolicy, resolve Resolver, log Logging, fams topology.Families) Rows {
 	pg := PolicyPortGroup(np.Namespace, np.Name)
 	key := np.Namespace + "/" + np.Name
 	r := Rows{PortGroup: &nbdb.PortGroup{Name: pg, ExternalIDs: topology.Owner{Type: OwnerPolicy, Name: key}.ExternalIDs()}}
@@ -232,7 +271,7 @@ func Policy(np *networkingv1.NetworkPolicy, resolve Resolver, log Logging) Rows 
 		r.refuse(why)
 		return r
 	}
-	b := builder{policy: np, key: key, pg: pg, resolve: resolve, log: log, rows: &r, seen: map[string]bool{}}
+	b := builder{policy: np, key: key, pg: pg, resolve: resolve, log: log, fams: fams, rows: &r, seen: map[string]bool{}}
 	if r.Ingress {
 		for i, rule := range np.Spec.Ingress {
 			b.rule(Ingress, i, rule.From, rule.Ports)
@@ -271,6 +310,7 @@ type builder struct {
 	key, pg string
 	resolve Resolver
 	log     Logging
+	fams    topology.Families
 	rows    *Rows
 	seen    map[string]bool // peer set names already listed
 }
@@ -303,7 +343,7 @@ func (b *builder) namedPortACLs(d Direction, where string, np namedPortRef, sets
 			t.Port = &NamedPort{Name: np.name, Protocol: np.proto, Number: n}
 			b.addSet(t)
 			b.acl(d, fmt.Sprintf("%s/port:%s/%s/%d", where, np.name, np.proto, n),
-				and(peerClause, "ip4.dst == $"+t.Name(), portMatch(np.proto, n, 0)))
+				and(peerClause, addrMatch(b.fams, "dst", []string{t.Name()}), portMatch(np.proto, n, 0)))
 		}
 		return
 	}
@@ -322,10 +362,10 @@ func (b *builder) namedPortACLs(d Direction, where string, np namedPortRef, sets
 		var names []string
 		for _, t := range numbers[n] {
 			b.addSet(t)
-			names = append(names, "$"+t.Name())
+			names = append(names, t.Name())
 		}
 		b.acl(d, fmt.Sprintf("%s/port:%s/%s/%d", where, np.name, np.proto, n),
-			and("ip4.dst == "+setOf(names), portMatch(np.proto, n, 0)))
+			and(addrMatch(b.fams, "dst", names), portMatch(np.proto, n, 0)))
 	}
 }
 
@@ -390,10 +430,10 @@ func (b *builder) peerClause(d Direction, sets []PeerSet, blocks [][]netip.Prefi
 	var clauses, names []string
 	for _, s := range sets {
 		b.addSet(s)
-		names = append(names, "$"+s.Name())
+		names = append(names, s.Name())
 	}
 	if len(names) > 0 {
-		clauses = append(clauses, "ip4."+field+" == "+setOf(names))
+		clauses = append(clauses, addrMatch(b.fams, field, names))
 	}
 	for _, blk := range blocks {
 		clauses = append(clauses, blockClause(field, blk))
@@ -424,15 +464,11 @@ func blockPrefixes(blk *networkingv1.IPBlock) ([]netip.Prefix, error) {
 
 // blockClause matches the remote address against an ipBlock's prefixes.
 func blockClause(field string, prefixes []netip.Prefix) string {
-	fam := "ip4."
-	if prefixes[0].Addr().Is6() {
-		fam = "ip6."
-	}
 	var items []string
 	for _, p := range prefixes {
 		items = append(items, p.String())
 	}
-	return fam + field + " == " + setOf(items)
+	return ipField(prefixes[0].Addr().Is6(), field) + " == " + setOf(items)
 }
 
 // NamedPortKey identifies a named port of a protocol.
@@ -547,8 +583,9 @@ func aclName(s string) *string {
 
 // DefaultDeny computes a namespace's default-deny port group for direction
 // d (without ports) and its ACLs: drop everything, except ARP/ND and
-// (ingress) the pod's own traffic coming back through a service (hairpin).
-func DefaultDeny(namespace string, d Direction, log Logging) (*nbdb.PortGroup, []*nbdb.ACL) {
+// (ingress) the pod's own traffic coming back through a service (hairpin,
+// from the hairpin address of each of the cluster's families).
+func DefaultDeny(namespace string, d Direction, log Logging, fams topology.Families) (*nbdb.PortGroup, []*nbdb.ACL) {
 	pg := DefaultDenyPortGroup(namespace, d)
 	owner := topology.Owner{Type: OwnerNamespace, Name: namespace}
 	port := "outport"
@@ -560,7 +597,14 @@ func DefaultDeny(namespace string, d Direction, log Logging) (*nbdb.PortGroup, [
 		NewACL(d, PriorityAlways, port+" == @"+pg+" && (arp || nd)", nbdb.ACLActionAllow, owner, string(d)+"/arp", "", ""),
 	}
 	if d == Ingress {
-		acls = append(acls, NewACL(d, PriorityAlways, port+" == @"+pg+" && ip4.src == "+topology.HairpinSNATIP,
+		var hairpin []string
+		if fams.V4 {
+			hairpin = append(hairpin, "ip4.src == "+topology.HairpinSNATIP)
+		}
+		if fams.V6 {
+			hairpin = append(hairpin, "ip6.src == "+topology.HairpinSNATIPv6)
+		}
+		acls = append(acls, NewACL(d, PriorityAlways, and(port+" == @"+pg, or(hairpin...)),
 			nbdb.ACLActionAllowRelated, owner, string(d)+"/hairpin", "", ""))
 	}
 	return &nbdb.PortGroup{Name: pg, ExternalIDs: owner.ExternalIDs()}, acls

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/slim"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -157,7 +158,7 @@ func TestPolicyACLs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rows := Policy(np(tt.spec), resolve, Logging{})
+			rows := Policy(np(tt.spec), resolve, Logging{}, topology.IPv4Only)
 			if len(rows.Problems) > 0 {
 				t.Fatalf("problems: %v", rows.Problems)
 			}
@@ -197,7 +198,7 @@ func TestPolicyRowsIndependentOfPods(t *testing.T) {
 	spec := networkingv1.NetworkPolicySpec{Ingress: []networkingv1.NetworkPolicyIngressRule{{
 		From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: sel("team", "a")}},
 	}}}
-	a := Policy(np(spec), noResolve, Logging{})
+	a := Policy(np(spec), noResolve, Logging{}, topology.IPv4Only)
 	if len(a.ACLs) != 1 || len(a.PeerSets) != 1 {
 		t.Fatalf("ACLs %d, sets %d; want 1 and 1", len(a.ACLs), len(a.PeerSets))
 	}
@@ -209,7 +210,7 @@ func TestPeerSetsShared(t *testing.T) {
 	mk := func(ns, name string, peer networkingv1.NetworkPolicyPeer) string {
 		p := np(networkingv1.NetworkPolicySpec{Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{peer}}}})
 		p.Namespace, p.Name = ns, name
-		rows := Policy(p, noResolve, Logging{})
+		rows := Policy(p, noResolve, Logging{}, topology.IPv4Only)
 		return rows.PeerSets[0].Name()
 	}
 	a := mk("x", "one", networkingv1.NetworkPolicyPeer{PodSelector: sel("app", "db")})
@@ -223,7 +224,7 @@ func TestPeerSetsShared(t *testing.T) {
 }
 
 func TestDefaultDeny(t *testing.T) {
-	pg, acls := DefaultDeny("web-ns", Ingress, Logging{Deny: "alert", Meter: "acl-logging"})
+	pg, acls := DefaultDeny("web-ns", Ingress, Logging{Deny: "alert", Meter: "acl-logging"}, topology.IPv4Only)
 	if pg.Name != "ns.web_ns.ingressDefaultDeny" {
 		t.Fatalf("name %q", pg.Name)
 	}
@@ -244,7 +245,7 @@ func TestDefaultDeny(t *testing.T) {
 	if len(want) > 0 {
 		t.Errorf("missing ACLs: %v", want)
 	}
-	_, eg := DefaultDeny("web-ns", Egress, Logging{})
+	_, eg := DefaultDeny("web-ns", Egress, Logging{}, topology.IPv4Only)
 	for _, a := range eg {
 		if a.Direction != "from-lport" || a.Options["apply-after-lb"] != "true" || !strings.HasPrefix(a.Match, "inport == @ns.web_ns.egressDefaultDeny") {
 			t.Errorf("egress ACL %+v", a)
@@ -266,5 +267,49 @@ func TestPeerSetSelects(t *testing.T) {
 	named.Port.Number = 5433
 	if named.Selects(pod, nil) {
 		t.Error("named port with another number")
+	}
+}
+
+// In each of the cluster's families a rule's peers are matched against
+// that family's address sets (the IPv6 row named with "_v6"), named ports
+// too; ipBlocks keep their own family; rows are made per family.
+func TestPolicyFamilies(t *testing.T) {
+	spec := networkingv1.NetworkPolicySpec{
+		Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{
+			{PodSelector: sel("app", "web")},
+			{IPBlock: &networkingv1.IPBlock{CIDR: "2001:db8::/64"}},
+		}}},
+		Egress: []networkingv1.NetworkPolicyEgressRule{{Ports: []networkingv1.NetworkPolicyPort{port(corev1.ProtocolTCP, intstr.FromString("http"))}}},
+	}
+	resolve := func(PeerSet, string, corev1.Protocol) []int32 { return []int32{8080} }
+	set := PeerSet{Namespace: "web-ns", Pods: labels.SelectorFromSet(labels.Set{"app": "web"})}.Name()
+	every := PeerSet{Namespaces: labels.Everything(), Pods: labels.Everything(), Port: &NamedPort{Name: "http", Protocol: corev1.ProtocolTCP, Number: 8080}}.Name()
+	for _, tt := range []struct {
+		fams            topology.Families
+		ingress, egress string
+	}{
+		{topology.IPv4Only,
+			"outport == @np.web_ns.allow_db && (ip4.src == $" + set + " || ip6.src == 2001:db8::/64)",
+			"inport == @np.web_ns.allow_db && ip4.dst == $" + every + " && tcp && tcp.dst == 8080"},
+		{topology.Families{V6: true},
+			"outport == @np.web_ns.allow_db && (ip6.src == $" + set + "_v6 || ip6.src == 2001:db8::/64)",
+			"inport == @np.web_ns.allow_db && ip6.dst == $" + every + "_v6 && tcp && tcp.dst == 8080"},
+		{topology.Families{V4: true, V6: true},
+			"outport == @np.web_ns.allow_db && ((ip4.src == $" + set + " || ip6.src == $" + set + "_v6) || ip6.src == 2001:db8::/64)",
+			"inport == @np.web_ns.allow_db && (ip4.dst == $" + every + " || ip6.dst == $" + every + "_v6) && tcp && tcp.dst == 8080"},
+	} {
+		r := Policy(np(spec), resolve, Logging{}, tt.fams)
+		if len(r.ACLs) != 2 || r.ACLs[0].Match != tt.ingress || r.ACLs[1].Match != tt.egress {
+			var got []string
+			for _, a := range r.ACLs {
+				got = append(got, a.Match)
+			}
+			t.Errorf("%+v: matches\n%s\nwant\n%s\n%s", tt.fams, strings.Join(got, "\n"), tt.ingress, tt.egress)
+		}
+	}
+	s := PeerSet{Namespace: "web-ns", Pods: labels.Everything()}
+	if a4, a6 := s.AddressSet(false, []string{"10.244.1.5"}), s.AddressSet(true, []string{"fd00::5"}); a4.Name != s.Name() ||
+		a6.Name != s.Name()+"_v6" || a4.ExternalIDs[FamilyKey] != "v4" || a6.ExternalIDs[FamilyKey] != "v6" || a6.ExternalIDs[PeersKey] != s.Key() {
+		t.Errorf("rows %+v and %+v", a4, a6)
 	}
 }

@@ -112,8 +112,9 @@ func resolveInto(memo map[string]string, ns string, spec func(string) TenantSpec
 // TenantPortGroup holds the ports of a tenant's pods.
 func TenantPortGroup(tenant string) string { return "mt." + identifier(tenant) }
 
-// TenantAddressSet holds the addresses of a tenant's pods; the global
-// tenant's is named apart from any namespace's.
+// TenantAddressSet holds the addresses of a tenant's pods (its IPv4 row;
+// see topology.FamilySetName); the global tenant's is named apart from any
+// namespace's.
 func TenantAddressSet(tenant string) string {
 	if tenant == GlobalTenant {
 		return "mt_global"
@@ -122,27 +123,38 @@ func TenantAddressSet(tenant string) string {
 }
 
 // TenantRows are an isolated tenant's port group (without ports) and the
-// ACL dropping what comes from other tenants' pods; the address set is
-// TenantAddressSet's, owned with them.
+// ACL dropping what comes from other tenants' pods, in every family of the
+// cluster subnets; the address sets are TenantAddressSet's, owned with
+// them.
 func TenantRows(tenant string, clusterSubnets []netip.Prefix) (*nbdb.PortGroup, []*nbdb.ACL) {
 	owner := topology.Owner{Type: OwnerTenant, Name: tenant}
 	pg := &nbdb.PortGroup{Name: TenantPortGroup(tenant), ExternalIDs: owner.ExternalIDs()}
-	var cidrs []string
-	for _, s := range clusterSubnets {
-		if s.Addr().Is4() {
-			cidrs = append(cidrs, s.Masked().String())
-		}
-	}
-	if tenant == GlobalTenant || len(cidrs) == 0 {
+	if tenant == GlobalTenant || len(clusterSubnets) == 0 {
 		return pg, nil
 	}
-	match := and("outport == @"+pg.Name, "ip4.src == "+setOf(cidrs),
-		"ip4.src != {$"+TenantAddressSet(tenant)+", $"+TenantAddressSet(GlobalTenant)+"}")
+	var clauses []string
+	for _, v6 := range []bool{false, true} {
+		var cidrs []string
+		for _, s := range clusterSubnets {
+			if s.Addr().Is6() == v6 {
+				cidrs = append(cidrs, s.Masked().String())
+			}
+		}
+		if len(cidrs) == 0 {
+			continue
+		}
+		src := ipField(v6, "src")
+		clauses = append(clauses, and(src+" == "+setOf(cidrs),
+			src+" != {$"+topology.FamilySetName(TenantAddressSet(tenant), v6)+", $"+topology.FamilySetName(TenantAddressSet(GlobalTenant), v6)+"}"))
+	}
+	match := and("outport == @"+pg.Name, or(clauses...))
 	return pg, []*nbdb.ACL{NewACL(Ingress, PriorityIsolation, match, nbdb.ACLActionDrop, owner, "isolation", "", "")}
 }
 
-// TenantAddressSetRow is a tenant's address set row with these addresses.
-func TenantAddressSetRow(tenant string, addrs []string) *nbdb.AddressSet {
-	return &nbdb.AddressSet{Name: TenantAddressSet(tenant), Addresses: addrs,
-		ExternalIDs: topology.Owner{Type: OwnerTenant, Name: tenant}.ExternalIDs()}
+// TenantAddressSetRow is a tenant's address set row of one family with
+// these addresses of that family.
+func TenantAddressSetRow(tenant string, v6 bool, addrs []string) *nbdb.AddressSet {
+	ids := topology.Owner{Type: OwnerTenant, Name: tenant}.ExternalIDs()
+	ids[FamilyKey] = familyName(v6)
+	return &nbdb.AddressSet{Name: topology.FamilySetName(TenantAddressSet(tenant), v6), Addresses: addrs, ExternalIDs: ids}
 }

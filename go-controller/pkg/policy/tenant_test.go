@@ -49,6 +49,23 @@ func TestTenantRows(t *testing.T) {
 	if _, acls := TenantRows(GlobalTenant, []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}); len(acls) != 0 {
 		t.Errorf("global tenant gets ACLs %v", acls)
 	}
+	// Each family of the cluster is isolated by that family's sets.
+	for _, tt := range []struct {
+		subnets []string
+		want    string
+	}{
+		{[]string{"fd00:10:244::/48"}, "outport == @mt.web_ns && ip6.src == fd00:10:244::/48 && ip6.src != {$mt.web_ns_v6, $mt_global_v6}"},
+		{[]string{"10.244.0.0/16", "fd00:10:244::/48"}, "outport == @mt.web_ns && ((ip4.src == 10.244.0.0/16 && ip4.src != {$mt.web_ns, $mt_global}) || " +
+			"(ip6.src == fd00:10:244::/48 && ip6.src != {$mt.web_ns_v6, $mt_global_v6}))"},
+	} {
+		var subnets []netip.Prefix
+		for _, s := range tt.subnets {
+			subnets = append(subnets, netip.MustParsePrefix(s))
+		}
+		if _, acls := TenantRows("web-ns", subnets); len(acls) != 1 || acls[0].Match != tt.want {
+			t.Errorf("subnets %v: ACLs %v\nwant match %q", tt.subnets, acls, tt.want)
+		}
+	}
 }
 
 // A chain of n joined namespaces is resolved with n spec look-ups in all

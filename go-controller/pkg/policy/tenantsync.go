@@ -103,7 +103,6 @@ func (c *Controller) syncTenant(ctx context.Context, tenant string) error {
 	}
 	owner := topology.Owner{Type: OwnerTenant, Name: tenant}
 	t := ovndb.NewTxn(c.nb)
-	cachedSet := ovndb.Lookup(t, &nbdb.AddressSet{Name: TenantAddressSet(tenant)})
 	cachedPG := ovndb.Lookup(t, &nbdb.PortGroup{Name: TenantPortGroup(tenant)})
 	pg, acls := TenantRows(tenant, c.opts.ClusterSubnets)
 	if len(members) == 0 || tenant == GlobalTenant {
@@ -112,27 +111,30 @@ func (c *Controller) syncTenant(ctx context.Context, tenant string) error {
 		}
 	}
 	keepSet := len(members) > 0 || tenant == GlobalTenant && c.opts.Isolation
-	if !keepSet {
-		if cachedSet != nil && ownedBy(cachedSet.ExternalIDs, owner) {
-			t.Delete(cachedSet)
+	for _, v6 := range []bool{false, true} {
+		cachedSet := ovndb.Lookup(t, &nbdb.AddressSet{Name: topology.FamilySetName(TenantAddressSet(tenant), v6)})
+		if !keepSet || !c.fams.Has(v6) {
+			if cachedSet != nil && ownedBy(cachedSet.ExternalIDs, owner) {
+				t.Delete(cachedSet)
+			}
+			continue
 		}
-	} else {
 		var addrs []string
 		for _, ns := range members {
 			for _, p := range c.podLister.List(ns, labels.Everything()) {
-				addrs = append(addrs, podIPs(p)...)
+				addrs = append(addrs, podIPs(p, v6)...)
 			}
 		}
 		sort.Strings(addrs)
-		ensureAddressSet(t, cachedSet, TenantAddressSetRow(tenant, slices.Compact(addrs)))
-		if tenant != GlobalTenant {
-			ensureGlobalSet(t) // named by the isolation ACL: created with it
-			var ports []string
-			for _, ns := range members {
-				ports = append(ports, c.selectedPorts(t, ns, func(*slim.Pod) bool { return true })...)
-			}
-			c.ensurePortGroup(t, pg, acls, ports)
+		ensureAddressSet(t, cachedSet, TenantAddressSetRow(tenant, v6, slices.Compact(addrs)))
+	}
+	if keepSet && tenant != GlobalTenant {
+		c.ensureGlobalSets(t) // named by the isolation ACL: created with it
+		var ports []string
+		for _, ns := range members {
+			ports = append(ports, c.selectedPorts(t, ns, func(*slim.Pod) bool { return true })...)
 		}
+		c.ensurePortGroup(t, pg, acls, ports)
 	}
 	if err := c.commitTxn(ctx, t); err != nil {
 		return fmt.Errorf("tenant %s: %w", tenant, err)
@@ -140,10 +142,13 @@ func (c *Controller) syncTenant(ctx context.Context, tenant string) error {
 	return nil
 }
 
-// ensureGlobalSet creates the global tenant's address set, empty, when it
-// does not exist; the global tenant's own sync fills it.
-func ensureGlobalSet(t *ovndb.Txn) {
-	if ovndb.Lookup(t, &nbdb.AddressSet{Name: TenantAddressSet(GlobalTenant)}) == nil {
-		ensureAddressSet(t, nil, TenantAddressSetRow(GlobalTenant, nil))
+// ensureGlobalSets creates the global tenant's address sets (one per
+// family), empty, when they do not exist; the global tenant's own sync
+// fills them.
+func (c *Controller) ensureGlobalSets(t *ovndb.Txn) {
+	for _, v6 := range []bool{false, true} {
+		if c.fams.Has(v6) && ovndb.Lookup(t, &nbdb.AddressSet{Name: topology.FamilySetName(TenantAddressSet(GlobalTenant), v6)}) == nil {
+			ensureAddressSet(t, nil, TenantAddressSetRow(GlobalTenant, v6, nil))
+		}
 	}
 }
