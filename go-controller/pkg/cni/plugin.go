@@ -18,6 +18,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/utils/sysctl"
 	"github.com/go-logr/logr"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -160,6 +161,12 @@ func configurePodSide(ifName string, pn annotations.PodNetwork, disableTxCsum bo
 	}
 	for _, p := range pn.IPs {
 		addr := &netlink.Addr{IPNet: prefixToIPNet(p)}
+		if p.Addr().Is6() {
+			// Usable at once: the master gave the address to this pod
+			// alone, and duplicate address detection would keep it
+			// tentative (unusable as a source) for a second or more.
+			addr.Flags = unix.IFA_F_NODAD
+		}
 		if err := netlink.AddrAdd(link, addr); err != nil {
 			return fmt.Errorf("adding %s: %w", p, err)
 		}

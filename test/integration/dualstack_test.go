@@ -1,0 +1,75 @@
+package integration
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	current "github.com/containernetworking/cni/pkg/types/100"
+
+	"github.com/ovn-k8s/ovn-k8s/test/harness"
+)
+
+// Pods of a dual-stack cluster through ovn_cni, OVS and OVN: each gets an
+// address of both families, usable at once (not left tentative by
+// duplicate address detection), a gateway and default route per family in
+// the CNI result and in the pod, and two pods on one node reach each other
+// over IPv6 and IPv4, and their router's IPv6 address.
+func TestDualStackPodsOnOneNode(t *testing.T) {
+	c := newNodeCluster(t)
+	c.startMaster("--cluster-subnet", "10.244.0.0/16/24,fd00:10:244::/48/64")
+	n1 := c.addNode("n1")
+	if out, err := c.minionInit(n1); err != nil {
+		t.Fatalf("minion-init: %v\n%s", err, out)
+	}
+	cni := harness.NewCNI(t, n1, c.kube.Kubeconfig, nil)
+	type pod struct {
+		ns       harness.NetNS
+		ip4, ip6 string
+		gw6      string
+	}
+	pods := map[string]pod{}
+	for i, name := range []string{"a", "b"} {
+		p := c.createPod("default", name, "n1")
+		pn := c.podNetwork("default", name)
+		if len(pn.IPs) != 2 || !pn.IPs[0].Addr().Is4() || !pn.IPs[1].Addr().Is6() || len(pn.Gateways) != 2 {
+			t.Fatalf("pod %s: addresses %v, gateways %v; want one of each family, IPv4 first", name, pn.IPs, pn.Gateways)
+		}
+		ns := harness.NewNetNS(t, "pod")
+		res, err := cni.Add(harness.RuntimeConf(fmt.Sprintf("0123456789abcdef012%d", i), ns, "default", name, string(p.UID)))
+		if err != nil {
+			t.Fatalf("CNI ADD %s: %v", name, err)
+		}
+		r, err := current.NewResultFromResult(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.IPs) != 2 || r.IPs[1].Address.String() != pn.IPs[1].String() || r.IPs[1].Gateway.String() != pn.Gateways[1].String() {
+			t.Errorf("pod %s: result IPs %+v, want %v via %v", name, r.IPs, pn.IPs, pn.Gateways)
+		}
+		addrs, _ := ns.Exec("ip", "-6", "-o", "addr", "show", "dev", "eth0", "scope", "global")
+		if !strings.Contains(addrs, pn.IPs[1].String()) || strings.Contains(addrs, "tentative") {
+			t.Errorf("pod %s: IPv6 addresses %q, want %s and not tentative", name, addrs, pn.IPs[1])
+		}
+		routes, _ := ns.Exec("ip", "-6", "route")
+		if !strings.Contains(routes, "default via "+pn.Gateways[1].String()) {
+			t.Errorf("pod %s: IPv6 routes lack the default via %s:\n%s", name, pn.Gateways[1], routes)
+		}
+		pods[name] = pod{ns: ns, ip4: pn.IPs[0].Addr().String(), ip6: pn.IPs[1].Addr().String(), gw6: pn.Gateways[1].String()}
+	}
+	for _, hop := range []struct{ from, to, what string }{
+		{"a", pods["b"].ip6, "b over IPv6"},
+		{"b", pods["a"].ip6, "a over IPv6"},
+		{"a", pods["b"].ip4, "b over IPv4"},
+		{"a", pods["a"].gw6, "the router's IPv6 address"},
+	} {
+		harness.Eventually(t, 20*time.Second, hop.from+" reaching "+hop.what, func() error {
+			out, err := pods[hop.from].ns.Exec("ping", "-c", "1", "-W", "1", hop.to)
+			if err != nil {
+				return fmt.Errorf("%v: %s", err, out)
+			}
+			return nil
+		})
+	}
+}
