@@ -55,7 +55,7 @@ func StartKubeAPI(t T) *KubeAPI {
 		"--authorization-mode=RBAC", "--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file=" + filepath.Join(dir, "sa.key"),
 		"--service-account-signing-key-file=" + filepath.Join(dir, "sa.key"),
-		"--service-cluster-ip-range=10.96.0.0/16", "--advertise-address=127.0.0.1",
+		"--service-cluster-ip-range=10.96.0.0/16,fd00:10:96::/112", "--advertise-address=127.0.0.1",
 		"--kubelet-preferred-address-types=InternalIP", "--allow-privileged=true",
 		"--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000"}
 	k := &KubeAPI{Dir: dir, URL: fmt.Sprintf("https://127.0.0.1:%d", apiPort), args: args}

@@ -2,11 +2,14 @@ package integration
 
 import (
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
 	current "github.com/containernetworking/cni/pkg/types/100"
+	corev1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
 
 	"github.com/ovn-k8s/ovn-k8s/test/harness"
 )
@@ -15,10 +18,11 @@ import (
 // address of both families, usable at once (not left tentative by
 // duplicate address detection), a gateway and default route per family in
 // the CNI result and in the pod, and two pods on one node reach each other
-// over IPv6 and IPv4, and their router's IPv6 address.
+// over IPv6 and IPv4, their router's IPv6 address, and a dual-stack
+// Service's ClusterIP of each family.
 func TestDualStackPodsOnOneNode(t *testing.T) {
 	c := newNodeCluster(t)
-	c.startMaster("--cluster-subnet", "10.244.0.0/16/24,fd00:10:244::/48/64")
+	c.startMaster("--cluster-subnet", "10.244.0.0/16/24,fd00:10:244::/48/64", "--service-cidr", "10.96.0.0/16,fd00:10:96::/112")
 	n1 := c.addNode("n1")
 	if out, err := c.minionInit(n1); err != nil {
 		t.Fatalf("minion-init: %v\n%s", err, out)
@@ -57,6 +61,28 @@ func TestDualStackPodsOnOneNode(t *testing.T) {
 			t.Errorf("pod %s: IPv6 routes lack the default via %s:\n%s", name, pn.Gateways[1], routes)
 		}
 		pods[name] = pod{ns: ns, ip4: pn.IPs[0].Addr().String(), ip6: pn.IPs[1].Addr().String(), gw6: pn.Gateways[1].String()}
+	}
+	harness.ServeTCP(t, pods["b"].ns, 8080, "b")
+	policy := corev1.IPFamilyPolicyRequireDualStack
+	svc := c.createService("default", "web", func(s *corev1.Service) {
+		s.Spec.IPFamilyPolicy = &policy
+		s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+	})
+	if len(svc.Spec.ClusterIPs) != 2 {
+		t.Fatalf("service cluster IPs %v, want one per family", svc.Spec.ClusterIPs)
+	}
+	ports := []discovery.EndpointPort{port("http", corev1.ProtocolTCP, 8080)}
+	c.applySlice("default", "web", "web-v4", ports, endpoint(pods["b"].ip4, true))
+	c.applySlice("default", "web", "web-v6", ports, endpoint(pods["b"].ip6, true))
+	for _, ip := range svc.Spec.ClusterIPs {
+		addr := net.JoinHostPort(ip, "80")
+		harness.Eventually(t, 20*time.Second, "a reaching b through "+addr, func() error {
+			got, err := harness.DialTCP(pods["a"].ns, addr, time.Second)
+			if err != nil || got != "b" {
+				return fmt.Errorf("answer %q, %v", got, err)
+			}
+			return nil
+		})
 	}
 	for _, hop := range []struct{ from, to, what string }{
 		{"a", pods["b"].ip6, "b over IPv6"},

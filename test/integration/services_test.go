@@ -44,9 +44,13 @@ func (c *cluster) createService(ns, name string, mutate ...func(*corev1.Service)
 // applySlice creates or replaces an EndpointSlice (no controller-manager runs).
 func (c *cluster) applySlice(ns, svc, name string, ports []discovery.EndpointPort, eps ...discovery.Endpoint) {
 	c.t.Helper()
+	addrType := discovery.AddressTypeIPv4
+	if len(eps) > 0 && len(eps[0].Addresses) > 0 && strings.Contains(eps[0].Addresses[0], ":") {
+		addrType = discovery.AddressTypeIPv6
+	}
 	slice := &discovery.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{discovery.LabelServiceName: svc}},
-		AddressType: discovery.AddressTypeIPv4,
+		AddressType: addrType,
 		Ports:       ports,
 		Endpoints:   eps,
 	}

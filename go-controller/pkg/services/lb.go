@@ -272,9 +272,10 @@ func newLB(svc *corev1.Service, name string, proto nbdb.LoadBalancerProtocol) *n
 	// reject=true: a VIP without backends answers with a TCP reset or ICMP
 	// unreachable at once instead of letting clients time out. It only acts
 	// on VIPs without backends, so it is set on every service LB.
-	// hairpin_snat_ip: a pod balanced back to itself sees this source, which
-	// NetworkPolicy always allows (upstream uses the same address).
-	opts := map[string]string{"reject": "true", "event": "false", "hairpin_snat_ip": topology.HairpinSNATIP}
+	// hairpin_snat_ip: a pod balanced back to itself sees this source (one
+	// per family of the service's cluster IPs), which NetworkPolicy always
+	// allows (upstream uses the same addresses).
+	opts := map[string]string{"reject": "true", "event": "false", "hairpin_snat_ip": hairpinSNAT(svc)}
 	if svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
 		timeout := int32(defaultAffinityTimeout)
 		if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
@@ -340,11 +341,7 @@ func frontendIPs(svc *corev1.Service, policy AddressPolicy) (all, external []net
 			}
 		}
 	}
-	clusterIPs := svc.Spec.ClusterIPs
-	if len(clusterIPs) == 0 {
-		clusterIPs = []string{svc.Spec.ClusterIP}
-	}
-	for _, s := range clusterIPs {
+	for _, s := range clusterIPs(svc) {
 		add("cluster IP", s)
 	}
 	for _, s := range svc.Spec.ExternalIPs {
@@ -365,6 +362,33 @@ func frontendIPs(svc *corev1.Service, policy AddressPolicy) (all, external []net
 		external = nil
 	}
 	return out, external, problems, refused
+}
+
+// clusterIPs are the service's cluster IPs (ClusterIP alone when an old
+// client wrote only that).
+func clusterIPs(svc *corev1.Service) []string {
+	if len(svc.Spec.ClusterIPs) == 0 {
+		return []string{svc.Spec.ClusterIP}
+	}
+	return svc.Spec.ClusterIPs
+}
+
+// hairpinSNAT is the hairpin source of each family of the service's cluster
+// IPs, IPv4 when it has none of IPv6.
+func hairpinSNAT(svc *corev1.Service) string {
+	v4, v6 := false, false
+	for _, s := range clusterIPs(svc) {
+		if ip, err := netip.ParseAddr(s); err == nil {
+			v4, v6 = v4 || ip.Is4(), v6 || ip.Is6()
+		}
+	}
+	switch {
+	case v4 && v6:
+		return topology.HairpinSNATIP + " " + topology.HairpinSNATIPv6
+	case v6:
+		return topology.HairpinSNATIPv6
+	}
+	return topology.HairpinSNATIP
 }
 
 func vip(ip netip.Addr, port int32) string {

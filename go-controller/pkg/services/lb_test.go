@@ -145,6 +145,16 @@ func TestLoadBalancers(t *testing.T) {
 				slice("fqdn", discovery.AddressTypeFQDN, 8080, "http", "TCP", ep{ip: "example.com"}),
 			},
 			wantVIPs: map[string]map[string]string{"Service_ns/web_TCP_cluster": {"10.96.0.10:80": "10.244.1.5:8080", "[fd00:96::10]:80": "[fd00:244:1::5]:8080"}},
+			wantOpts: map[string]string{"reject": "true", "event": "false", "hairpin_snat_ip": topology.HairpinSNATIP + " " + topology.HairpinSNATIPv6},
+		},
+		{
+			name: "IPv6-only: the IPv6 hairpin source",
+			svc: service(func(s *corev1.Service) {
+				s.Spec.ClusterIP, s.Spec.ClusterIPs = "fd00:96::10", []string{"fd00:96::10"}
+			}),
+			slices:   []*discovery.EndpointSlice{slice("v6", discovery.AddressTypeIPv6, 8080, "http", "TCP", ep{ip: "fd00:244:1::5"})},
+			wantVIPs: map[string]map[string]string{"Service_ns/web_TCP_cluster": {"[fd00:96::10]:80": "[fd00:244:1::5]:8080"}},
+			wantOpts: map[string]string{"reject": "true", "event": "false", "hairpin_snat_ip": topology.HairpinSNATIPv6},
 		},
 		{
 			name: "NodePort on gateway routers",
