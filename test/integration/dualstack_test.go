@@ -24,8 +24,20 @@ func TestDualStackPodsOnOneNode(t *testing.T) {
 	c := newNodeCluster(t)
 	c.startMaster("--cluster-subnet", "10.244.0.0/16/24,fd00:10:244::/48/64", "--service-cidr", "10.96.0.0/16,fd00:10:96::/112")
 	n1 := c.addNode("n1")
-	if out, err := c.minionInit(n1); err != nil {
+	if out, err := c.minionInit(n1, "--cluster-subnet", "10.244.0.0/16/24,fd00:10:244::/48/64", "--service-cidr", "10.96.0.0/16,fd00:10:96::/112"); err != nil {
 		t.Fatalf("minion-init: %v\n%s", err, out)
+	}
+	// The management port has an address of each family, usable at once,
+	// and routes to both cluster ranges.
+	mp0, _ := n1.NS.Exec("ip", "-6", "-o", "addr", "show", "dev", "ovn-k8s-mp0", "scope", "global")
+	if !strings.Contains(mp0, "fd00:10:244::2/64") || strings.Contains(mp0, "tentative") {
+		t.Errorf("ovn-k8s-mp0 IPv6 addresses %q, want fd00:10:244::2/64, not tentative", mp0)
+	}
+	routes6, _ := n1.NS.Exec("ip", "-6", "route")
+	for _, want := range []string{"fd00:10:244::/48 via fd00:10:244::1", "fd00:10:96::/112 via fd00:10:244::1", "fd69::5 via fd00:10:244::1"} {
+		if !strings.Contains(routes6, want) {
+			t.Errorf("node IPv6 routes lack %q:\n%s", want, routes6)
+		}
 	}
 	cni := harness.NewCNI(t, n1, c.kube.Kubeconfig, nil)
 	type pod struct {
@@ -89,6 +101,7 @@ func TestDualStackPodsOnOneNode(t *testing.T) {
 		{"b", pods["a"].ip6, "a over IPv6"},
 		{"a", pods["b"].ip4, "b over IPv4"},
 		{"a", pods["a"].gw6, "the router's IPv6 address"},
+		{"a", "fd00:10:244::2", "the node's management port over IPv6"},
 	} {
 		harness.Eventually(t, 20*time.Second, hop.from+" reaching "+hop.what, func() error {
 			out, err := pods[hop.from].ns.Exec("ping", "-c", "1", "-W", "1", hop.to)

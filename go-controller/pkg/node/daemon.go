@@ -134,7 +134,7 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 			res, err = MinionInit(ctx, cfg, sw, kube, log)
 			ready = err == nil
 			if ready {
-				mgmt = topology.ManagementIP(res.Subnet)
+				mgmt = topology.ManagementIP(res.Subnets[0])
 			}
 		}
 		// The gateway needs minion-init's chassis: it waits for a success.

@@ -8,14 +8,17 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
 
 // configureManagementLink gives ovn-k8s-mp0 (created by ovs-vswitchd) its
-// MAC, MTU, the .2 address and routes to the cluster and service ranges via .1.
+// MAC, MTU, the .2 address of each host subnet (one per family; IPv6 without
+// duplicate address detection) and routes to the cluster and service
+// ranges via that family's .1.
 // Every step is a replace, so a second run changes nothing.
-func configureManagementLink(ctx context.Context, subnet netip.Prefix, mac net.HardwareAddr, mtu int, routed []netip.Prefix) error {
+func configureManagementLink(ctx context.Context, subnets []netip.Prefix, mac net.HardwareAddr, mtu int, routed []netip.Prefix) error {
 	link, err := waitForLink(ctx, ManagementPortName, 10*time.Second)
 	if err != nil {
 		return err
@@ -30,21 +33,26 @@ func configureManagementLink(ctx context.Context, subnet netip.Prefix, mac net.H
 			return fmt.Errorf("setting MTU of %s: %w", ManagementPortName, err)
 		}
 	}
-	mgmt := topology.ManagementIP(subnet)
-	addr := &netlink.Addr{IPNet: &net.IPNet{IP: mgmt.AsSlice(), Mask: net.CIDRMask(subnet.Bits(), subnet.Addr().BitLen())}}
-	if err := removeOtherAddrs(link, addr); err != nil {
-		return err
-	}
-	if err := netlink.AddrReplace(link, addr); err != nil {
-		return fmt.Errorf("adding %s to %s: %w", addr.IPNet, ManagementPortName, err)
+	for _, subnet := range subnets {
+		mgmt := topology.ManagementIP(subnet)
+		addr := &netlink.Addr{IPNet: &net.IPNet{IP: mgmt.AsSlice(), Mask: net.CIDRMask(subnet.Bits(), subnet.Addr().BitLen())}}
+		if mgmt.Is6() {
+			addr.Flags = unix.IFA_F_NODAD // the master gave it to this port alone; usable at once
+		}
+		if err := removeOtherAddrs(link, addr); err != nil {
+			return err
+		}
+		if err := netlink.AddrReplace(link, addr); err != nil {
+			return fmt.Errorf("adding %s to %s: %w", addr.IPNet, ManagementPortName, err)
+		}
 	}
 	if err := netlink.LinkSetUp(link); err != nil {
 		return fmt.Errorf("bringing %s up: %w", ManagementPortName, err)
 	}
-	gw := topology.GatewayIP(subnet)
 	for _, dst := range routed {
-		if dst.Addr().Is4() != gw.Is4() {
-			continue
+		gw, ok := gatewayOfFamily(subnets, dst.Addr().Is6())
+		if !ok {
+			continue // a family the node has no subnet of
 		}
 		r := &netlink.Route{
 			LinkIndex: link.Attrs().Index,
@@ -57,6 +65,16 @@ func configureManagementLink(ctx context.Context, subnet netip.Prefix, mac net.H
 		}
 	}
 	return nil
+}
+
+// gatewayOfFamily is the cluster router's address on the node's subnet of a family.
+func gatewayOfFamily(subnets []netip.Prefix, v6 bool) (netip.Addr, bool) {
+	for _, s := range subnets {
+		if s.Addr().Is6() == v6 {
+			return topology.GatewayIP(s), true
+		}
+	}
+	return netip.Addr{}, false
 }
 
 // removeOtherAddrs drops addresses of the same family left from an earlier

@@ -55,7 +55,7 @@ type SSLFiles struct{ PrivateKey, Certificate, CACert string }
 // Result is what minion-init configured.
 type Result struct {
 	SystemID string
-	Subnet   netip.Prefix
+	Subnets  []netip.Prefix // the node's host subnets, one per family, the primary first
 	MAC      net.HardwareAddr
 }
 
@@ -88,17 +88,17 @@ func MinionInit(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes
 	}); err != nil {
 		return res, fmt.Errorf("creating %s: %w", IntegrationBridge, err)
 	}
-	subnet := cfg.HostSubnet
-	if !subnet.IsValid() {
+	subnets := []netip.Prefix{cfg.HostSubnet}
+	if !cfg.HostSubnet.IsValid() {
 		if kube == nil {
 			return res, fmt.Errorf("no host subnet given and no Kubernetes client to read node %s's %s annotation", cfg.NodeName, annotations.NodeSubnets)
 		}
-		if subnet, err = waitForSubnet(ctx, kube, cfg.NodeName, cfg.SubnetTimeout); err != nil {
+		if subnets, err = waitForSubnets(ctx, kube, cfg.NodeName, cfg.SubnetTimeout); err != nil {
 			return res, err
 		}
 	}
-	res.Subnet = subnet
-	res.MAC = topology.MACFromIP(topology.ManagementIP(subnet))
+	res.Subnets = subnets
+	res.MAC = topology.MACFromIP(topology.ManagementIP(subnets[0])) // as the master derives it
 	if err := sw.EnsurePort(ctx, IntegrationBridge, ovs.Port{
 		Name: ManagementPortName, Type: "internal", MAC: res.MAC.String(), MTU: cfg.MTU,
 		ExternalIDs: map[string]string{"iface-id": topology.ManagementPort(cfg.NodeName)},
@@ -109,8 +109,9 @@ func MinionInit(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes
 	// endpoint through a service gets the connection from it (see
 	// services.NodeGateway.atMgmt), and answers through OVN.
 	routed := append(append([]netip.Prefix{}, cfg.ClusterSubnets...), cfg.ServiceCIDRs...)
-	routed = append(routed, netip.PrefixFrom(netip.MustParseAddr(topology.HairpinSNATIP), 32))
-	if err := configureManagementLink(ctx, subnet, res.MAC, cfg.MTU, routed); err != nil {
+	routed = append(routed, netip.PrefixFrom(netip.MustParseAddr(topology.HairpinSNATIP), 32),
+		netip.PrefixFrom(netip.MustParseAddr(topology.HairpinSNATIPv6), 128))
+	if err := configureManagementLink(ctx, subnets, res.MAC, cfg.MTU, routed); err != nil {
 		return res, err
 	}
 	if kube != nil {
@@ -121,13 +122,13 @@ func MinionInit(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes
 			return res, err
 		}
 	}
-	log.V(2).Info("node configured", "node", cfg.NodeName, "systemID", res.SystemID, "subnet", subnet, "mgmtMAC", res.MAC)
+	log.V(2).Info("node configured", "node", cfg.NodeName, "systemID", res.SystemID, "subnets", subnets, "mgmtMAC", res.MAC)
 	return res, nil
 }
 
-// waitForSubnet waits (bounded) for the master to annotate the node.
-func waitForSubnet(ctx context.Context, kube kubernetes.Interface, node string, timeout time.Duration) (netip.Prefix, error) {
-	var subnet netip.Prefix
+// waitForSubnets waits (bounded) for the master to annotate the node.
+func waitForSubnets(ctx context.Context, kube kubernetes.Interface, node string, timeout time.Duration) ([]netip.Prefix, error) {
+	var subnets []netip.Prefix
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		n, err := kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
@@ -140,18 +141,16 @@ func waitForSubnet(ctx context.Context, kube kubernetes.Interface, node string, 
 			last = fmt.Errorf("no %s annotation yet", annotations.NodeSubnets)
 			return false, nil
 		}
-		subnets, err := annotations.ParseNodeSubnets(v)
-		if err != nil {
+		if subnets, err = annotations.ParseNodeSubnets(v); err != nil {
 			last = err
 			return false, nil
 		}
-		subnet = subnets[0]
 		return true, nil
 	})
 	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("waited %s for node %s's host subnet (is ovnkube master running?): %v", timeout, node, last)
+		return nil, fmt.Errorf("waited %s for node %s's host subnet (is ovnkube master running?): %v", timeout, node, last)
 	}
-	return subnet, nil
+	return subnets, nil
 }
 
 // annotateNode sets annotations with a merge patch, only if one differs.
