@@ -17,15 +17,21 @@ import (
 // Pods of a dual-stack cluster through ovn_cni, OVS and OVN: each gets an
 // address of both families, usable at once (not left tentative by
 // duplicate address detection), a gateway and default route per family in
-// the CNI result and in the pod, and two pods on one node reach each other
-// over IPv6 and IPv4, their router's IPv6 address, and a dual-stack
-// Service's ClusterIP of each family.
-func TestDualStackPodsOnOneNode(t *testing.T) {
+// the CNI result and in the pod; pods reach each other over IPv6 and IPv4
+// on one node and across nodes, their router's IPv6 address, the nodes'
+// management ports, and a dual-stack Service's ClusterIP of each family;
+// a node reaches another node's pod over IPv6.
+func TestDualStackPods(t *testing.T) {
+	ranges := []string{"--cluster-subnet", "10.244.0.0/16/24,fd00:10:244::/48/64", "--service-cidr", "10.96.0.0/16,fd00:10:96::/112"}
 	c := newNodeCluster(t)
-	c.startMaster("--cluster-subnet", "10.244.0.0/16/24,fd00:10:244::/48/64", "--service-cidr", "10.96.0.0/16,fd00:10:96::/112")
+	c.startMaster(ranges...)
 	n1 := c.addNode("n1")
-	if out, err := c.minionInit(n1, "--cluster-subnet", "10.244.0.0/16/24,fd00:10:244::/48/64", "--service-cidr", "10.96.0.0/16,fd00:10:96::/112"); err != nil {
+	if out, err := c.minionInit(n1, ranges...); err != nil {
 		t.Fatalf("minion-init: %v\n%s", err, out)
+	}
+	n2 := c.addNode("n2")
+	if out, err := c.minionInit(n2, ranges...); err != nil {
+		t.Fatalf("minion-init n2: %v\n%s", err, out)
 	}
 	// The management port has an address of each family, usable at once,
 	// and routes to both cluster ranges.
@@ -39,21 +45,22 @@ func TestDualStackPodsOnOneNode(t *testing.T) {
 			t.Errorf("node IPv6 routes lack %q:\n%s", want, routes6)
 		}
 	}
-	cni := harness.NewCNI(t, n1, c.kube.Kubeconfig, nil)
+	cnis := map[string]*harness.CNI{"n1": harness.NewCNI(t, n1, c.kube.Kubeconfig, nil), "n2": harness.NewCNI(t, n2, c.kube.Kubeconfig, nil)}
 	type pod struct {
 		ns       harness.NetNS
 		ip4, ip6 string
 		gw6      string
 	}
 	pods := map[string]pod{}
-	for i, name := range []string{"a", "b"} {
-		p := c.createPod("default", name, "n1")
+	for i, name := range []string{"a", "b", "c"} {
+		node := map[string]string{"a": "n1", "b": "n1", "c": "n2"}[name]
+		p := c.createPod("default", name, node)
 		pn := c.podNetwork("default", name)
 		if len(pn.IPs) != 2 || !pn.IPs[0].Addr().Is4() || !pn.IPs[1].Addr().Is6() || len(pn.Gateways) != 2 {
 			t.Fatalf("pod %s: addresses %v, gateways %v; want one of each family, IPv4 first", name, pn.IPs, pn.Gateways)
 		}
 		ns := harness.NewNetNS(t, "pod")
-		res, err := cni.Add(harness.RuntimeConf(fmt.Sprintf("0123456789abcdef012%d", i), ns, "default", name, string(p.UID)))
+		res, err := cnis[node].Add(harness.RuntimeConf(fmt.Sprintf("0123456789abcdef012%d", i), ns, "default", name, string(p.UID)))
 		if err != nil {
 			t.Fatalf("CNI ADD %s: %v", name, err)
 		}
@@ -102,6 +109,9 @@ func TestDualStackPodsOnOneNode(t *testing.T) {
 		{"a", pods["b"].ip4, "b over IPv4"},
 		{"a", pods["a"].gw6, "the router's IPv6 address"},
 		{"a", "fd00:10:244::2", "the node's management port over IPv6"},
+		{"a", pods["c"].ip6, "c on the other node over IPv6"},
+		{"c", pods["a"].ip6, "a on the other node over IPv6"},
+		{"c", pods["a"].ip4, "a on the other node over IPv4"},
 	} {
 		harness.Eventually(t, 20*time.Second, hop.from+" reaching "+hop.what, func() error {
 			out, err := pods[hop.from].ns.Exec("ping", "-c", "1", "-W", "1", hop.to)
@@ -111,4 +121,11 @@ func TestDualStackPodsOnOneNode(t *testing.T) {
 			return nil
 		})
 	}
+	harness.Eventually(t, 20*time.Second, "node n1 reaching c on n2 over IPv6", func() error {
+		out, err := n1.NS.Exec("ping", "-c", "1", "-W", "1", pods["c"].ip6)
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
 }
