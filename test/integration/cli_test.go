@@ -27,6 +27,7 @@ func TestBadFlagsExitTwoNamingTheFlag(t *testing.T) {
 		{[]string{"master", "--nb-address", "unix:/x", "--cluster-subnet", "10.244.0.0/16/24,fd00:10:244::/48/56"}, "--cluster-subnet"},
 		{[]string{"master", "--nb-address", "unix:/x", "--cluster-subnet", "10.244.0.0/24/24"}, "--cluster-subnet"},
 		{[]string{"master", "--nb-address", "unix:/x", "--service-cidr", "10.96.0.0/16,10.97.0.0/16"}, "--service-cidr"},
+		{[]string{"master", "--nb-address", "unix:/x", "--cluster-subnet", "10.244.0.0/16/24,fd00:10:244::/48/64", "--join-subnet", "100.64.0.0/16"}, "--join-subnet"},
 		{[]string{"node", "--node-name", "n", "--encap-ip", "10.0.0.1", "--sb-address", "unix:/x", "--kubeconfig", "/x",
 			"--service-cidr", "fd00:10:96::/112,fd00:10:97::/112"}, "--service-cidr"},
 		{[]string{"master", "--nb-address", "unix:/x", "--kube-api-qps", "0"}, "--kube-api-qps"},

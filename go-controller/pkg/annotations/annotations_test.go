@@ -2,6 +2,7 @@ package annotations
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"reflect"
 	"strings"
@@ -193,6 +194,38 @@ func TestParseACLLogging(t *testing.T) {
 	for _, bad := range []string{`{"deny": "loud"}`, `deny=alert`, `{"allow": 3}`} {
 		if _, err := ParseACLLogging(bad); err == nil {
 			t.Errorf("%s: no error", bad)
+		}
+	}
+}
+
+// Join addresses in upstream's format, one per family; a family's key
+// holding the other family, or nothing known, is refused.
+func TestGatewayJoinIPs(t *testing.T) {
+	for _, tt := range []struct {
+		in, want, wantErr string
+	}{
+		{in: `{"ipv4":"100.64.0.2/16"}`, want: "[100.64.0.2/16]"},
+		{in: `{"ipv6":"fd98::2/64","ipv4":"100.64.0.2/16"}`, want: "[100.64.0.2/16 fd98::2/64]"},
+		{in: `{"ipv6":"fd98::2/64"}`, want: "[fd98::2/64]"},
+		{in: `{"ipv4":"fd98::2/64"}`, wantErr: "not an address/length of that family"},
+		{in: `{"ipv6":"100.64.0.2/16"}`, wantErr: "not an address/length of that family"},
+		{in: `{"ipv6":"::ffff:100.64.0.2/112"}`, wantErr: "not an address/length of that family"},
+		{in: `{}`, wantErr: "no \"ipv4\" or \"ipv6\""},
+		{in: `x`, wantErr: "not valid JSON"},
+	} {
+		got, err := ParseGatewayJoinIPs(tt.in)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("%s: %v, %v; want an error containing %q", tt.in, got, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || fmt.Sprint(got) != tt.want {
+			t.Errorf("%s: %v, %v; want %s", tt.in, got, err, tt.want)
+			continue
+		}
+		if again, err := ParseGatewayJoinIPs(FormatGatewayJoinIPs(got)); err != nil || fmt.Sprint(again) != tt.want {
+			t.Errorf("%s: formatted and parsed again %v, %v", tt.in, again, err)
 		}
 	}
 }

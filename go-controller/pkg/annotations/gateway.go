@@ -94,31 +94,45 @@ func ParseL3GatewayConfig(value string) (L3GatewayConfig, error) {
 	return c, nil
 }
 
-// FormatGatewayJoinIP encodes a gateway router's join address as upstream
-// does: {"ipv4":"100.64.0.2/16"}.
-func FormatGatewayJoinIP(p netip.Prefix) string {
-	key := "ipv4"
-	if p.Addr().Is6() {
-		key = "ipv6"
+// FormatGatewayJoinIPs encodes a gateway router's join addresses as
+// upstream does: {"ipv4":"100.64.0.2/16","ipv6":"fd98::2/64"}.
+func FormatGatewayJoinIPs(ps []netip.Prefix) string {
+	m := map[string]string{}
+	for _, p := range ps {
+		m[joinIPKey(p.Addr().Is6())] = p.String()
 	}
-	b, _ := json.Marshal(map[string]string{key: p.String()})
+	b, _ := json.Marshal(m)
 	return string(b)
 }
 
-// ParseGatewayJoinIP decodes k8s.ovn.org/node-gateway-router-lrp-ifaddr
-// (the IPv4 entry).
-func ParseGatewayJoinIP(value string) (netip.Prefix, error) {
+func joinIPKey(v6 bool) string {
+	if v6 {
+		return "ipv6"
+	}
+	return "ipv4"
+}
+
+// ParseGatewayJoinIPs decodes k8s.ovn.org/node-gateway-router-lrp-ifaddr:
+// the addresses of the families it has, IPv4 first.
+func ParseGatewayJoinIPs(value string) ([]netip.Prefix, error) {
 	var m map[string]string
 	if err := json.Unmarshal([]byte(value), &m); err != nil {
-		return netip.Prefix{}, fmt.Errorf("%s: not valid JSON: %v", NodeGatewayJoinIP, err)
+		return nil, fmt.Errorf("%s: not valid JSON: %v", NodeGatewayJoinIP, err)
 	}
-	s, ok := m["ipv4"]
-	if !ok {
-		return netip.Prefix{}, fmt.Errorf("%s: no \"ipv4\" address", NodeGatewayJoinIP)
+	var out []netip.Prefix
+	for _, v6 := range []bool{false, true} {
+		s, ok := m[joinIPKey(v6)]
+		if !ok {
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil || p.Addr().Is6() != v6 || p.Addr().Is4In6() {
+			return nil, fmt.Errorf("%s: %s %q is not an address/length of that family", NodeGatewayJoinIP, joinIPKey(v6), s)
+		}
+		out = append(out, p)
 	}
-	p, err := netip.ParsePrefix(s)
-	if err != nil || !p.Addr().Is4() {
-		return netip.Prefix{}, fmt.Errorf("%s: %q is not an IPv4 address/length", NodeGatewayJoinIP, s)
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no \"ipv4\" or \"ipv6\" address", NodeGatewayJoinIP)
 	}
-	return p, nil
+	return out, nil
 }

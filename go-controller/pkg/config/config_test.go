@@ -168,3 +168,32 @@ func TestDBEndpoints(t *testing.T) {
 		t.Fatalf("endpoints %v, names %v", eps, names)
 	}
 }
+
+// --join-subnet: one range per family, of which the cluster keeps those of
+// its own families (in its order); a cluster family without one is refused.
+func TestParseJoinSubnets(t *testing.T) {
+	v4, _ := ParseClusterSubnets([]string{"10.244.0.0/16/24"})
+	dual, _ := ParseClusterSubnets([]string{"fd00:10:244::/48/64,10.244.0.0/16/24"})
+	for _, tt := range []struct {
+		in      string
+		cluster []ClusterSubnet
+		want    string
+		wantErr string
+	}{
+		{in: DefaultJoinSubnetFlag, cluster: v4, want: "[100.64.0.0/16]"},
+		{in: DefaultJoinSubnetFlag, cluster: dual, want: "[fd98::/64 100.64.0.0/16]"},
+		{in: "100.64.0.0/16", cluster: dual, wantErr: "no range of the family of cluster subnet fd00:10:244::/48"},
+		{in: "100.64.0.0/16,100.65.0.0/16", cluster: v4, wantErr: "one range per family"},
+	} {
+		got, err := ParseJoinSubnets([]string{tt.in}, tt.cluster)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("%q: %v, %v; want an error containing %q", tt.in, got, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || fmt.Sprint(got) != tt.want {
+			t.Errorf("%q: %v, %v; want %s", tt.in, got, err, tt.want)
+		}
+	}
+}

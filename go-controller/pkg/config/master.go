@@ -24,7 +24,9 @@ type Master struct {
 	NBTLS          *tls.Config // for ssl: addresses
 	ClusterSubnets []ClusterSubnet
 	ServiceCIDRs   []netip.Prefix
-	JoinSubnet     netip.Prefix
+	// JoinSubnets are the join switch's ranges, one per family of the
+	// cluster subnets (--join-subnet's other families are left out).
+	JoinSubnets []netip.Prefix
 	// PodWorkers bounds concurrent pod syncs; their NB writes share transactions
 	// and their annotation patches run in parallel.
 	PodWorkers     int
@@ -64,4 +66,8 @@ const (
 	DefaultClusterSubnetFlag = DefaultClusterSubnet + "/24"
 	DefaultServiceCIDR       = "10.96.0.0/16"
 	DefaultJoinSubnet        = "100.64.0.0/16"
+	DefaultJoinSubnetV6      = "fd98::/64"
+	// DefaultJoinSubnetFlag is --join-subnet's default: a range per family,
+	// of which a cluster uses those of its families (upstream's ranges).
+	DefaultJoinSubnetFlag = DefaultJoinSubnet + "," + DefaultJoinSubnetV6
 )

@@ -5,6 +5,7 @@ package config
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 )
 
@@ -99,6 +100,27 @@ func ParseServiceCIDRs(values []string) ([]netip.Prefix, error) {
 		return nil, fmt.Errorf("no service CIDR given")
 	}
 	return out, onePerFamily(out, "service CIDRs")
+}
+
+// ParseJoinSubnets parses --join-subnet and keeps the ranges of the
+// cluster's families, refusing a cluster family without one.
+func ParseJoinSubnets(values []string, cluster []ClusterSubnet) ([]netip.Prefix, error) {
+	all, err := ParseCIDRs(values)
+	if err != nil {
+		return nil, err
+	}
+	if err := onePerFamily(all, "join subnets"); err != nil {
+		return nil, err
+	}
+	var out []netip.Prefix
+	for _, cs := range cluster {
+		i := slices.IndexFunc(all, func(p netip.Prefix) bool { return p.Addr().Is6() == cs.CIDR.Addr().Is6() })
+		if i < 0 {
+			return nil, fmt.Errorf("no range of the family of cluster subnet %s (give one per family, e.g. %s)", cs.CIDR, DefaultJoinSubnetFlag)
+		}
+		out = append(out, all[i])
+	}
+	return out, nil
 }
 
 // onePerFamily refuses a second range of a family: a cluster is IPv4,

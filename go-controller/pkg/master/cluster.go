@@ -16,8 +16,8 @@ import (
 type CommitFunc func(context.Context, []ovsdb.Operation) error
 
 // EnsureCluster creates or repairs ovn_cluster_router and the join switch.
-func EnsureCluster(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc, joinSubnet netip.Prefix) error {
-	rows := topology.Cluster(joinSubnet)
+func EnsureCluster(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc, joinSubnets []netip.Prefix) error {
+	rows := topology.Cluster(joinSubnets)
 	t := ovndb.NewTxn(nb)
 	rtoj := t.Ensure(rows.RouterToJoin, topology.LRPColumns(rows.RouterToJoin), nil)
 	t.Ensure(rows.Router, []any{&rows.Router.ExternalIDs}, &rows.Router.Ports, rtoj)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	libovsdbclient "github.com/ovn-org/libovsdb/client"
@@ -44,7 +45,7 @@ func (m *Master) syncGateway(ctx context.Context, node *corev1.Node, subnets []n
 	if err := EnsureGateway(ctx, m.nb, m.committer.Commit, in); err != nil {
 		return fmt.Errorf("gateway of node %s: %w", node.Name, err)
 	}
-	if want := annotations.FormatGatewayJoinIP(in.JoinIP); node.Annotations[annotations.NodeGatewayJoinIP] != want {
+	if want := annotations.FormatGatewayJoinIPs(in.JoinIPs); node.Annotations[annotations.NodeGatewayJoinIP] != want {
 		if err := m.patchAnnotation(ctx, node, annotations.NodeGatewayJoinIP, want); err != nil {
 			return fmt.Errorf("annotating node %s with its gateway join address: %w", node.Name, err)
 		}
@@ -75,22 +76,28 @@ func (m *Master) gatewayInput(node *corev1.Node, subnets []netip.Prefix) (topolo
 		return in, fmt.Errorf("%s %q is also reported by node %s, which reported it first; each node's daemon reports its own OVS system-id",
 			annotations.NodeChassisID, chassis, owner)
 	}
-	joinIP, err := m.ipam.gatewayJoinIP(node.Name, m.existingJoinIP(node.Name, node.Annotations))
+	joinIPs, err := m.ipam.gatewayJoinIPs(node.Name, m.existingJoinIPs(node.Name, node.Annotations))
 	if err != nil {
 		return in, err
 	}
 	in = topology.GatewayInput{
-		Node: node.Name, SystemID: chassis, JoinIP: joinIP, JoinSubnet: m.cfg.JoinSubnet,
-		HostSubnets: subnets, PhysicalIP: gw.IPs[0], BridgeMAC: gw.MAC, Bridge: bridge, PhysNet: topology.DefaultPhysNet,
+		Node: node.Name, SystemID: chassis, JoinIPs: joinIPs, JoinSubnets: m.cfg.JoinSubnets,
+		HostSubnets: subnets, BridgeMAC: gw.MAC, Bridge: bridge, PhysNet: topology.DefaultPhysNet,
 	}
+	// The node's address and next hop of each family of the cluster (the
+	// first of each): a family the node has no address of has no egress.
 	for _, cs := range m.cfg.ClusterSubnets {
 		in.ClusterSubnets = append(in.ClusterSubnets, cs.CIDR)
-	}
-	for _, nh := range gw.NextHops {
-		if nh.Is4() == in.PhysicalIP.Addr().Is4() {
-			in.DefaultGW = nh
-			break
+		v6 := cs.CIDR.Addr().Is6()
+		if i := slices.IndexFunc(gw.IPs, func(p netip.Prefix) bool { return p.Addr().Is6() == v6 }); i >= 0 {
+			in.PhysicalIPs = append(in.PhysicalIPs, gw.IPs[i])
 		}
+		if i := slices.IndexFunc(gw.NextHops, func(a netip.Addr) bool { return a.Is6() == v6 }); i >= 0 {
+			in.DefaultGWs = append(in.DefaultGWs, gw.NextHops[i])
+		}
+	}
+	if len(in.PhysicalIPs) == 0 {
+		return in, fmt.Errorf("%s: no ip-addresses of the cluster's families", annotations.NodeL3GatewayConfig)
 	}
 	return in, nil
 }
@@ -102,8 +109,8 @@ func gatewayBridge(gw annotations.L3GatewayConfig, node string) (string, error) 
 	if gw.Mode != "shared" {
 		return "", fmt.Errorf("%s: mode %q is not supported (only \"shared\")", annotations.NodeL3GatewayConfig, gw.Mode)
 	}
-	if len(gw.IPs) == 0 || !gw.IPs[0].Addr().Is4() {
-		return "", fmt.Errorf("%s: no IPv4 ip-addresses", annotations.NodeL3GatewayConfig)
+	if len(gw.IPs) == 0 {
+		return "", fmt.Errorf("%s: no ip-addresses", annotations.NodeL3GatewayConfig)
 	}
 	if len(gw.MAC) != 6 {
 		return "", fmt.Errorf("%s: no mac-address", annotations.NodeL3GatewayConfig)
@@ -115,19 +122,23 @@ func gatewayBridge(gw annotations.L3GatewayConfig, node string) (string, error) 
 	return bridge, nil
 }
 
-// existingJoinIP is the join address the node's gateway had: from the
+// existingJoinIPs are the join addresses the node's gateway had: from the
 // master's annotation, else from its join port (stopped between the two).
-func (m *Master) existingJoinIP(node string, ann map[string]string) netip.Prefix {
-	if p, err := annotations.ParseGatewayJoinIP(ann[annotations.NodeGatewayJoinIP]); err == nil {
-		return p
+func (m *Master) existingJoinIPs(node string, ann map[string]string) []netip.Prefix {
+	if ps, err := annotations.ParseGatewayJoinIPs(ann[annotations.NodeGatewayJoinIP]); err == nil {
+		return ps
 	}
 	lrp := &nbdb.LogicalRouterPort{Name: topology.RouterToGatewayJoinPort(node)}
-	if m.nb.Get(context.Background(), lrp) == nil && ownedBy(lrp.ExternalIDs, topology.Owner{Type: topology.OwnerNode, Name: node}) && len(lrp.Networks) > 0 {
-		if p, err := netip.ParsePrefix(lrp.Networks[0]); err == nil {
-			return p
+	if m.nb.Get(context.Background(), lrp) != nil || !ownedBy(lrp.ExternalIDs, topology.Owner{Type: topology.OwnerNode, Name: node}) {
+		return nil
+	}
+	var out []netip.Prefix
+	for _, n := range lrp.Networks {
+		if p, err := netip.ParsePrefix(n); err == nil {
+			out = append(out, p)
 		}
 	}
-	return netip.Prefix{}
+	return out
 }
 
 // EnsureGateway creates or repairs a node's gateway rows and removes the NAT
@@ -245,7 +256,7 @@ func (m *Master) removeGateway(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("removing gateway of node %s: %w", name, err)
 	}
-	m.ipam.releaseGatewayJoinIP(name)
+	m.ipam.releaseGatewayJoinIPs(name)
 	return nil
 }
 

@@ -210,25 +210,45 @@ func TestGatewayRowsHaveOneOwner(t *testing.T) {
 // Join addresses return to the pool: node churn far beyond the join
 // subnet's size never exhausts it, and a restart keeps each node's address.
 func TestGatewayJoinAddressesAreReused(t *testing.T) {
-	m := newIPAM(nil, netip.MustParsePrefix("100.64.0.0/29")) // .2 … .7
+	pp := func(s ...string) []netip.Prefix {
+		var out []netip.Prefix
+		for _, x := range s {
+			out = append(out, netip.MustParsePrefix(x))
+		}
+		return out
+	}
+	m := newIPAM(nil, pp("100.64.0.0/29")) // .2 … .7
 	for i := 0; i < 100; i++ {
 		node := fmt.Sprintf("n%d", i)
-		if _, err := m.gatewayJoinIP(node, netip.Prefix{}); err != nil {
+		if _, err := m.gatewayJoinIPs(node, nil); err != nil {
 			t.Fatalf("node %d: %v", i, err)
 		}
 		if i >= 4 {
-			m.releaseGatewayJoinIP(fmt.Sprintf("n%d", i-4))
+			m.releaseGatewayJoinIPs(fmt.Sprintf("n%d", i-4))
 		}
 	}
-	restarted := newIPAM(nil, netip.MustParsePrefix("100.64.0.0/29"))
-	if p, _ := restarted.gatewayJoinIP("a", netip.MustParsePrefix("100.64.0.5/29")); p.String() != "100.64.0.5/29" {
+	restarted := newIPAM(nil, pp("100.64.0.0/29"))
+	if p, _ := restarted.gatewayJoinIPs("a", pp("100.64.0.5/29")); fmt.Sprint(p) != "[100.64.0.5/29]" {
 		t.Errorf("restored address %s, want 100.64.0.5/29", p)
 	}
-	if p, _ := restarted.gatewayJoinIP("b", netip.MustParsePrefix("100.64.0.5/29")); p.String() == "100.64.0.5/29" {
+	if p, _ := restarted.gatewayJoinIPs("b", pp("100.64.0.5/29")); fmt.Sprint(p) == "[100.64.0.5/29]" {
 		t.Errorf("a taken address was handed out again")
 	}
-	if _, err := restarted.gatewayJoinIP("c", netip.MustParsePrefix("100.64.0.1/29")); err != nil {
+	if _, err := restarted.gatewayJoinIPs("c", pp("100.64.0.1/29")); err != nil {
 		t.Errorf("the cluster router's address asked for: %v (want a fresh one)", err)
+	}
+	// Dual-stack: one address per family, restored per family; when one
+	// family is exhausted nothing of the other is kept.
+	dual := newIPAM(nil, pp("100.64.0.0/30", "fd98::/64")) // one IPv4 address: .2
+	if p, err := dual.gatewayJoinIPs("a", pp("fd98::7/64")); err != nil || fmt.Sprint(p) != "[100.64.0.2/30 fd98::7/64]" {
+		t.Errorf("dual-stack addresses %v, %v; want 100.64.0.2/30 and the restored fd98::7/64", p, err)
+	}
+	if p, err := dual.gatewayJoinIPs("b", nil); err == nil {
+		t.Errorf("IPv4 exhausted, yet addresses %v", p)
+	}
+	dual.releaseGatewayJoinIPs("a")
+	if p, err := dual.gatewayJoinIPs("b", pp("fd98::7/64")); err != nil || fmt.Sprint(p) != "[100.64.0.2/30 fd98::7/64]" {
+		t.Errorf("after a's release: %v, %v", p, err)
 	}
 }
 
@@ -316,4 +336,38 @@ func TestChassisClaimedByTwoNodesStaysWithTheFirst(t *testing.T) {
 	e.patchNode("n2", map[string]any{annotations.NodeChassisID: "chassis-n2b"})
 	e.waitGateway("n2", "chassis=chassis-n2b ")
 	e.waitGateway("n1", "chassis=chassis-n1 ")
+}
+
+// On a dual-stack cluster a node's gateway has both families: join
+// addresses (annotated as upstream does), its external addresses, SNAT,
+// routes into the cluster and default routes; the cluster router's join
+// port too. A restart keeps the join addresses.
+func TestGatewayDualStack(t *testing.T) {
+	e := newEnv(t)
+	e.dualStack()
+	e.cfg.JoinSubnets = []netip.Prefix{netip.MustParsePrefix("100.64.0.0/16"), netip.MustParsePrefix("fd98::/64")}
+	e.createNode("n1")
+	e.start()
+	mac, _ := net.ParseMAC("0a:58:ac:12:00:02")
+	e.annotateGateway("n1", "", annotations.FormatL3GatewayConfig(annotations.L3GatewayConfig{Mode: "shared", InterfaceID: topology.LocalnetPort("breth0", "n1"),
+		MAC: mac, IPs: []netip.Prefix{netip.MustParsePrefix("172.18.0.2/24"), netip.MustParsePrefix("fc00:f853:ccd:e793::2/64")},
+		NextHops: []netip.Addr{netip.MustParseAddr("172.18.0.1"), netip.MustParseAddr("fc00:f853:ccd:e793::1")}, NodePortEnable: true}))
+	built := "chassis=chassis-n1 join=[100.64.0.2/16 fd98::2/64] nat=[10.244.0.0/16>172.18.0.2 fd00:10:244::/48>fc00:f853:ccd:e793::2] " +
+		"routes=[10.244.0.0/16>100.64.0.1 fd00:10:244::/48>fd98::1 0.0.0.0/0>172.18.0.1 ::/0>fc00:f853:ccd:e793::1]"
+	e.waitGateway("n1", built)
+	joinIPs := `{"ipv4":"100.64.0.2/16","ipv6":"fd98::2/64"}`
+	harness.Eventually(t, 10*time.Second, "join addresses annotated", func() error {
+		n, _ := e.kube.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
+		if v := n.Annotations[annotations.NodeGatewayJoinIP]; v != joinIPs {
+			return fmt.Errorf("annotation %q", v)
+		}
+		return nil
+	})
+	rtoj := &nbdb.LogicalRouterPort{Name: topology.RouterToJoin}
+	if err := e.nb.Get(context.Background(), rtoj); err != nil || !slices.Equal(rtoj.Networks, []string{"100.64.0.1/16", "fd98::1/64"}) {
+		t.Errorf("cluster router's join port %v (%v)", rtoj.Networks, err)
+	}
+	e.stop()
+	e.start()
+	e.waitGateway("n1", built)
 }

@@ -18,8 +18,8 @@ type ipam struct {
 	subnets *allocator.SubnetAllocator
 	nodes   map[string]*nodeIPAM
 	pods    map[string]podAddr // by namespace/name
-	join    *allocator.IPAllocator
-	joinIPs map[string]netip.Prefix // gateway routers' join addresses, by node
+	joins   []*allocator.IPAllocator  // one per join subnet (family), the primary first
+	joinIPs map[string][]netip.Prefix // gateway routers' join addresses, by node, in joins' order
 }
 
 type nodeIPAM struct {
@@ -34,53 +34,61 @@ type podAddr struct {
 	ips  []netip.Addr
 }
 
-func newIPAM(clusterSubnets []config.ClusterSubnet, joinSubnet netip.Prefix) *ipam {
+func newIPAM(clusterSubnets []config.ClusterSubnet, joinSubnets []netip.Prefix) *ipam {
 	m := &ipam{
 		subnets: allocator.NewSubnetAllocator(clusterSubnets),
 		nodes:   map[string]*nodeIPAM{},
 		pods:    map[string]podAddr{},
-		joinIPs: map[string]netip.Prefix{},
+		joinIPs: map[string][]netip.Prefix{},
 	}
-	if joinSubnet.IsValid() {
-		m.join = allocator.NewJoinAllocator(joinSubnet)
+	for _, j := range joinSubnets {
+		m.joins = append(m.joins, allocator.NewJoinAllocator(j))
 	}
 	return m
 }
 
-// gatewayJoinIP returns the node's gateway join address: the one it holds,
-// else want when it is valid and free (restored from an annotation or the
-// NB), else a new one.
-func (m *ipam) gatewayJoinIP(node string, want netip.Prefix) (netip.Prefix, error) {
+// gatewayJoinIPs returns the node's gateway join addresses, one per join
+// subnet: the ones it holds, else for each family the address of that
+// family in want when it is free (restored from an annotation or the NB),
+// else a new one. It takes all or nothing.
+func (m *ipam) gatewayJoinIPs(node string, want []netip.Prefix) ([]netip.Prefix, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if p, ok := m.joinIPs[node]; ok {
-		return p, nil
+	if ps, ok := m.joinIPs[node]; ok {
+		return ps, nil
 	}
-	if m.join == nil {
-		return netip.Prefix{}, fmt.Errorf("no join subnet configured")
+	if len(m.joins) == 0 {
+		return nil, fmt.Errorf("no join subnet configured")
 	}
-	bits := m.join.Subnet().Bits()
-	if want.IsValid() && want.Bits() == bits && m.join.Reserve(want.Addr()) == nil {
-		m.joinIPs[node] = want
-		return want, nil
+	var out []netip.Prefix
+	for _, a := range m.joins {
+		bits := a.Subnet().Bits()
+		i := slices.IndexFunc(want, func(p netip.Prefix) bool { return p.Addr().Is6() == a.Subnet().Addr().Is6() })
+		if i >= 0 && want[i].Bits() == bits && a.Reserve(want[i].Addr()) == nil {
+			out = append(out, want[i])
+			continue
+		}
+		ip, err := a.Allocate()
+		if err != nil {
+			for j, p := range out {
+				m.joins[j].Release(p.Addr())
+			}
+			return nil, fmt.Errorf("join subnet %s has no address left for gateway router of node %s; remove stale nodes or widen --join-subnet: %w", a.Subnet(), node, err)
+		}
+		out = append(out, netip.PrefixFrom(ip, bits))
 	}
-	ip, err := m.join.Allocate()
-	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("join subnet %s has no address left for gateway router of node %s; remove stale nodes or widen --join-subnet: %w", m.join.Subnet(), node, err)
-	}
-	p := netip.PrefixFrom(ip, bits)
-	m.joinIPs[node] = p
-	return p, nil
+	m.joinIPs[node] = out
+	return out, nil
 }
 
-// releaseGatewayJoinIP frees the node's join address.
-func (m *ipam) releaseGatewayJoinIP(node string) {
+// releaseGatewayJoinIPs frees the node's join addresses.
+func (m *ipam) releaseGatewayJoinIPs(node string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if p, ok := m.joinIPs[node]; ok {
-		m.join.Release(p.Addr())
-		delete(m.joinIPs, node)
+	for i, p := range m.joinIPs[node] {
+		m.joins[i].Release(p.Addr())
 	}
+	delete(m.joinIPs, node)
 }
 
 // nodeSubnets returns the node's host subnets, nil if it has none yet.

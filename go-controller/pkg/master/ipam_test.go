@@ -13,7 +13,7 @@ func newTestIPAM(t *testing.T, cidr string) *ipam {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newIPAM(cs, netip.MustParsePrefix("100.64.0.0/16"))
+	return newIPAM(cs, []netip.Prefix{netip.MustParsePrefix("100.64.0.0/16")})
 }
 
 func TestIPAMNodeSubnets(t *testing.T) {

@@ -135,7 +135,7 @@ func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client,
 		kube:        kube,
 		nb:          nb,
 		committer:   ovndb.NewCommitter(nb, log.WithName("nb")),
-		ipam:        newIPAM(cfg.ClusterSubnets, cfg.JoinSubnet),
+		ipam:        newIPAM(cfg.ClusterSubnets, cfg.JoinSubnets),
 		recorder:    broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "ovnkube-master"}),
 		factory:     factory,
 		nodeLister:  nodeInformer.Lister(),
@@ -177,7 +177,7 @@ func serviceOptions(cfg config.Master, events record.EventRecorder) services.Opt
 		pods = append(pods, cs.CIDR)
 	}
 	return services.Options{Recorder: events, Policy: services.AddressPolicy{Allowed: cfg.ExternalIPCIDRs, NodePorts: cfg.NodePortRange,
-		Reserved: services.ReservedRanges(pods, cfg.JoinSubnet, cfg.ServiceCIDRs)}}
+		Reserved: services.ReservedRanges(pods, cfg.JoinSubnets, cfg.ServiceCIDRs)}}
 }
 
 // nbRowDeleted re-syncs the owner of a row of ours that disappeared from the
@@ -391,7 +391,7 @@ func (m *Master) watchCluster(ctx context.Context) {
 func (m *Master) ensureClusterWithRetry(ctx context.Context) error {
 	backoff := 200 * time.Millisecond
 	for {
-		err := EnsureCluster(ctx, m.nb, m.committer.Commit, m.cfg.JoinSubnet)
+		err := EnsureCluster(ctx, m.nb, m.committer.Commit, m.cfg.JoinSubnets)
 		if err == nil {
 			return nil
 		}

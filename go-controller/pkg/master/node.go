@@ -206,7 +206,7 @@ func (m *Master) deleteNode(ctx context.Context, name string) error {
 		m.log.Info("removed deleted node's rows", "node", name)
 	}
 	m.ipam.releaseNode(name)
-	m.ipam.releaseGatewayJoinIP(name)
+	m.ipam.releaseGatewayJoinIPs(name)
 	return nil
 }
 

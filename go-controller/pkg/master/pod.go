@@ -142,9 +142,9 @@ func (m *Master) buildPodNetwork(uid string, ips []netip.Addr, subnets []netip.P
 }
 
 // podRoutes are the destinations a pod reaches through its gateway beyond its
-// default route, as upstream annotates them: the join subnet and services.
+// default route, as upstream annotates them: the join subnets and services.
 func (m *Master) podRoutes() []netip.Prefix {
-	return append([]netip.Prefix{m.cfg.JoinSubnet}, m.cfg.ServiceCIDRs...)
+	return append(append([]netip.Prefix{}, m.cfg.JoinSubnets...), m.cfg.ServiceCIDRs...)
 }
 
 // addrsInSubnets orders annotated addresses like the node's subnets and

@@ -38,8 +38,8 @@ func (m *Master) rebuild() {
 	}
 	// Join addresses of existing gateways are claimed before any is handed out.
 	for _, node := range nodes {
-		if p := m.existingJoinIP(node.Name, node.Annotations); p.IsValid() {
-			if _, err := m.ipam.gatewayJoinIP(node.Name, p); err != nil {
+		if ps := m.existingJoinIPs(node.Name, node.Annotations); len(ps) > 0 {
+			if _, err := m.ipam.gatewayJoinIPs(node.Name, ps); err != nil {
 				m.log.V(2).Info("gateway join address not restored", "node", node.Name, "reason", err.Error())
 			}
 		}

@@ -46,13 +46,13 @@ type ReservedRange struct {
 
 // ReservedRanges are the cluster's own ranges, never an external or ingress
 // IP: its cluster subnets, join subnet (if valid) and service CIDRs.
-func ReservedRanges(clusterSubnets []netip.Prefix, join netip.Prefix, serviceCIDRs []netip.Prefix) []ReservedRange {
+func ReservedRanges(clusterSubnets, joinSubnets, serviceCIDRs []netip.Prefix) []ReservedRange {
 	var out []ReservedRange
 	for _, p := range clusterSubnets {
 		out = append(out, ReservedRange{Prefix: p.Masked(), What: "cluster subnet"})
 	}
-	if join.IsValid() {
-		out = append(out, ReservedRange{Prefix: join.Masked(), What: "join subnet"})
+	for _, p := range joinSubnets {
+		out = append(out, ReservedRange{Prefix: p.Masked(), What: "join subnet"})
 	}
 	for _, p := range serviceCIDRs {
 		out = append(out, ReservedRange{Prefix: p.Masked(), What: "service CIDR"})

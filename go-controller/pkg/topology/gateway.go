@@ -33,16 +33,29 @@ func LocalnetPort(bridge, node string) string    { return bridge + "_" + node + 
 type GatewayInput struct {
 	Node           string
 	SystemID       string // the chassis the gateway router is bound to
-	JoinIP         netip.Prefix
-	JoinSubnet     netip.Prefix
+	// Per family of the cluster, the primary first: the router's join
+	// addresses, the join subnets, the node's addresses on the external
+	// network and its next hops (a family without one has no default route).
+	JoinIPs        []netip.Prefix
+	JoinSubnets    []netip.Prefix
 	ClusterSubnets []netip.Prefix
 	HostSubnets    []netip.Prefix
-	PhysicalIP     netip.Prefix // the node's address on the external network
+	PhysicalIPs    []netip.Prefix
 	BridgeMAC      net.HardwareAddr
 	Bridge         string // OVS bridge holding the NIC, e.g. breth0
 	PhysNet        string
-	DefaultGW      netip.Addr
+	DefaultGWs     []netip.Addr
 	LBGroup        string // UUID of the cluster LB group
+}
+
+// ofFamily is the first prefix of a family in ps.
+func ofFamily(ps []netip.Prefix, v6 bool) (netip.Prefix, bool) {
+	for _, p := range ps {
+		if p.Addr().Is6() == v6 {
+			return p, true
+		}
+	}
+	return netip.Prefix{}, false
 }
 
 // GatewayRows are a node's gateway rows.
@@ -73,7 +86,13 @@ func Gateway(in GatewayInput) GatewayRows {
 		return m
 	}
 	gr := GatewayRouter(in.Node)
-	clusterRouterIP := nthAddr(in.JoinSubnet, 1)
+	var joinNets, extNets []string
+	for _, j := range in.JoinIPs {
+		joinNets = append(joinNets, j.String())
+	}
+	for _, p := range in.PhysicalIPs {
+		extNets = append(extNets, p.String())
+	}
 	rows := GatewayRows{
 		Router: &nbdb.LogicalRouter{
 			Name:              gr,
@@ -83,8 +102,8 @@ func Gateway(in GatewayInput) GatewayRows {
 		},
 		RouterToJoin: &nbdb.LogicalRouterPort{
 			Name:        RouterToGatewayJoinPort(in.Node),
-			MAC:         MACFromIP(in.JoinIP.Addr()).String(),
-			Networks:    []string{in.JoinIP.String()},
+			MAC:         MACFromIP(in.JoinIPs[0].Addr()).String(),
+			Networks:    joinNets,
 			ExternalIDs: ids(),
 		},
 		JoinToRouter: &nbdb.LogicalSwitchPort{
@@ -112,48 +131,53 @@ func Gateway(in GatewayInput) GatewayRows {
 		RouterToExt: &nbdb.LogicalRouterPort{
 			Name:        GatewayToExternalPort(in.Node),
 			MAC:         in.BridgeMAC.String(),
-			Networks:    []string{in.PhysicalIP.String()},
+			Networks:    extNets,
 			ExternalIDs: ids(),
 		},
 	}
 	for _, cs := range in.ClusterSubnets {
-		if cs.Addr().Is4() != in.PhysicalIP.Addr().Is4() {
+		phys, ok := ofFamily(in.PhysicalIPs, cs.Addr().Is6())
+		join, ok2 := ofFamily(in.JoinSubnets, cs.Addr().Is6())
+		if !ok || !ok2 {
 			continue
 		}
 		rows.SNATs = append(rows.SNATs, &nbdb.NAT{
-			Type: nbdb.NATTypeSNAT, LogicalIP: cs.String(), ExternalIP: in.PhysicalIP.Addr().String(),
+			Type: nbdb.NATTypeSNAT, LogicalIP: cs.String(), ExternalIP: phys.Addr().String(),
 			ExternalIDs: withID("snat:" + cs.String()),
 		})
 		rows.Routes = append(rows.Routes, &nbdb.LogicalRouterStaticRoute{
-			IPPrefix: cs.String(), Nexthop: clusterRouterIP.String(),
+			IPPrefix: cs.String(), Nexthop: nthAddr(join, 1).String(),
 			ExternalIDs: withID("cluster:" + cs.String()),
 		})
 	}
-	if in.DefaultGW.IsValid() {
+	for _, gw := range in.DefaultGWs {
 		out := GatewayToExternalPort(in.Node)
-		dst := "0.0.0.0/0"
-		if in.DefaultGW.Is6() {
-			dst = "::/0"
+		dst, id := "0.0.0.0/0", "default"
+		if gw.Is6() {
+			dst, id = "::/0", "default6" // the IPv4 route keeps the ID it always had
 		}
 		rows.Routes = append(rows.Routes, &nbdb.LogicalRouterStaticRoute{
-			IPPrefix: dst, Nexthop: in.DefaultGW.String(), OutputPort: &out,
-			ExternalIDs: withID("default"),
+			IPPrefix: dst, Nexthop: gw.String(), OutputPort: &out,
+			ExternalIDs: withID(id),
 		})
 	}
 	policy := nbdb.LogicalRouterStaticRoutePolicySrcIP
 	for _, hs := range in.HostSubnets {
-		if hs.Addr().Is4() != in.JoinIP.Addr().Is4() {
+		joinIP, ok := ofFamily(in.JoinIPs, hs.Addr().Is6())
+		if !ok {
 			continue
 		}
 		rows.ClusterRoutes = append(rows.ClusterRoutes, &nbdb.LogicalRouterStaticRoute{
-			IPPrefix: hs.String(), Nexthop: in.JoinIP.Addr().String(), Policy: &policy,
+			IPPrefix: hs.String(), Nexthop: joinIP.Addr().String(), Policy: &policy,
 			ExternalIDs: withID(GatewayClusterRouteIDPrefix + "src:" + hs.String()),
 		})
 	}
-	join := netip.PrefixFrom(in.JoinIP.Addr(), in.JoinIP.Addr().BitLen())
-	rows.ClusterRoutes = append(rows.ClusterRoutes, &nbdb.LogicalRouterStaticRoute{
-		IPPrefix: join.String(), Nexthop: in.JoinIP.Addr().String(),
-		ExternalIDs: withID(GatewayClusterRouteIDPrefix + "join:" + join.Addr().String()),
-	})
+	for _, j := range in.JoinIPs {
+		host := netip.PrefixFrom(j.Addr(), j.Addr().BitLen())
+		rows.ClusterRoutes = append(rows.ClusterRoutes, &nbdb.LogicalRouterStaticRoute{
+			IPPrefix: host.String(), Nexthop: j.Addr().String(),
+			ExternalIDs: withID(GatewayClusterRouteIDPrefix + "join:" + host.Addr().String()),
+		})
+	}
 	return rows
 }

@@ -31,17 +31,21 @@ type ClusterRows struct {
 	ACLLogMeterBand *nbdb.MeterBand
 }
 
-// Cluster computes the cluster-wide rows for the join subnet (router at .1).
-func Cluster(joinSubnet netip.Prefix) ClusterRows {
+// Cluster computes the cluster-wide rows for the join subnets, one per
+// family (the cluster router at .1 of each).
+func Cluster(joinSubnets []netip.Prefix) ClusterRows {
 	owner := Owner{Type: OwnerCluster, Name: ClusterRouter}.ExternalIDs()
-	routerIP := nthAddr(joinSubnet, 1)
+	var networks []string
+	for _, j := range joinSubnets {
+		networks = append(networks, cidrOf(nthAddr(j, 1), j))
+	}
 	fair := true
 	return ClusterRows{
 		Router: &nbdb.LogicalRouter{Name: ClusterRouter, ExternalIDs: owner},
 		RouterToJoin: &nbdb.LogicalRouterPort{
 			Name:        RouterToJoin,
-			MAC:         MACFromIP(routerIP).String(),
-			Networks:    []string{cidrOf(routerIP, joinSubnet)},
+			MAC:         MACFromIP(nthAddr(joinSubnets[0], 1)).String(),
+			Networks:    networks,
 			ExternalIDs: owner,
 		},
 		Join: &nbdb.LogicalSwitch{Name: JoinSwitch, ExternalIDs: owner},

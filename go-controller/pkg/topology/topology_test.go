@@ -23,7 +23,7 @@ func TestMACFromIP(t *testing.T) {
 }
 
 func TestCluster(t *testing.T) {
-	rows := Cluster(netip.MustParsePrefix("100.64.0.0/16"))
+	rows := Cluster([]netip.Prefix{netip.MustParsePrefix("100.64.0.0/16")})
 	if rows.Router.Name != "ovn_cluster_router" || rows.Join.Name != "join" {
 		t.Fatalf("names: %s %s", rows.Router.Name, rows.Join.Name)
 	}
@@ -158,11 +158,11 @@ func TestGateway(t *testing.T) {
 	mac, _ := net.ParseMAC("02:00:00:00:00:09")
 	rows := Gateway(GatewayInput{
 		Node: "n1", SystemID: "sys-1",
-		JoinIP: netip.MustParsePrefix("100.64.0.2/16"), JoinSubnet: netip.MustParsePrefix("100.64.0.0/16"),
-		ClusterSubnets: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")},
-		HostSubnets:    []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24")},
-		PhysicalIP:     netip.MustParsePrefix("172.18.0.2/24"), BridgeMAC: mac, Bridge: "breth0", PhysNet: "physnet",
-		DefaultGW: netip.MustParseAddr("172.18.0.1"), LBGroup: "g",
+		JoinIPs: prefixes("100.64.0.2/16"), JoinSubnets: prefixes("100.64.0.0/16"),
+		ClusterSubnets: prefixes("10.244.0.0/16"),
+		HostSubnets:    prefixes("10.244.1.0/24"),
+		PhysicalIPs:    prefixes("172.18.0.2/24"), BridgeMAC: mac, Bridge: "breth0", PhysNet: "physnet",
+		DefaultGWs: []netip.Addr{netip.MustParseAddr("172.18.0.1")}, LBGroup: "g",
 	})
 	if rows.Router.Name != "GR_n1" || rows.Router.Options["chassis"] != "sys-1" || rows.Router.Options["lb_force_snat_ip"] != "router_ip" || rows.Router.LoadBalancerGroup[0] != "g" {
 		t.Errorf("router %+v", rows.Router)
@@ -193,6 +193,63 @@ func TestGateway(t *testing.T) {
 			t.Errorf("duplicate row id %s", r.ExternalIDs[RowIDKey])
 		}
 		ids[r.ExternalIDs[RowIDKey]] = true
+	}
+}
+
+func prefixes(ss ...string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range ss {
+		out = append(out, netip.MustParsePrefix(s))
+	}
+	return out
+}
+
+// A dual-stack gateway: both families on its ports, SNAT, routes into the
+// cluster and a default route per family, and the cluster router's source
+// and join routes per family; the cluster router's join port has both.
+func TestGatewayDualStack(t *testing.T) {
+	mac, _ := net.ParseMAC("02:00:00:00:00:09")
+	rows := Gateway(GatewayInput{
+		Node: "n1", SystemID: "sys-1",
+		JoinIPs: prefixes("100.64.0.2/16", "fd98::2/64"), JoinSubnets: prefixes("100.64.0.0/16", "fd98::/64"),
+		ClusterSubnets: prefixes("10.244.0.0/16", "fd00:10:244::/48"),
+		HostSubnets:    prefixes("10.244.1.0/24", "fd00:10:244:1::/64"),
+		PhysicalIPs:    prefixes("172.18.0.2/24", "fc00:f853:ccd:e793::2/64"), BridgeMAC: mac, Bridge: "breth0", PhysNet: "physnet",
+		DefaultGWs: []netip.Addr{netip.MustParseAddr("172.18.0.1"), netip.MustParseAddr("fc00:f853:ccd:e793::1")}, LBGroup: "g",
+	})
+	if !reflect.DeepEqual(rows.RouterToJoin.Networks, []string{"100.64.0.2/16", "fd98::2/64"}) ||
+		!reflect.DeepEqual(rows.RouterToExt.Networks, []string{"172.18.0.2/24", "fc00:f853:ccd:e793::2/64"}) {
+		t.Errorf("port networks %v, %v", rows.RouterToJoin.Networks, rows.RouterToExt.Networks)
+	}
+	var got []string
+	for _, n := range rows.SNATs {
+		got = append(got, n.LogicalIP+" → "+n.ExternalIP)
+	}
+	for _, r := range rows.Routes {
+		got = append(got, "GR "+r.IPPrefix+" via "+r.Nexthop)
+	}
+	for _, r := range rows.ClusterRoutes {
+		got = append(got, "cluster "+r.IPPrefix+" via "+r.Nexthop)
+	}
+	want := []string{
+		"10.244.0.0/16 → 172.18.0.2", "fd00:10:244::/48 → fc00:f853:ccd:e793::2",
+		"GR 10.244.0.0/16 via 100.64.0.1", "GR fd00:10:244::/48 via fd98::1",
+		"GR 0.0.0.0/0 via 172.18.0.1", "GR ::/0 via fc00:f853:ccd:e793::1",
+		"cluster 10.244.1.0/24 via 100.64.0.2", "cluster fd00:10:244:1::/64 via fd98::2",
+		"cluster 100.64.0.2/32 via 100.64.0.2", "cluster fd98::2/128 via fd98::2",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("NAT and routes\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	ids := map[string]bool{}
+	for _, r := range append(rows.Routes, rows.ClusterRoutes...) {
+		if ids[r.ExternalIDs[RowIDKey]] {
+			t.Errorf("duplicate row id %s", r.ExternalIDs[RowIDKey])
+		}
+		ids[r.ExternalIDs[RowIDKey]] = true
+	}
+	if c := Cluster(prefixes("100.64.0.0/16", "fd98::/64")); !reflect.DeepEqual(c.RouterToJoin.Networks, []string{"100.64.0.1/16", "fd98::1/64"}) {
+		t.Errorf("cluster router join networks %v", c.RouterToJoin.Networks)
 	}
 }
 

@@ -102,7 +102,7 @@ func gatewayServicePolicy(c *cli.Context, cfg *node.GatewayConfig, clusterCIDRs 
 	}
 	p := services.AddressPolicy{Allowed: allowed, NodePorts: nodePorts,
 		Nodes:    map[netip.Addr]string{cfg.PhysicalIP.Addr(): cfg.NodeName},
-		Reserved: services.ReservedRanges(clusterCIDRs, netip.Prefix{}, serviceCIDRs)}
+		Reserved: services.ReservedRanges(clusterCIDRs, nil, serviceCIDRs)}
 	return p, err
 }
 

@@ -120,7 +120,7 @@ func masterCommand() *cli.Command {
 			&cli.StringFlag{Name: "sb-address", Usage: "the OVN SB database the nodes use (tcp: or ssl:, comma-separated when clustered): an ACL on every node switch keeps pods from it and from the NB's tcp:/ssl: endpoints; the master never connects to it"},
 			&cli.StringSliceFlag{Name: "cluster-subnet", Aliases: []string{"cluster-ip-subnet"}, Value: cli.NewStringSlice(config.DefaultClusterSubnetFlag), Usage: "pod network CIDR/HOSTLEN (repeatable; one per IP family for dual-stack)"},
 			&cli.StringSliceFlag{Name: "service-cidr", Value: cli.NewStringSlice(config.DefaultServiceCIDR), Usage: "service ClusterIP range (repeatable)"},
-			&cli.StringFlag{Name: "join-subnet", Value: config.DefaultJoinSubnet, Usage: "subnet of the join switch between the cluster router and gateway routers"},
+			&cli.StringFlag{Name: "join-subnet", Value: config.DefaultJoinSubnetFlag, Usage: "subnets of the join switch between the cluster router and gateway routers, one per family (comma-separated); the cluster uses those of its --cluster-subnet families"},
 			&cli.IntFlag{Name: "pod-workers", Value: 32, Usage: "pods synced concurrently (their NB writes share transactions)"},
 			&cli.IntFlag{Name: "node-workers", Value: 4, Usage: "nodes synced concurrently"},
 			&cli.IntFlag{Name: "service-workers", Value: 8, Usage: "services synced concurrently"},
@@ -294,12 +294,14 @@ func masterConfig(c *cli.Context) (config.Master, error) {
 	if cfg.ServiceCIDRs, err = config.ParseServiceCIDRs(c.StringSlice("service-cidr")); err != nil {
 		return cfg, flagError("service-cidr", err)
 	}
-	if cfg.JoinSubnet, err = config.ParseCIDR(c.String("join-subnet")); err != nil {
+	if cfg.JoinSubnets, err = config.ParseJoinSubnets([]string{c.String("join-subnet")}, cfg.ClusterSubnets); err != nil {
 		return cfg, flagError("join-subnet", err)
 	}
 	for _, cs := range cfg.ClusterSubnets {
-		if cs.CIDR.Overlaps(cfg.JoinSubnet) {
-			return cfg, flagError("join-subnet", fmt.Errorf("%s overlaps cluster subnet %s", cfg.JoinSubnet, cs.CIDR))
+		for _, j := range cfg.JoinSubnets {
+			if cs.CIDR.Overlaps(j) {
+				return cfg, flagError("join-subnet", fmt.Errorf("%s overlaps cluster subnet %s", j, cs.CIDR))
+			}
 		}
 		for _, svc := range cfg.ServiceCIDRs {
 			if cs.CIDR.Overlaps(svc) {

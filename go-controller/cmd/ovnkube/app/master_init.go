@@ -58,12 +58,12 @@ func masterInitCommand() *cli.Command {
 			defer cancel()
 			ctx, cancelT := context.WithTimeout(ctx, c.Duration("timeout"))
 			defer cancelT()
-			return masterInit(ctx, nbAddr, nbTLS, join, node, sw)
+			return masterInit(ctx, nbAddr, nbTLS, []netip.Prefix{join}, node, sw)
 		},
 	}
 }
 
-func masterInit(ctx context.Context, nbAddr []string, nbTLS *tls.Config, join netip.Prefix, node string, subnet netip.Prefix) error {
+func masterInit(ctx context.Context, nbAddr []string, nbTLS *tls.Config, join []netip.Prefix, node string, subnet netip.Prefix) error {
 	log := logger().WithName("master-init")
 	nb, err := ovndb.ConnectNB(ctx, nbAddr, log, nbTLS)
 	if err != nil {
