@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -128,4 +129,72 @@ func TestDualStackPods(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A dual-stack node's shared gateway: nics-to-bridge moves both families'
+// addresses and default routes onto the bridge, gateway-init reads them
+// from it (no address flags), the master builds GR_<node> with both, and a
+// pod reaches an external host over IPv6 and IPv4 with the node's address
+// (the external host has no route to the pods: only SNAT answers).
+func TestDualStackGatewayEgress(t *testing.T) {
+	ranges := []string{"--cluster-subnet", "10.244.0.0/16/24,fd00:10:244::/48/64", "--service-cidr", "10.96.0.0/16,fd00:10:96::/112"}
+	c := newNodeCluster(t)
+	c.startMaster(ranges...)
+	n1 := c.addNode("n1")
+	if out, err := c.minionInit(n1, ranges...); err != nil {
+		t.Fatalf("minion-init: %v\n%s", err, out)
+	}
+	ext := externalNIC(t, n1, []string{"addr", "add", "172.18.0.2/24", "dev", "eth1"}, []string{"-6", "addr", "add", "fc00:f853::2/64", "dev", "eth1", "nodad"},
+		[]string{"route", "add", "default", "via", "172.18.0.1"}, []string{"-6", "route", "add", "default", "via", "fc00:f853::1"})
+	if out, err := ext.Exec("ip", "-6", "addr", "add", "fc00:f853::1/64", "dev", "up0", "nodad"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	ovnkube := harness.Binary(t, "ovnkube")
+	if out, err := n1.NS.Exec(ovnkube, "nics-to-bridge", "--ovs-address", n1.OVSAddress(), "--datapath-type", "netdev", "eth1"); err != nil {
+		t.Fatalf("nics-to-bridge: %v\n%s", err, out)
+	}
+	if out, _ := n1.NS.Exec("ip", "-6", "route"); !strings.Contains(out, "default via fc00:f853::1 dev breth1") {
+		t.Errorf("IPv6 default route not moved to breth1:\n%s", out)
+	}
+	gatewayInit := func() {
+		t.Helper()
+		if out, err := n1.NS.Exec(append([]string{ovnkube, "gateway-init", "--node-name", "n1", "--bridge-interface", "breth1", "--nb-address", c.ovn.NBAddress(),
+			"--ovs-address", n1.OVSAddress(), "--kubeconfig", c.kube.Kubeconfig}, ranges[:2]...)...); err != nil {
+			t.Fatalf("gateway-init: %v\n%s", err, out)
+		}
+	}
+	gatewayInit()
+	harness.Eventually(t, 10*time.Second, "GR_n1's ports with both families", func() error {
+		rtoj, rtoe := c.lrp("rtoj-GR_n1"), c.lrp("rtoe-GR_n1")
+		if rtoj == nil || rtoe == nil || !slices.Equal(rtoj.Networks, []string{"100.64.0.2/16", "fd98::2/64"}) ||
+			!slices.Equal(rtoe.Networks, []string{"172.18.0.2/24", "fc00:f853::2/64"}) {
+			return fmt.Errorf("rtoj-GR_n1 %+v, rtoe-GR_n1 %+v", rtoj, rtoe)
+		}
+		return nil
+	})
+	// The bridge's flows to the gateway router need the patch port
+	// ovn-controller makes once it binds GR_n1 (the node daemon would
+	// follow it; here gateway-init runs again).
+	harness.Eventually(t, 20*time.Second, "patch port on breth1", func() error {
+		if out, _ := n1.VSCtl("list-ports", "breth1"); !strings.Contains(out, "patch") {
+			return fmt.Errorf("ports %q", out)
+		}
+		return nil
+	})
+	gatewayInit()
+	p := c.createPod("default", "a", "n1")
+	pn := c.podNetwork("default", "a")
+	podNS := harness.NewNetNS(t, "pod")
+	if _, err := harness.NewCNI(t, n1, c.kube.Kubeconfig, nil).Add(harness.RuntimeConf("0123456789abcdef0199", podNS, "default", "a", string(p.UID))); err != nil {
+		t.Fatalf("CNI ADD: %v (pod network %+v)", err, pn)
+	}
+	for _, dst := range []string{"fc00:f853::1", "172.18.0.1"} {
+		harness.Eventually(t, 30*time.Second, "pod reaching the external host "+dst, func() error {
+			out, err := podNS.Exec("ping", "-c", "1", "-W", "1", dst)
+			if err != nil {
+				return fmt.Errorf("%v: %s", err, out)
+			}
+			return nil
+		})
+	}
 }

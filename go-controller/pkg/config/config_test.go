@@ -197,3 +197,23 @@ func TestParseJoinSubnets(t *testing.T) {
 		}
 	}
 }
+
+// A host's addresses and next hops: one per family, unicast, in order.
+func TestParseHostAddressesAndAddrs(t *testing.T) {
+	if got, err := ParseHostAddresses("172.18.0.2/24, fc00::2/64"); err != nil || fmt.Sprint(got) != "[172.18.0.2/24 fc00::2/64]" {
+		t.Errorf("dual-stack host addresses: %v, %v", got, err)
+	}
+	for _, bad := range []string{"172.18.0.2", "172.18.0.2/24,172.18.0.3/24", "224.0.0.1/4", "fe80::1/64", "", "::ffff:1.2.3.4/120"} {
+		if got, err := ParseHostAddresses(bad); err == nil {
+			t.Errorf("%q accepted as host addresses: %v", bad, got)
+		}
+	}
+	if got, err := ParseAddrs("172.18.0.1,fc00::1"); err != nil || fmt.Sprint(got) != "[172.18.0.1 fc00::1]" {
+		t.Errorf("next hops: %v, %v", got, err)
+	}
+	for _, bad := range []string{"x", "172.18.0.1,172.18.0.254", "fe80::1%eth0"} {
+		if got, err := ParseAddrs(bad); err == nil {
+			t.Errorf("%q accepted as next hops: %v", bad, got)
+		}
+	}
+}

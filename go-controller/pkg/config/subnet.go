@@ -123,6 +123,38 @@ func ParseJoinSubnets(values []string, cluster []ClusterSubnet) ([]netip.Prefix,
 	return out, nil
 }
 
+// ParseHostAddresses parses a comma-separated list of a host's
+// address/length, one per family ("172.18.0.2/24,fc00::2/64").
+func ParseHostAddresses(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, part := range splitList([]string{s}) {
+		p, err := netip.ParsePrefix(part)
+		if err != nil || p.Addr().Zone() != "" || p.Addr().Is4In6() || !p.Addr().IsGlobalUnicast() {
+			return nil, fmt.Errorf("%q is not a unicast address/length such as 172.18.0.2/24 or fc00::2/64", part)
+		}
+		out = append(out, p)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no address given")
+	}
+	return out, onePerFamily(out, "addresses")
+}
+
+// ParseAddrs parses a comma-separated list of addresses, one per family.
+func ParseAddrs(s string) ([]netip.Addr, error) {
+	var out []netip.Addr
+	var asPrefixes []netip.Prefix
+	for _, part := range splitList([]string{s}) {
+		a, err := netip.ParseAddr(part)
+		if err != nil || a.Zone() != "" || a.Is4In6() {
+			return nil, fmt.Errorf("%q is not an IP address", part)
+		}
+		out = append(out, a)
+		asPrefixes = append(asPrefixes, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, onePerFamily(asPrefixes, "addresses")
+}
+
 // onePerFamily refuses a second range of a family: a cluster is IPv4,
 // IPv6 or dual-stack with one range of each, as Kubernetes' own flags.
 func onePerFamily(ranges []netip.Prefix, what string) error {

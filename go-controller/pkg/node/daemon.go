@@ -175,10 +175,10 @@ func syncGateway(ctx context.Context, gw GatewayConfig, full bool, sw *ovs.Clien
 	if err := nodePortNAT.replace(ctx, HostNodePortRules(list, gw.Services)); err != nil {
 		return err
 	}
-	if err := hostEndpointNAT.replace(ctx, HostEndpointRules(mgmt, gw.PhysicalIP.Addr())); err != nil {
+	if err := hostEndpointNAT.replace(ctx, HostEndpointRules(mgmt, gw.IPv4())); err != nil {
 		return err
 	}
-	return mgmtSNAT.replace(ctx, MgmtSNATRules(mgmt, gw.PhysicalIP.Addr()))
+	return mgmtSNAT.replace(ctx, MgmtSNATRules(mgmt, gw.IPv4()))
 }
 
 // missingParts names what of the node's setup is gone or has drifted
@@ -210,10 +210,10 @@ func missingParts(ctx context.Context, cfg Config, sw *ovs.Client, gw *GatewayCo
 	if d := nodePortNAT.drift(ctx, HostNodePortRules(list, gw.Services)); d != "" {
 		return "host NodePort chain: " + d
 	}
-	if d := hostEndpointNAT.drift(ctx, HostEndpointRules(mgmt, gw.PhysicalIP.Addr())); d != "" {
+	if d := hostEndpointNAT.drift(ctx, HostEndpointRules(mgmt, gw.IPv4())); d != "" {
 		return "host endpoint chain: " + d
 	}
-	if d := mgmtSNAT.drift(ctx, MgmtSNATRules(mgmt, gw.PhysicalIP.Addr())); d != "" {
+	if d := mgmtSNAT.drift(ctx, MgmtSNATRules(mgmt, gw.IPv4())); d != "" {
 		return "management port SNAT chain: " + d
 	}
 	return ""

@@ -25,13 +25,36 @@ import (
 type GatewayConfig struct {
 	NodeName   string
 	Bridge     string       // OVS bridge holding the NIC (nics-to-bridge makes br<NIC>)
-	PhysicalIP netip.Prefix // the node's address on that network
-	DefaultGW  netip.Addr   // may be invalid: no default route
+	// PhysicalIPs are the node's addresses on that network, one per
+	// family; DefaultGWs the next hops of its default routes (a family
+	// without one has no default route).
+	PhysicalIPs []netip.Prefix
+	DefaultGWs  []netip.Addr
 	OVSAddress string       // the local OVS database; the bridge's management socket is next to it
 	// Services says which external addresses and node ports the bridge
 	// sends to the gateway router (the master's policy, with this node's
 	// own address among those never taken).
 	Services services.AddressPolicy
+}
+
+// addrs are the node's addresses on the external network.
+func (cfg GatewayConfig) addrs() []netip.Addr {
+	out := make([]netip.Addr, len(cfg.PhysicalIPs))
+	for i, p := range cfg.PhysicalIPs {
+		out[i] = p.Addr()
+	}
+	return out
+}
+
+// IPv4 is the node's IPv4 address on the external network (invalid when it
+// has none): the host's NAT chains are IPv4 only today.
+func (cfg GatewayConfig) IPv4() netip.Addr {
+	for _, p := range cfg.PhysicalIPs {
+		if p.Addr().Is4() {
+			return p.Addr()
+		}
+	}
+	return netip.Addr{}
 }
 
 // GatewayInit prepares the node's side of its shared gateway and asks the
@@ -59,7 +82,7 @@ func replaceBridgeFlows(ctx context.Context, cfg GatewayConfig, sw *ovs.Client, 
 	if err := NewFlowTable(cfg.Bridge, cfg.OVSAddress).Replace(ctx, flows); err != nil {
 		return err
 	}
-	log.V(2).Info("gateway bridge flows replaced", "node", cfg.NodeName, "bridge", cfg.Bridge, "physicalIP", cfg.PhysicalIP, "flows", len(flows))
+	log.V(2).Info("gateway bridge flows replaced", "node", cfg.NodeName, "bridge", cfg.Bridge, "physicalIPs", cfg.PhysicalIPs, "flows", len(flows))
 	return nil
 }
 
@@ -83,10 +106,7 @@ func gatewayOVS(ctx context.Context, cfg GatewayConfig, sw *ovs.Client) (net.Har
 func gatewayAnnotation(cfg GatewayConfig, mac net.HardwareAddr) string {
 	gw := annotations.L3GatewayConfig{
 		Mode: "shared", InterfaceID: topology.LocalnetPort(cfg.Bridge, cfg.NodeName), MAC: mac,
-		IPs: []netip.Prefix{cfg.PhysicalIP}, NodePortEnable: true,
-	}
-	if cfg.DefaultGW.IsValid() {
-		gw.NextHops = []netip.Addr{cfg.DefaultGW}
+		IPs: cfg.PhysicalIPs, NextHops: cfg.DefaultGWs, NodePortEnable: true,
 	}
 	return annotations.FormatL3GatewayConfig(gw)
 }
@@ -97,7 +117,7 @@ func bridgeFlows(ctx context.Context, cfg GatewayConfig, sw *ovs.Client, mac net
 	if err != nil {
 		return nil, fmt.Errorf("%w (run `ovnkube nics-to-bridge NIC` first)", err)
 	}
-	in := BridgeFlows{MAC: mac, IPs: []netip.Addr{cfg.PhysicalIP.Addr()}, Services: services}
+	in := BridgeFlows{MAC: mac, IPs: cfg.addrs(), Services: services}
 	var nics []string
 	for _, i := range ifaces {
 		if i.Ofport == nil || *i.Ofport <= 0 {

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/services"
 )
 
@@ -174,5 +176,29 @@ func TestHostEndpointRules(t *testing.T) {
 	want = []string{"-A OVN-KUBE-MGMT-SNAT -s 172.18.0.3/32 -o ovn-k8s-mp0 -j SNAT --to-source 10.244.1.2"}
 	if !slices.Equal(got, want) {
 		t.Errorf("SNAT rules %q, want %q", got, want)
+	}
+}
+
+// A dual-stack node publishes both addresses and next hops, and its bridge
+// flows answer ARP for the IPv4 address and neighbour solicitations for
+// the IPv6 one, tracking both families.
+func TestGatewayDualStackAnnotationAndFlows(t *testing.T) {
+	mac, _ := net.ParseMAC("0a:58:ac:12:00:02")
+	cfg := GatewayConfig{NodeName: "n1", Bridge: "breth0",
+		PhysicalIPs: []netip.Prefix{netip.MustParsePrefix("172.18.0.2/24"), netip.MustParsePrefix("fc00::2/64")},
+		DefaultGWs:  []netip.Addr{netip.MustParseAddr("172.18.0.1"), netip.MustParseAddr("fc00::1")}}
+	gw, err := annotations.ParseL3GatewayConfig(gatewayAnnotation(cfg, mac))
+	if err != nil || fmt.Sprint(gw.IPs, gw.NextHops) != "[172.18.0.2/24 fc00::2/64] [172.18.0.1 fc00::1]" {
+		t.Errorf("annotation %+v, %v", gw, err)
+	}
+	if cfg.IPv4() != netip.MustParseAddr("172.18.0.2") {
+		t.Errorf("IPv4() = %s", cfg.IPv4())
+	}
+	flows := strings.Join(BridgeFlows{NICPort: 1, PatchPort: 2, MAC: mac, IPs: cfg.addrs()}.Flows(), "\n")
+	for _, want := range []string{"arp,arp_op=1,arp_tpa=172.18.0.2,actions=LOCAL", "icmp6,icmp_type=135,nd_target=fc00::2,actions=LOCAL",
+		"in_port=1,ipv6,actions=ct(zone=64000,table=1)", "in_port=1,ip,actions=ct(zone=64000,table=1)"} {
+		if !strings.Contains(flows, want) {
+			t.Errorf("flows lack %q:\n%s", want, flows)
+		}
 	}
 }

@@ -23,8 +23,8 @@ import (
 func gatewayFlags() []cli.Flag {
 	return append([]cli.Flag{
 		&cli.StringFlag{Name: "bridge-interface", Aliases: []string{"gateway-bridge"}, Usage: "OVS bridge holding the physical NIC, e.g. breth0 (see nics-to-bridge); gives the node a shared gateway"},
-		&cli.StringFlag{Name: "physical-ip", Aliases: []string{"gateway-ip"}, Usage: "this node's address/length on that network, e.g. 172.18.0.2/24; default: the bridge's one global IPv4 address"},
-		&cli.StringFlag{Name: "default-gw", Aliases: []string{"gateway-nexthop"}, Usage: "next hop of the gateway router's default route; default: that of the host's default route through the bridge (none: no default route)"},
+		&cli.StringFlag{Name: "physical-ip", Aliases: []string{"gateway-ip"}, Usage: "this node's address/length on that network, one per family, e.g. 172.18.0.2/24,fc00::2/64; default: the bridge's global address of each family"},
+		&cli.StringFlag{Name: "default-gw", Aliases: []string{"gateway-nexthop"}, Usage: "next hops of the gateway router's default routes, one per family; default: those of the host's default routes through the bridge (none: no default route)"},
 	}, serviceAddressFlags()...)
 }
 
@@ -64,20 +64,20 @@ func gatewayConfig(c *cli.Context, require bool) (*node.GatewayConfig, error) {
 	var err error
 	if c.String("physical-ip") == "" || c.String("default-gw") == "" {
 		// A DaemonSet says the same for every node: the rest is the bridge's.
-		ip, gw, err := node.BridgeAddresses(cfg.Bridge)
+		ips, gws, err := node.BridgeAddresses(cfg.Bridge)
 		if err != nil && c.String("physical-ip") == "" {
 			return nil, flagError("physical-ip", err)
 		}
-		cfg.PhysicalIP, cfg.DefaultGW = ip, gw
+		cfg.PhysicalIPs, cfg.DefaultGWs = ips, gws
 	}
 	if s := c.String("physical-ip"); s != "" {
-		if cfg.PhysicalIP, err = netip.ParsePrefix(s); err != nil || !cfg.PhysicalIP.Addr().Is4() {
-			return nil, flagError("physical-ip", fmt.Errorf("%q is not an IPv4 address/length such as 172.18.0.2/24", s))
+		if cfg.PhysicalIPs, err = config.ParseHostAddresses(s); err != nil {
+			return nil, flagError("physical-ip", err)
 		}
 	}
 	if s := c.String("default-gw"); s != "" {
-		if cfg.DefaultGW, err = netip.ParseAddr(s); err != nil || !cfg.DefaultGW.Is4() {
-			return nil, flagError("default-gw", fmt.Errorf("%q is not an IPv4 address", s))
+		if cfg.DefaultGWs, err = config.ParseAddrs(s); err != nil {
+			return nil, flagError("default-gw", err)
 		}
 	}
 	cidrs, err := clusterCIDRs(c)
@@ -101,8 +101,11 @@ func gatewayServicePolicy(c *cli.Context, cfg *node.GatewayConfig, clusterCIDRs 
 		}
 	}
 	p := services.AddressPolicy{Allowed: allowed, NodePorts: nodePorts,
-		Nodes:    map[netip.Addr]string{cfg.PhysicalIP.Addr(): cfg.NodeName},
+		Nodes:    map[netip.Addr]string{},
 		Reserved: services.ReservedRanges(clusterCIDRs, nil, serviceCIDRs)}
+	for _, ip := range cfg.PhysicalIPs {
+		p.Nodes[ip.Addr()] = cfg.NodeName
+	}
 	return p, err
 }
 
