@@ -17,7 +17,7 @@ type ipam struct {
 	mu      sync.Mutex
 	subnets *allocator.SubnetAllocator
 	nodes   map[string]*nodeIPAM
-	pods    map[string]podAddr // by namespace/name
+	pods    map[string]podAddr        // by namespace/name
 	joins   []*allocator.IPAllocator  // one per join subnet (family), the primary first
 	joinIPs map[string][]netip.Prefix // gateway routers' join addresses, by node, in joins' order
 }

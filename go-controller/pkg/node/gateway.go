@@ -23,14 +23,14 @@ import (
 
 // GatewayConfig is what gateway-init needs.
 type GatewayConfig struct {
-	NodeName   string
-	Bridge     string       // OVS bridge holding the NIC (nics-to-bridge makes br<NIC>)
+	NodeName string
+	Bridge   string // OVS bridge holding the NIC (nics-to-bridge makes br<NIC>)
 	// PhysicalIPs are the node's addresses on that network, one per
 	// family; DefaultGWs the next hops of its default routes (a family
 	// without one has no default route).
 	PhysicalIPs []netip.Prefix
 	DefaultGWs  []netip.Addr
-	OVSAddress string       // the local OVS database; the bridge's management socket is next to it
+	OVSAddress  string // the local OVS database; the bridge's management socket is next to it
 	// Services says which external addresses and node ports the bridge
 	// sends to the gateway router (the master's policy, with this node's
 	// own address among those never taken).

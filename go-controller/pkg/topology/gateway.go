@@ -31,8 +31,8 @@ func LocalnetPort(bridge, node string) string    { return bridge + "_" + node + 
 
 // GatewayInput is what a node's gateway depends on.
 type GatewayInput struct {
-	Node           string
-	SystemID       string // the chassis the gateway router is bound to
+	Node     string
+	SystemID string // the chassis the gateway router is bound to
 	// Per family of the cluster, the primary first: the router's join
 	// addresses, the join subnets, the node's addresses on the external
 	// network and its next hops (a family without one has no default route).
