@@ -132,22 +132,25 @@ func TestDualStackPods(t *testing.T) {
 }
 
 // A dual-stack node's shared gateway: nics-to-bridge moves both families'
-// addresses and default routes onto the bridge, gateway-init reads them
-// from it (no address flags), the master builds GR_<node> with both, and a
-// pod reaches an external host over IPv6 and IPv4 with the node's address
-// (the external host has no route to the pods: only SNAT answers).
-func TestDualStackGatewayEgress(t *testing.T) {
+// addresses and default routes onto the bridge, the node daemon reads them
+// from it (no address flags), the master builds GR_<node> with both; a pod
+// reaches an external host over IPv6 and IPv4 with the node's address (the
+// external host has no route to the pods: only SNAT answers); a NodePort
+// answers over IPv6 to the external host and to the node itself (through
+// the host's ip6tables chain).
+func TestDualStackGateway(t *testing.T) {
 	ranges := []string{"--cluster-subnet", "10.244.0.0/16/24,fd00:10:244::/48/64", "--service-cidr", "10.96.0.0/16,fd00:10:96::/112"}
 	c := newNodeCluster(t)
 	c.startMaster(ranges...)
 	n1 := c.addNode("n1")
-	if out, err := c.minionInit(n1, ranges...); err != nil {
-		t.Fatalf("minion-init: %v\n%s", err, out)
-	}
 	ext := externalNIC(t, n1, []string{"addr", "add", "172.18.0.2/24", "dev", "eth1"}, []string{"-6", "addr", "add", "fc00:f853::2/64", "dev", "eth1", "nodad"},
 		[]string{"route", "add", "default", "via", "172.18.0.1"}, []string{"-6", "route", "add", "default", "via", "fc00:f853::1"})
-	if out, err := ext.Exec("ip", "-6", "addr", "add", "fc00:f853::1/64", "dev", "up0", "nodad"); err != nil {
-		t.Fatalf("%v %s", err, out)
+	// The external host computes its TCP checksums (a veth leaves them to
+	// "hardware", which OVS's userspace conntrack refuses), as pods do.
+	for _, args := range [][]string{{"ip", "-6", "addr", "add", "fc00:f853::1/64", "dev", "up0", "nodad"}, {"ethtool", "-K", "up0", "tx", "off"}} {
+		if out, err := ext.Exec(args...); err != nil {
+			t.Fatalf("%v: %v %s", args, err, out)
+		}
 	}
 	ovnkube := harness.Binary(t, "ovnkube")
 	if out, err := n1.NS.Exec(ovnkube, "nics-to-bridge", "--ovs-address", n1.OVSAddress(), "--datapath-type", "netdev", "eth1"); err != nil {
@@ -156,15 +159,14 @@ func TestDualStackGatewayEgress(t *testing.T) {
 	if out, _ := n1.NS.Exec("ip", "-6", "route"); !strings.Contains(out, "default via fc00:f853::1 dev breth1") {
 		t.Errorf("IPv6 default route not moved to breth1:\n%s", out)
 	}
-	gatewayInit := func() {
-		t.Helper()
-		if out, err := n1.NS.Exec(append([]string{ovnkube, "gateway-init", "--node-name", "n1", "--bridge-interface", "breth1", "--nb-address", c.ovn.NBAddress(),
-			"--ovs-address", n1.OVSAddress(), "--kubeconfig", c.kube.Kubeconfig}, ranges[:2]...)...); err != nil {
-			t.Fatalf("gateway-init: %v\n%s", err, out)
+	d := harness.Start(t, c.logDir, "node-n1", append([]string{"ip", "netns", "exec", n1.NS.Name, ovnkube, "node",
+		"--node-name", "n1", "--encap-ip", n1.TunnelIP, "--sb-address", "unix:" + c.ovn.SBSock,
+		"--ovs-address", n1.OVSAddress(), "--kubeconfig", c.kube.Kubeconfig, "--datapath-type", "netdev", "--resync-interval", "500ms",
+		"--bridge-interface", "breth1"}, ranges...)...)
+	harness.Eventually(t, 20*time.Second, "GR_n1's ports with both families", func() error {
+		if d.Exited() {
+			t.Fatalf("ovnkube node exited:\n%s", d.Tail(20))
 		}
-	}
-	gatewayInit()
-	harness.Eventually(t, 10*time.Second, "GR_n1's ports with both families", func() error {
 		rtoj, rtoe := c.lrp("rtoj-GR_n1"), c.lrp("rtoe-GR_n1")
 		if rtoj == nil || rtoe == nil || !slices.Equal(rtoj.Networks, []string{"100.64.0.2/16", "fd98::2/64"}) ||
 			!slices.Equal(rtoe.Networks, []string{"172.18.0.2/24", "fc00:f853::2/64"}) {
@@ -172,29 +174,57 @@ func TestDualStackGatewayEgress(t *testing.T) {
 		}
 		return nil
 	})
-	// The bridge's flows to the gateway router need the patch port
-	// ovn-controller makes once it binds GR_n1 (the node daemon would
-	// follow it; here gateway-init runs again).
-	harness.Eventually(t, 20*time.Second, "patch port on breth1", func() error {
-		if out, _ := n1.VSCtl("list-ports", "breth1"); !strings.Contains(out, "patch") {
-			return fmt.Errorf("ports %q", out)
-		}
-		return nil
-	})
-	gatewayInit()
-	p := c.createPod("default", "a", "n1")
-	pn := c.podNetwork("default", "a")
+	p := c.createPod("default", "web", "n1")
+	pn := c.podNetwork("default", "web")
 	podNS := harness.NewNetNS(t, "pod")
-	if _, err := harness.NewCNI(t, n1, c.kube.Kubeconfig, nil).Add(harness.RuntimeConf("0123456789abcdef0199", podNS, "default", "a", string(p.UID))); err != nil {
+	if _, err := harness.NewCNI(t, n1, c.kube.Kubeconfig, nil).Add(harness.RuntimeConf("0123456789abcdef0199", podNS, "default", "web", string(p.UID))); err != nil {
 		t.Fatalf("CNI ADD: %v (pod network %+v)", err, pn)
 	}
-	for _, dst := range []string{"fc00:f853::1", "172.18.0.1"} {
-		harness.Eventually(t, 30*time.Second, "pod reaching the external host "+dst, func() error {
-			out, err := podNS.Exec("ping", "-c", "1", "-W", "1", dst)
+	ping := func(from harness.NetNS, what, dst string) {
+		t.Helper()
+		harness.Eventually(t, 30*time.Second, what, func() error {
+			out, err := from.Exec("ping", "-c", "1", "-W", "1", dst)
 			if err != nil {
 				return fmt.Errorf("%v: %s", err, out)
 			}
 			return nil
 		})
+	}
+	ping(podNS, "pod reaching the external host over IPv6", "fc00:f853::1")
+	ping(podNS, "pod reaching the external host over IPv4", "172.18.0.1")
+
+	harness.ServeTCP(t, podNS, 8080, "web")
+	policy := corev1.IPFamilyPolicyRequireDualStack
+	svc := c.createService("default", "web", func(s *corev1.Service) {
+		s.Spec.Type = corev1.ServiceTypeNodePort
+		s.Spec.IPFamilyPolicy = &policy
+		s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+	})
+	ports := []discovery.EndpointPort{port("http", corev1.ProtocolTCP, 8080)}
+	c.applySlice("default", "web", "web-v4", ports, endpoint(pn.IPs[0].Addr().String(), true))
+	c.applySlice("default", "web", "web-v6", ports, endpoint(pn.IPs[1].Addr().String(), true))
+	nodePort := fmt.Sprint(svc.Spec.Ports[0].NodePort)
+	harness.Eventually(t, 20*time.Second, "the host's IPv6 NodePort chain", func() error {
+		out, err := n1.NS.Exec("ip6tables", "-w", "-t", "nat", "-S", "OVN-KUBE-NODEPORT")
+		if err != nil || !strings.Contains(out, "--dport "+nodePort) || !strings.Contains(out, "["+svc.Spec.ClusterIPs[1]+"]:80") {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
+	for _, from := range []struct {
+		name string
+		ns   harness.NetNS
+	}{{"the external host", ext}, {"the node itself", n1.NS}, {"a pod", podNS}} {
+		for _, addr := range []string{"[fc00:f853::2]:" + nodePort, "172.18.0.2:" + nodePort} {
+			t.Run(from.name+" to "+addr, func(t *testing.T) {
+				harness.Eventually(t, 20*time.Second, from.name+" reaching the NodePort at "+addr, func() error {
+					got, err := harness.DialTCP(from.ns, addr, time.Second)
+					if err != nil || got != "web" {
+						return fmt.Errorf("answer %q, %v", got, err)
+					}
+					return nil
+				})
+			})
+		}
 	}
 }

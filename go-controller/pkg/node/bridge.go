@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"slices"
@@ -167,7 +168,36 @@ func (mv *nicMover) run() error {
 			return fmt.Errorf("removing %s from %s: %w", addrs[i].IPNet, mv.m.NIC, err)
 		}
 	}
+	if err := mv.quietNICv6(); err != nil {
+		return err
+	}
 	return mv.step(StepAddressesRemoved)
+}
+
+// quietNICv6 turns IPv6 off on the NIC under a userspace bridge once its
+// addresses are on the bridge (see isolateNIC): IPv6 has no reverse-path
+// filter, so the host's stack would take the frames for the bridge's IPv6
+// addresses off the NIC too and reset the gateway router's connections.
+func (mv *nicMover) quietNICv6() error {
+	if mv.m.DatapathType != "netdev" {
+		return nil
+	}
+	path := "/proc/sys/net/ipv6/conf/" + mv.m.NIC + "/disable_ipv6"
+	old, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // a kernel without IPv6
+	}
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", path, err)
+	}
+	if strings.TrimSpace(string(old)) == "1" {
+		return nil
+	}
+	if err := os.WriteFile(path, []byte("1"), 0o644); err != nil {
+		return fmt.Errorf("setting %s: %w", path, err)
+	}
+	mv.undo = append(mv.undo, func() error { return os.WriteFile(path, old, 0o644) })
+	return nil
 }
 
 func (mv *nicMover) createBridge() (netlink.Link, error) {

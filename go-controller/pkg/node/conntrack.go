@@ -90,7 +90,9 @@ func NewConntrackPlan(svcs []*corev1.Service, slices []*discovery.EndpointSlice,
 			continue
 		}
 		for _, ip := range self.Own {
-			p.host[ctKey{proto, netip.AddrPortFrom(ip, uint16(np.nodePort))}] = np.target
+			if ip.Is6() == np.target.Addr().Is6() {
+				p.host[ctKey{proto, netip.AddrPortFrom(ip, uint16(np.nodePort))}] = np.target
+			}
 		}
 	}
 	return p

@@ -110,7 +110,7 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 	defer ticker.Stop()
 	poke(nodeKick)
 	ready := false      // minion-init succeeded
-	var mgmt netip.Addr // the management port's address, once known
+	var mgmt []netip.Addr // the management port's addresses, once known
 	for {
 		full := false
 		select {
@@ -134,7 +134,10 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 			res, err = MinionInit(ctx, cfg, sw, kube, log)
 			ready = err == nil
 			if ready {
-				mgmt = topology.ManagementIP(res.Subnets[0])
+				mgmt = nil
+				for _, s := range res.Subnets {
+					mgmt = append(mgmt, topology.ManagementIP(s))
+				}
 			}
 		}
 		// The gateway needs minion-init's chassis: it waits for a success.
@@ -156,7 +159,7 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 // syncGateway replaces the gateway bridge's flows and the host's NodePort
 // and host-endpoint chains from the current services; full runs all of
 // GatewayInit first (bridge mapping, annotation).
-func syncGateway(ctx context.Context, gw GatewayConfig, full bool, sw *ovs.Client, kube kubernetes.Interface, svcs corelisters.ServiceLister, mgmt netip.Addr, log logr.Logger) error {
+func syncGateway(ctx context.Context, gw GatewayConfig, full bool, sw *ovs.Client, kube kubernetes.Interface, svcs corelisters.ServiceLister, mgmt []netip.Addr, log logr.Logger) error {
 	list, err := svcs.List(labels.Everything())
 	if err != nil {
 		return err
@@ -172,18 +175,17 @@ func syncGateway(ctx context.Context, gw GatewayConfig, full bool, sw *ovs.Clien
 	if err != nil {
 		return err
 	}
-	if err := nodePortNAT.replace(ctx, HostNodePortRules(list, gw.Services)); err != nil {
-		return err
+	for _, c := range gw.hostChains(list, mgmt) {
+		if err := c.h.replace(ctx, c.rules); err != nil {
+			return err
+		}
 	}
-	if err := hostEndpointNAT.replace(ctx, HostEndpointRules(mgmt, gw.IPv4())); err != nil {
-		return err
-	}
-	return mgmtSNAT.replace(ctx, MgmtSNATRules(mgmt, gw.IPv4()))
+	return nil
 }
 
 // missingParts names what of the node's setup is gone or has drifted
 // (deleted by hand, flows changed behind our back), or is empty.
-func missingParts(ctx context.Context, cfg Config, sw *ovs.Client, gw *GatewayConfig, svcs corelisters.ServiceLister, mgmt netip.Addr) string {
+func missingParts(ctx context.Context, cfg Config, sw *ovs.Client, gw *GatewayConfig, svcs corelisters.ServiceLister, mgmt []netip.Addr) string {
 	if !managementPortPresent(ctx, sw) {
 		return "management port " + ManagementPortName
 	}
@@ -207,14 +209,10 @@ func missingParts(ctx context.Context, cfg Config, sw *ovs.Client, gw *GatewayCo
 	} else if d != "" {
 		return fmt.Sprintf("flows of %s differ: %s", gw.Bridge, d)
 	}
-	if d := nodePortNAT.drift(ctx, HostNodePortRules(list, gw.Services)); d != "" {
-		return "host NodePort chain: " + d
-	}
-	if d := hostEndpointNAT.drift(ctx, HostEndpointRules(mgmt, gw.IPv4())); d != "" {
-		return "host endpoint chain: " + d
-	}
-	if d := mgmtSNAT.drift(ctx, MgmtSNATRules(mgmt, gw.IPv4())); d != "" {
-		return "management port SNAT chain: " + d
+	for _, c := range gw.hostChains(list, mgmt) {
+		if d := c.h.drift(ctx, c.rules); d != "" {
+			return "host chain " + c.h.chain + ": " + d
+		}
 	}
 	return ""
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 	libovsdbclient "github.com/ovn-org/libovsdb/client"
 	"github.com/vishvananda/netlink"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
@@ -46,15 +47,20 @@ func (cfg GatewayConfig) addrs() []netip.Addr {
 	return out
 }
 
-// IPv4 is the node's IPv4 address on the external network (invalid when it
-// has none): the host's NAT chains are IPv4 only today.
-func (cfg GatewayConfig) IPv4() netip.Addr {
+// hostChains are the host's nat chains of each family the node has an
+// address of on the external network, with mgmt its management addresses.
+func (cfg GatewayConfig) hostChains(svcs []*corev1.Service, mgmt []netip.Addr) []hostChain {
+	var out []hostChain
 	for _, p := range cfg.PhysicalIPs {
-		if p.Addr().Is4() {
-			return p.Addr()
+		var m netip.Addr
+		for _, a := range mgmt {
+			if a.Is6() == p.Addr().Is6() {
+				m = a
+			}
 		}
+		out = append(out, hostChains(svcs, cfg.Services, m, p.Addr())...)
 	}
-	return netip.Addr{}
+	return out
 }
 
 // GatewayInit prepares the node's side of its shared gateway and asks the

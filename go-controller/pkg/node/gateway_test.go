@@ -92,7 +92,7 @@ func TestServiceFlowsAndHostNodePortRules(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("ServiceFlows = %v, want %v", got, want)
 	}
-	rules := HostNodePortRules(svcs, allowed)
+	rules := HostNodePortRules(svcs, allowed, false)
 	wantRules := []string{
 		"-A OVN-KUBE-NODEPORT -p tcp -m addrtype --dst-type LOCAL -m tcp --dport 30080 -j DNAT --to-destination 10.96.0.5:80",
 		"-A OVN-KUBE-NODEPORT -p udp -m addrtype --dst-type LOCAL -m udp --dport 30053 -j DNAT --to-destination 10.96.0.6:53",
@@ -125,7 +125,7 @@ func TestServiceFlowsNeverTakeTheHostsPorts(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("ServiceFlows = %v, want %v", got, want)
 	}
-	for _, r := range HostNodePortRules(svcs, policy) {
+	for _, r := range HostNodePortRules(svcs, policy, false) {
 		if strings.Contains(r, "--dport 22 ") {
 			t.Errorf("host rule for node port 22: %s", r)
 		}
@@ -191,8 +191,23 @@ func TestGatewayDualStackAnnotationAndFlows(t *testing.T) {
 	if err != nil || fmt.Sprint(gw.IPs, gw.NextHops) != "[172.18.0.2/24 fc00::2/64] [172.18.0.1 fc00::1]" {
 		t.Errorf("annotation %+v, %v", gw, err)
 	}
-	if cfg.IPv4() != netip.MustParseAddr("172.18.0.2") {
-		t.Errorf("IPv4() = %s", cfg.IPv4())
+	// The host's chains in both families, each with its own addresses.
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "np"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort,
+		ClusterIP: "10.96.0.5", ClusterIPs: []string{"10.96.0.5", "fd00:10:96::5"}, Ports: []corev1.ServicePort{{Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30080}}}}
+	var got []string
+	for _, c := range cfg.hostChains([]*corev1.Service{svc}, []netip.Addr{netip.MustParseAddr("10.244.1.2"), netip.MustParseAddr("fd00:10:244:1::2")}) {
+		got = append(got, fmt.Sprintf("v6=%v %s", c.h.v6, strings.Join(c.rules, "; ")))
+	}
+	want := []string{
+		"v6=false -A OVN-KUBE-NODEPORT -p tcp -m addrtype --dst-type LOCAL -m tcp --dport 30080 -j DNAT --to-destination 10.96.0.5:80",
+		"v6=false -A OVN-KUBE-HOST-ENDPOINT -d 10.244.1.2/32 -i ovn-k8s-mp0 -j DNAT --to-destination 172.18.0.2",
+		"v6=false -A OVN-KUBE-MGMT-SNAT -s 172.18.0.2/32 -o ovn-k8s-mp0 -j SNAT --to-source 10.244.1.2",
+		"v6=true -A OVN-KUBE-NODEPORT -p tcp -m addrtype --dst-type LOCAL -m tcp --dport 30080 -j DNAT --to-destination [fd00:10:96::5]:80",
+		"v6=true -A OVN-KUBE-HOST-ENDPOINT -d fd00:10:244:1::2/128 -i ovn-k8s-mp0 -j DNAT --to-destination fc00::2",
+		"v6=true -A OVN-KUBE-MGMT-SNAT -s fc00::2/128 -o ovn-k8s-mp0 -j SNAT --to-source fd00:10:244:1::2",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("host chains\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	flows := strings.Join(BridgeFlows{NICPort: 1, PatchPort: 2, MAC: mac, IPs: cfg.addrs()}.Flows(), "\n")
 	for _, want := range []string{"arp,arp_op=1,arp_tpa=172.18.0.2,actions=LOCAL", "icmp6,icmp_type=135,nd_target=fc00::2,actions=LOCAL",

@@ -68,43 +68,57 @@ func hasNodePort(svc *corev1.Service, p corev1.ServicePort, policy services.Addr
 
 // HostNodePortChain is the nat chain that lets processes on the node reach
 // the node's own NodePorts: a connection to a local address never leaves
-// the host, so it is sent to the service's ClusterIP (routed through the
-// management port) instead.
+// the host, so it is sent to the service's ClusterIP of that family
+// (routed through the management port) instead.
 const HostNodePortChain = "OVN-KUBE-NODEPORT"
 
 // hostNodePort is one NodePort the host's chain sends to a ClusterIP.
 type hostNodePort struct {
 	proto    corev1.Protocol
 	nodePort int32
-	target   netip.AddrPort // the service's IPv4 ClusterIP and port
+	target   netip.AddrPort // a ClusterIP of the service and its port
 }
 
-// hostNodePorts are the NodePorts of the host's chain (see HostNodePortRules).
+// hostNodePorts are the NodePorts of the host's chains, for each of the
+// service's ClusterIPs (see HostNodePortRules).
 func hostNodePorts(svcs []*corev1.Service, policy services.AddressPolicy) []hostNodePort {
 	var out []hostNodePort
 	for _, svc := range svcs {
-		ip, err := netip.ParseAddr(svc.Spec.ClusterIP)
-		if err != nil || !ip.Is4() || !services.Handled(svc) {
+		if !services.Handled(svc) {
 			continue
 		}
-		for _, p := range svc.Spec.Ports {
-			if !hasNodePort(svc, p, policy) {
+		ips := svc.Spec.ClusterIPs
+		if len(ips) == 0 {
+			ips = []string{svc.Spec.ClusterIP}
+		}
+		for _, s := range ips {
+			ip, err := netip.ParseAddr(s)
+			if err != nil {
 				continue
 			}
-			proto := p.Protocol
-			if proto == "" {
-				proto = corev1.ProtocolTCP
+			for _, p := range svc.Spec.Ports {
+				if !hasNodePort(svc, p, policy) {
+					continue
+				}
+				proto := p.Protocol
+				if proto == "" {
+					proto = corev1.ProtocolTCP
+				}
+				out = append(out, hostNodePort{proto, p.NodePort, netip.AddrPortFrom(ip, uint16(p.Port))})
 			}
-			out = append(out, hostNodePort{proto, p.NodePort, netip.AddrPortFrom(ip, uint16(p.Port))})
 		}
 	}
 	return out
 }
 
-// HostNodePortRules are the chain's rules, as `iptables -S` prints them.
-func HostNodePortRules(svcs []*corev1.Service, policy services.AddressPolicy) []string {
+// HostNodePortRules are the chain's rules of one family, as `iptables -S`
+// (ip6tables for IPv6) prints them.
+func HostNodePortRules(svcs []*corev1.Service, policy services.AddressPolicy, v6 bool) []string {
 	var out []string
 	for _, np := range hostNodePorts(svcs, policy) {
+		if np.target.Addr().Is6() != v6 {
+			continue
+		}
 		proto := strings.ToLower(string(np.proto))
 		out = append(out, fmt.Sprintf("-A %s -p %s -m addrtype --dst-type LOCAL -m %s --dport %d -j DNAT --to-destination %s",
 			HostNodePortChain, proto, proto, np.nodePort, np.target))
@@ -121,12 +135,13 @@ func HostNodePortRules(svcs []*corev1.Service, policy services.AddressPolicy) []
 const HostEndpointChain = "OVN-KUBE-HOST-ENDPOINT"
 
 // HostEndpointRules are that chain's rules: what arrives through the
-// management port for the management address goes to the node's address.
+// management port for the management address goes to the node's address
+// (both of one family; none when either is missing).
 func HostEndpointRules(mgmt, nodeIP netip.Addr) []string {
-	if !mgmt.IsValid() || !nodeIP.IsValid() || !mgmt.Is4() || !nodeIP.Is4() {
+	if !mgmt.IsValid() || !nodeIP.IsValid() || mgmt.Is4() != nodeIP.Is4() {
 		return nil
 	}
-	return []string{fmt.Sprintf("-A %s -d %s/32 -i %s -j DNAT --to-destination %s", HostEndpointChain, mgmt, ManagementPortName, nodeIP)}
+	return []string{fmt.Sprintf("-A %s -d %s -i %s -j DNAT --to-destination %s", HostEndpointChain, hostPrefix(mgmt), ManagementPortName, nodeIP)}
 }
 
 // MgmtSNATChain is the nat chain, jumped to from POSTROUTING, that gives
@@ -138,30 +153,47 @@ func HostEndpointRules(mgmt, nodeIP netip.Addr) []string {
 // endpoint would get its own address back (a martian).
 const MgmtSNATChain = "OVN-KUBE-MGMT-SNAT"
 
-// MgmtSNATRules are that chain's rules.
+// MgmtSNATRules are that chain's rules (both addresses of one family).
 func MgmtSNATRules(mgmt, nodeIP netip.Addr) []string {
-	if !mgmt.IsValid() || !nodeIP.IsValid() || !mgmt.Is4() || !nodeIP.Is4() {
+	if !mgmt.IsValid() || !nodeIP.IsValid() || mgmt.Is4() != nodeIP.Is4() {
 		return nil
 	}
-	return []string{fmt.Sprintf("-A %s -s %s/32 -o %s -j SNAT --to-source %s", MgmtSNATChain, nodeIP, ManagementPortName, mgmt)}
+	return []string{fmt.Sprintf("-A %s -s %s -o %s -j SNAT --to-source %s", MgmtSNATChain, hostPrefix(nodeIP), ManagementPortName, mgmt)}
 }
 
-// hostNAT keeps one nat chain of ours and its jump from a built-in chain
-// exactly as wanted.
-type hostNAT struct{ chain, from string }
+// hostPrefix is addr as a one-address prefix, as iptables prints it.
+func hostPrefix(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen()) }
 
-var (
-	nodePortNAT     = hostNAT{HostNodePortChain, "OUTPUT"}
-	hostEndpointNAT = hostNAT{HostEndpointChain, "PREROUTING"}
-	mgmtSNAT        = hostNAT{MgmtSNATChain, "POSTROUTING"}
-)
+// hostNAT keeps one nat chain of ours (in one family's table) and its jump
+// from a built-in chain exactly as wanted.
+type hostNAT struct {
+	chain, from string
+	v6          bool
+}
+
+// hostChain is one of the host's nat chains with the rules it should hold.
+type hostChain struct {
+	h     hostNAT
+	rules []string
+}
+
+// hostChains are the host's nat chains of one family and their rules,
+// for the node's address of that family and its management address.
+func hostChains(svcs []*corev1.Service, policy services.AddressPolicy, mgmt, nodeIP netip.Addr) []hostChain {
+	v6 := nodeIP.Is6()
+	return []hostChain{
+		{hostNAT{HostNodePortChain, "OUTPUT", v6}, HostNodePortRules(svcs, policy, v6)},
+		{hostNAT{HostEndpointChain, "PREROUTING", v6}, HostEndpointRules(mgmt, nodeIP)},
+		{hostNAT{MgmtSNATChain, "POSTROUTING", v6}, MgmtSNATRules(mgmt, nodeIP)},
+	}
+}
 
 // drift describes how the chain differs from rules ("" when it does not).
 func (h hostNAT) drift(ctx context.Context, rules []string) string {
-	if _, err := iptables(ctx, "-t", "nat", "-C", h.from, "-j", h.chain); err != nil {
+	if _, err := h.iptables(ctx, "-t", "nat", "-C", h.from, "-j", h.chain); err != nil {
 		return "no jump from " + h.from
 	}
-	out, err := iptables(ctx, "-t", "nat", "-S", h.chain)
+	out, err := h.iptables(ctx, "-t", "nat", "-S", h.chain)
 	if err != nil {
 		return "no chain " + h.chain
 	}
@@ -178,26 +210,35 @@ func (h hostNAT) drift(ctx context.Context, rules []string) string {
 	return ""
 }
 
-// replace writes the whole chain in one iptables-restore and adds the jump.
+// replace writes the whole chain in one restore and adds the jump.
 func (h hostNAT) replace(ctx context.Context, rules []string) error {
 	in := "*nat\n:" + h.chain + " - [0:0]\n" + strings.Join(append(rules, "COMMIT"), "\n") + "\n"
-	cmd := exec.CommandContext(ctx, "iptables-restore", "--noflush")
+	restore := "iptables-restore"
+	if h.v6 {
+		restore = "ip6tables-restore"
+	}
+	cmd := exec.CommandContext(ctx, restore, "--noflush")
 	cmd.Stdin = strings.NewReader(in)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("iptables-restore of %s: %w: %s", h.chain, err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("%s of %s: %w: %s", restore, h.chain, err, strings.TrimSpace(string(out)))
 	}
-	if _, err := iptables(ctx, "-t", "nat", "-C", h.from, "-j", h.chain); err != nil {
-		if _, err := iptables(ctx, "-t", "nat", "-A", h.from, "-j", h.chain); err != nil {
+	if _, err := h.iptables(ctx, "-t", "nat", "-C", h.from, "-j", h.chain); err != nil {
+		if _, err := h.iptables(ctx, "-t", "nat", "-A", h.from, "-j", h.chain); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func iptables(ctx context.Context, args ...string) (string, error) {
-	out, err := exec.CommandContext(ctx, "iptables", append([]string{"-w"}, args...)...).CombinedOutput()
+// iptables runs iptables, or ip6tables for an IPv6 chain.
+func (h hostNAT) iptables(ctx context.Context, args ...string) (string, error) {
+	bin := "iptables"
+	if h.v6 {
+		bin = "ip6tables"
+	}
+	out, err := exec.CommandContext(ctx, bin, append([]string{"-w"}, args...)...).CombinedOutput()
 	if err != nil {
-		return string(out), fmt.Errorf("iptables %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		return string(out), fmt.Errorf("%s %s: %w: %s", bin, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
 	return string(out), nil
 }
