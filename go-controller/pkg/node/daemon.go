@@ -109,7 +109,7 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	poke(nodeKick)
-	ready := false      // minion-init succeeded
+	ready := false        // minion-init succeeded
 	var mgmt []netip.Addr // the management port's addresses, once known
 	for {
 		full := false
