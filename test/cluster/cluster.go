@@ -38,9 +38,14 @@ const (
 	sbPort         = 6642
 	clusterSubnet  = "10.244.0.0/16"
 	serviceCIDR    = "10.96.0.0/16"
-	dnsServiceIP   = "10.96.0.10"
-	clusterDomain  = "cluster.local"
-	adminToken     = "ovn-k8s-cluster-admin-token"
+	// The IPv6 side of a dual-stack cluster (kind's underlay range).
+	underlayPrefix6 = "fc00:f853:ccd:e793::"
+	underlayLen6    = 64
+	clusterSubnet6  = "fd00:10:244::/48"
+	serviceCIDR6    = "fd00:10:96::/112"
+	dnsServiceIP    = "10.96.0.10"
+	clusterDomain   = "cluster.local"
+	adminToken      = "ovn-k8s-cluster-admin-token"
 	// The name prefix of everything the cluster creates on the host.
 	prefix = "ovnkc"
 )
@@ -53,13 +58,58 @@ type Config struct {
 	// Dist installs ovn-k8s from dist/kubernetes/ and the ovnkube image
 	// (dist.go) instead of starting the master and node daemons itself.
 	Dist bool
-	Log  func(format string, args ...any)
+	// IPFamily is "ipv4" (the default) or "dual": nodes, pods and
+	// services get an IPv6 address beside the IPv4 one.
+	IPFamily string
+	Log      func(format string, args ...any)
+}
+
+// IP families of the cluster in a box.
+const (
+	IPv4 = "ipv4"
+	Dual = "dual"
+)
+
+func (c *Cluster) dual() bool { return c.IPFamily == Dual }
+
+// clusterSubnetFlag and serviceCIDRFlag are the ranges of the cluster's
+// families, as ovnkube and the Kubernetes components take them.
+func (c *Cluster) clusterSubnetFlag() string {
+	if c.dual() {
+		return clusterSubnet + "/24," + clusterSubnet6 + "/64"
+	}
+	return clusterSubnet + "/24"
+}
+
+func (c *Cluster) serviceCIDRFlag() string {
+	if c.dual() {
+		return serviceCIDR + "," + serviceCIDR6
+	}
+	return serviceCIDR
+}
+
+// nodeIPs are the node's addresses, the primary (IPv4) first.
+func (c *Cluster) nodeIPs(n *Node) []string {
+	if c.dual() {
+		return []string{n.IP, n.IP6}
+	}
+	return []string{n.IP}
+}
+
+// physicalIPs are the node's address/lengths on the underlay.
+func (c *Cluster) physicalIPs(n *Node) string {
+	s := fmt.Sprintf("%s/%d", n.IP, underlayLen)
+	if c.dual() {
+		s += fmt.Sprintf(",%s/%d", n.IP6, underlayLen6)
+	}
+	return s
 }
 
 // Node is one Kubernetes node.
 type Node struct {
 	Name         string
 	IP           string
+	IP6          string // on a dual-stack cluster
 	ControlPlane bool
 	NetNS        string // network namespace name
 	MountNS      string // persistent mount namespace file
@@ -78,6 +128,9 @@ type Cluster struct {
 
 // New describes the cluster; nothing is changed on the host.
 func New(cfg Config) *Cluster {
+	if cfg.IPFamily == "" {
+		cfg.IPFamily = IPv4
+	}
 	if cfg.Log == nil {
 		cfg.Log = func(format string, args ...any) { fmt.Printf(format+"\n", args...) }
 	}
@@ -92,7 +145,7 @@ func New(cfg Config) *Cluster {
 	}
 	for i, name := range names {
 		c.Nodes = append(c.Nodes, &Node{
-			Name: name, IP: underlayPrefix + strconv.Itoa(i+2), ControlPlane: i == 0,
+			Name: name, IP: underlayPrefix + strconv.Itoa(i+2), IP6: underlayPrefix6 + strconv.Itoa(i+2), ControlPlane: i == 0,
 			NetNS: name, MountNS: filepath.Join(cfg.Dir, "ns", name),
 			Root: filepath.Join(cfg.Dir, "nodes", name), Cgroup: prefix + "/" + name,
 		})

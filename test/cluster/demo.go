@@ -74,6 +74,9 @@ func (c *Cluster) Demo(ctx context.Context) (string, error) {
 			return c.Exec(node, "curl", "-s", "-m", "2", "http://"+vip+"/hostname")
 		})
 	}
+	if c.dual() {
+		c.demoIPv6Paths(r, svc, pods.Items)
+	}
 	if err := c.northSouthPaths(ctx, r); err != nil {
 		return "", err
 	}
@@ -96,6 +99,50 @@ stop it and remove everything: make demo-down
 		return b.String(), fmt.Errorf("connectivity check failed")
 	}
 	return b.String(), nil
+}
+
+// familyPolicy asks for a Service of every family of the cluster.
+func (c *Cluster) familyPolicy() *corev1.IPFamilyPolicy {
+	if !c.dual() {
+		return nil
+	}
+	p := corev1.IPFamilyPolicyPreferDualStack
+	return &p
+}
+
+// demoIPv6Paths are the demo's east-west paths over IPv6 (a dual-stack
+// cluster): pod to pod, the ClusterIP, each node's NodePort, node to the
+// ClusterIP.
+func (c *Cluster) demoIPv6Paths(r *report, svc *corev1.Service, pods []corev1.Pod) {
+	fromClient := func(host string, port int32) func() (string, error) {
+		return func() (string, error) {
+			return c.kubectlExec("client", "curl", "-s", "-m", "2", fmt.Sprintf("http://[%s]:%d/hostname", host, port))
+		}
+	}
+	for _, p := range pods {
+		for _, ip := range p.Status.PodIPs {
+			if strings.Contains(ip.IP, ":") {
+				r.check("client (IPv6)", p.Name+" ["+ip.IP+"]", "IPv6 pod to pod", fromClient(ip.IP, 8080))
+			}
+		}
+	}
+	if len(svc.Spec.ClusterIPs) < 2 {
+		r.check("client (IPv6)", "web IPv6 ClusterIP", "ClusterIP", func() (string, error) {
+			return "", fmt.Errorf("service web has cluster IPs %v, no IPv6 one", svc.Spec.ClusterIPs)
+		})
+		return
+	}
+	vip6 := svc.Spec.ClusterIPs[1]
+	r.check("client (IPv6)", "web ["+vip6+"]:80", "IPv6 ClusterIP", func() (string, error) {
+		return c.allBackends(fromClient(vip6, 80))
+	})
+	for _, n := range c.Nodes {
+		r.check("client (IPv6)", fmt.Sprintf("[%s]:%d", n.IP6, svc.Spec.Ports[0].NodePort), "IPv6 NodePort", fromClient(n.IP6, svc.Spec.Ports[0].NodePort))
+	}
+	node := c.Nodes[len(c.Nodes)-1]
+	r.check("node "+node.Name+" (IPv6)", "web ["+vip6+"]:80", "ovn-k8s-mp0, IPv6 ClusterIP", func() (string, error) {
+		return c.Exec(node, "curl", "-s", "-m", "2", "http://["+vip6+"]/hostname")
+	})
 }
 
 // report collects the connectivity rows: each path is polled until it
@@ -167,7 +214,7 @@ func (c *Cluster) demoObjects(ctx context.Context) error {
 		}, metav1.CreateOptions{})),
 		ignoreExists(cs.CoreV1().Services(demoNS).Create(ctx, &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Name: "web"},
-			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: labels,
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: labels, IPFamilyPolicy: c.familyPolicy(),
 				Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)},
 					{Name: "udp", Port: 81, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromInt32(8081)}}},
 		}, metav1.CreateOptions{})),

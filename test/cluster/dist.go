@@ -34,8 +34,8 @@ func (c *Cluster) distConfig() *corev1.ConfigMap {
 	return &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "ovn-config", Namespace: distNamespace},
 		Data: map[string]string{
-			"cluster_subnet":    clusterSubnet + "/24",
-			"service_cidr":      serviceCIDR,
+			"cluster_subnet":    c.clusterSubnetFlag(),
+			"service_cidr":      c.serviceCIDRFlag(),
 			"nb_address":        "ssl:" + cp.IP + ":" + strconv.Itoa(nbPort),
 			"sb_address":        "ssl:" + cp.IP + ":" + strconv.Itoa(sbPort),
 			"k8s_apiserver":     c.APIServer(),

@@ -55,7 +55,7 @@ func (c *Cluster) startControlPlane(n *Node) error {
 		"--advertise-address="+n.IP, "--cert-dir=/etc/kubernetes/pki", "--token-auth-file=/etc/kubernetes/pki/tokens.csv",
 		"--authorization-mode=RBAC", "--allow-privileged=true",
 		"--service-account-issuer=https://kubernetes.default.svc", "--service-account-key-file=/etc/kubernetes/pki/sa.key",
-		"--service-account-signing-key-file=/etc/kubernetes/pki/sa.key", "--service-cluster-ip-range="+serviceCIDR,
+		"--service-account-signing-key-file=/etc/kubernetes/pki/sa.key", "--service-cluster-ip-range="+c.serviceCIDRFlag(),
 		"--kubelet-preferred-address-types=InternalIP", "--profiling=false"); err != nil {
 		return err
 	}
@@ -175,7 +175,7 @@ fileCheckFrequency: 5s
 		return err
 	}
 	return c.start(n, "kubelet", c.bin("kubelet"), "--config=/var/lib/kubelet/config.yaml",
-		"--kubeconfig="+Kubeconfig, "--hostname-override="+n.Name, "--node-ip="+n.IP, "--v=1")
+		"--kubeconfig="+Kubeconfig, "--hostname-override="+n.Name, "--node-ip="+strings.Join(c.nodeIPs(n), ","), "--v=1")
 }
 
 // labelControlPlane gives the control-plane node kind's role label (the

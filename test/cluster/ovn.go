@@ -69,7 +69,7 @@ func (c *Cluster) startMaster(n *Node) error {
 	return c.start(n, "ovnkube-master", c.bin("ovnkube"), "--loglevel", "4", "master",
 		"--kubeconfig", Kubeconfig, "--nb-address", "unix:/run/ovn/ovnnb_db.sock",
 		"--sb-address", fmt.Sprintf("tcp:%s:%d", n.IP, sbPort), // pods are kept from it
-		"--cluster-subnet", clusterSubnet+"/24", "--service-cidr", serviceCIDR, "--external-ip-cidrs", externalCIDRs)
+		"--cluster-subnet", c.clusterSubnetFlag(), "--service-cidr", c.serviceCIDRFlag(), "--external-ip-cidrs", externalCIDRs)
 }
 
 // gatewayBridge is the bridge nics-to-bridge made of every node's NIC.
@@ -106,8 +106,8 @@ func (c *Cluster) startNodeDaemon(n *Node) error {
 		"--node-name", n.Name, "--encap-ip", n.IP,
 		"--sb-address", fmt.Sprintf("tcp:%s:%d", c.ControlPlane().IP, sbPort),
 		"--kubeconfig", Kubeconfig, "--datapath-type", "netdev",
-		"--cluster-subnet", clusterSubnet+"/24", "--service-cidr", serviceCIDR,
-		"--bridge-interface", gatewayBridge, "--physical-ip", fmt.Sprintf("%s/%d", n.IP, underlayLen),
+		"--cluster-subnet", c.clusterSubnetFlag(), "--service-cidr", c.serviceCIDRFlag(),
+		"--bridge-interface", gatewayBridge, "--physical-ip", c.physicalIPs(n),
 		"--external-ip-cidrs", externalCIDRs, "--cni-server-socket", cniServerSocket)
 }
 

@@ -34,6 +34,7 @@ func main() {
 	fs.Usage = func() { fmt.Fprint(os.Stderr, usage); fs.PrintDefaults() }
 	workers := fs.Int("workers", 2, "worker nodes")
 	dist := fs.Bool("dist", false, "up: install ovn-k8s from dist/kubernetes/ and the ovnkube image instead of starting its daemons")
+	family := fs.String("ip-family", cluster.IPv4, "the cluster's IP families: "+cluster.IPv4+" or "+cluster.Dual)
 	e2eCfg := cluster.E2EConfig{}
 	fs.StringVar(&e2eCfg.Focus, "focus", cluster.ConformanceFocus, "ginkgo focus regexp")
 	fs.StringVar(&e2eCfg.Skip, "skip", "", "ginkgo skip regexp (added to the documented skips)")
@@ -45,12 +46,16 @@ func main() {
 		fs.Usage()
 		os.Exit(2)
 	}
+	if *family != cluster.IPv4 && *family != cluster.Dual {
+		fmt.Fprintf(os.Stderr, "ovnk-cluster: -ip-family %q: want %s or %s\n", *family, cluster.IPv4, cluster.Dual)
+		os.Exit(2)
+	}
 	repo, err := repoRoot()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "ovnk-cluster:", err)
 		os.Exit(1)
 	}
-	c := cluster.New(cluster.Config{Repo: repo, Dir: filepath.Join(repo, "_output", "cluster"), Workers: *workers, Dist: *dist})
+	c := cluster.New(cluster.Config{Repo: repo, Dir: filepath.Join(repo, "_output", "cluster"), Workers: *workers, Dist: *dist, IPFamily: *family})
 	e2eCfg.Out = filepath.Join(repo, "_output", "conformance")
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
