@@ -18,6 +18,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,6 +46,7 @@ const (
 	clusterSubnet6  = "fd00:10:244::/48"
 	serviceCIDR6    = "fd00:10:96::/112"
 	dnsServiceIP    = "10.96.0.10"
+	dnsServiceIP6   = "fd00:10:96::a"
 	clusterDomain   = "cluster.local"
 	adminToken      = "ovn-k8s-cluster-admin-token"
 	// The name prefix of everything the cluster creates on the host.
@@ -58,8 +61,8 @@ type Config struct {
 	// Dist installs ovn-k8s from dist/kubernetes/ and the ovnkube image
 	// (dist.go) instead of starting the master and node daemons itself.
 	Dist bool
-	// IPFamily is "ipv4" (the default) or "dual": nodes, pods and
-	// services get an IPv6 address beside the IPv4 one.
+	// IPFamily is "ipv4" (the default), "ipv6" or "dual" (IPv4 primary):
+	// the families of the nodes' Kubernetes addresses, pods and services.
 	IPFamily string
 	Log      func(format string, args ...any)
 }
@@ -67,49 +70,105 @@ type Config struct {
 // IP families of the cluster in a box.
 const (
 	IPv4 = "ipv4"
+	IPv6 = "ipv6"
 	Dual = "dual"
 )
 
-func (c *Cluster) dual() bool { return c.IPFamily == Dual }
+// Families are the -ip-family values.
+var Families = []string{IPv4, IPv6, Dual}
+
+func (c *Cluster) has4() bool { return c.IPFamily != IPv6 }
+func (c *Cluster) has6() bool { return c.IPFamily != IPv4 }
+
+// perFamily keeps, of an IPv4 value and its IPv6 twin, those of the
+// cluster's families, the primary first (IPv4 on a dual-stack cluster).
+func (c *Cluster) perFamily(v4, v6 string) []string {
+	var out []string
+	if c.has4() {
+		out = append(out, v4)
+	}
+	if c.has6() {
+		out = append(out, v6)
+	}
+	return out
+}
+
+// ipFamily is one family of the cluster in a box, with the addresses the
+// demo's and the north-south paths use in it.
+type ipFamily struct {
+	v6  bool
+	tag string // after the report's "from": "" for IPv4, " (IPv6)"
+	// The external host's address, a Service's external IP and a
+	// LoadBalancer's ingress IP (external.go).
+	external, serviceExternalIP, ingressIP string
+	node                                   func(*Node) string
+}
+
+// families are the cluster's families, the primary first.
+func (c *Cluster) families() []ipFamily {
+	var out []ipFamily
+	if c.has4() {
+		out = append(out, ipFamily{tag: "", external: externalIP, serviceExternalIP: externalIPs, ingressIP: ingressIP,
+			node: func(n *Node) string { return n.IP }})
+	}
+	if c.has6() {
+		out = append(out, ipFamily{v6: true, tag: " (IPv6)", external: externalIP6, serviceExternalIP: externalIPs6, ingressIP: ingressIP6,
+			node: func(n *Node) string { return n.IP6 }})
+	}
+	return out
+}
+
+// of is the first of ips in the family, "" if none is.
+func (f ipFamily) of(ips []string) string {
+	for _, ip := range ips {
+		if a, err := netip.ParseAddr(ip); err == nil && a.Is6() == f.v6 {
+			return ip
+		}
+	}
+	return ""
+}
+
+// hostPort is host:port, with brackets around an IPv6 host.
+func hostPort(host string, port int32) string { return net.JoinHostPort(host, strconv.Itoa(int(port))) }
 
 // clusterSubnetFlag and serviceCIDRFlag are the ranges of the cluster's
 // families, as ovnkube and the Kubernetes components take them.
 func (c *Cluster) clusterSubnetFlag() string {
-	if c.dual() {
-		return clusterSubnet + "/24," + clusterSubnet6 + "/64"
-	}
-	return clusterSubnet + "/24"
+	return strings.Join(c.perFamily(clusterSubnet+"/24", clusterSubnet6+"/64"), ",")
 }
 
 func (c *Cluster) serviceCIDRFlag() string {
-	if c.dual() {
-		return serviceCIDR + "," + serviceCIDR6
-	}
-	return serviceCIDR
+	return strings.Join(c.perFamily(serviceCIDR, serviceCIDR6), ",")
 }
 
-// nodeIPs are the node's addresses, the primary (IPv4) first.
-func (c *Cluster) nodeIPs(n *Node) []string {
-	if c.dual() {
-		return []string{n.IP, n.IP6}
+// dnsIP is CoreDNS's ClusterIP, of the primary family.
+func (c *Cluster) dnsIP() string { return c.perFamily(dnsServiceIP, dnsServiceIP6)[0] }
+
+// anyAddress is the address a server listens on to be reached over every
+// family of the cluster and over the IPv4 underlay ("::" takes both).
+func (c *Cluster) anyAddress() string {
+	if c.has6() {
+		return "::"
 	}
-	return []string{n.IP}
+	return "0.0.0.0"
 }
 
-// physicalIPs are the node's address/lengths on the underlay.
+// nodeIPs are the node's addresses of the cluster's families, the primary
+// first. The underlay has both families whatever the cluster's: OVN's
+// databases, Geneve and the API server's URL stay on IPv4.
+func (c *Cluster) nodeIPs(n *Node) []string { return c.perFamily(n.IP, n.IP6) }
+
+// physicalIPs are the node's address/lengths on the underlay, of the
+// cluster's families.
 func (c *Cluster) physicalIPs(n *Node) string {
-	s := fmt.Sprintf("%s/%d", n.IP, underlayLen)
-	if c.dual() {
-		s += fmt.Sprintf(",%s/%d", n.IP6, underlayLen6)
-	}
-	return s
+	return strings.Join(c.perFamily(fmt.Sprintf("%s/%d", n.IP, underlayLen), fmt.Sprintf("%s/%d", n.IP6, underlayLen6)), ",")
 }
 
 // Node is one Kubernetes node.
 type Node struct {
 	Name         string
 	IP           string
-	IP6          string // on a dual-stack cluster
+	IP6          string
 	ControlPlane bool
 	NetNS        string // network namespace name
 	MountNS      string // persistent mount namespace file

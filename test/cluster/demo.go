@@ -47,36 +47,12 @@ func (c *Cluster) Demo(ctx context.Context) (string, error) {
 	fmt.Fprintf(&b, "=== DNS: nslookup web.demo.svc.cluster.local (from pod client) ===\n%s%v\n", answer(out), errOrEmpty(err))
 
 	r := &report{ctx: ctx}
-	fromClient := func(url string) func() (string, error) {
-		return func() (string, error) { return c.kubectlExec("client", "curl", "-s", "-m", "2", url) }
+	for _, f := range c.families() {
+		c.demoPaths(r, f, svc, pods.Items)
 	}
-	for _, p := range pods.Items {
-		path := "same node: switch " + p.Spec.NodeName
-		if p.Spec.NodeName != "" && p.Spec.NodeName != c.Nodes[1].Name {
-			path = "router, Geneve to " + p.Spec.NodeName
-		}
-		r.check("client ("+c.Nodes[1].Name+")", p.Name+" "+p.Status.PodIP+":8080", path, fromClient("http://"+p.Status.PodIP+":8080/hostname"))
-	}
-	vip := svc.Spec.ClusterIP
-	r.check("client", "web "+vip+":80", "ClusterIP: clusterLBGroup", func() (string, error) {
-		return c.allBackends(func() (string, error) {
-			return c.kubectlExec("client", "curl", "-s", "-m", "2", "http://"+vip+"/hostname")
-		})
+	r.check("client", "web.demo:80 (DNS)", "CoreDNS, then the ClusterIP", func() (string, error) {
+		return c.kubectlExec("client", "curl", "-s", "-m", "2", "http://web.demo/hostname")
 	})
-	r.check("client", "web.demo:80 (DNS)", "CoreDNS, then the ClusterIP", fromClient("http://web.demo/hostname"))
-	nodePort := svc.Spec.Ports[0].NodePort
-	for _, n := range c.Nodes {
-		r.check("client", fmt.Sprintf("%s:%d", n.IP, nodePort), "NodePort: clusterSwitchLBGroup", fromClient(fmt.Sprintf("http://%s:%d/hostname", n.IP, nodePort)))
-	}
-	for _, n := range []*Node{c.ControlPlane(), c.Nodes[len(c.Nodes)-1]} {
-		node := n
-		r.check("node "+node.Name, "web "+vip+":80", "ovn-k8s-mp0, then the ClusterIP", func() (string, error) {
-			return c.Exec(node, "curl", "-s", "-m", "2", "http://"+vip+"/hostname")
-		})
-	}
-	if c.dual() {
-		c.demoIPv6Paths(r, svc, pods.Items)
-	}
 	if err := c.northSouthPaths(ctx, r); err != nil {
 		return "", err
 	}
@@ -85,7 +61,7 @@ func (c *Cluster) Demo(ctx context.Context) (string, error) {
 	if failed {
 		verdict = "SOME PATHS FAILED"
 	}
-	fmt.Fprintf(&b, "=== connectivity (%s) ===\n  %-26s %-36s %-38s %s\n%s\n\n", verdict, "from", "to", "path", "result", strings.Join(rows, "\n"))
+	fmt.Fprintf(&b, "=== connectivity (%s) ===\n  %-32s %-44s %-38s %s\n%s\n\n", verdict, "from", "to", "path", "result", strings.Join(rows, "\n"))
 	show, _ := c.Exec(c.ControlPlane(), "ovn-nbctl", "--db=unix:/run/ovn/ovnnb_db.sock", "show")
 	fmt.Fprintf(&b, "=== ovn-nbctl show ===\n%s\n", show)
 	fmt.Fprintf(&b, `=== poke around ===
@@ -103,46 +79,53 @@ stop it and remove everything: make demo-down
 
 // familyPolicy asks for a Service of every family of the cluster.
 func (c *Cluster) familyPolicy() *corev1.IPFamilyPolicy {
-	if !c.dual() {
+	if c.IPFamily != Dual {
 		return nil
 	}
 	p := corev1.IPFamilyPolicyPreferDualStack
 	return &p
 }
 
-// demoIPv6Paths are the demo's east-west paths over IPv6 (a dual-stack
-// cluster): pod to pod, the ClusterIP, each node's NodePort, node to the
-// ClusterIP.
-func (c *Cluster) demoIPv6Paths(r *report, svc *corev1.Service, pods []corev1.Pod) {
+// demoPaths are the demo's east-west paths in one family: from the client
+// pod to each web pod, to the ClusterIP, to each node's NodePort; from two
+// nodes to the ClusterIP.
+func (c *Cluster) demoPaths(r *report, f ipFamily, svc *corev1.Service, pods []corev1.Pod) {
+	client := "client (" + c.Nodes[1].Name + ")" + f.tag
 	fromClient := func(host string, port int32) func() (string, error) {
 		return func() (string, error) {
-			return c.kubectlExec("client", "curl", "-s", "-m", "2", fmt.Sprintf("http://[%s]:%d/hostname", host, port))
+			return c.kubectlExec("client", "curl", "-s", "-m", "2", "http://"+hostPort(host, port)+"/hostname")
 		}
 	}
 	for _, p := range pods {
-		for _, ip := range p.Status.PodIPs {
-			if strings.Contains(ip.IP, ":") {
-				r.check("client (IPv6)", p.Name+" ["+ip.IP+"]", "IPv6 pod to pod", fromClient(ip.IP, 8080))
-			}
+		path := "same node: switch " + p.Spec.NodeName
+		if p.Spec.NodeName != "" && p.Spec.NodeName != c.Nodes[1].Name {
+			path = "router, Geneve to " + p.Spec.NodeName
 		}
+		ip := f.of(podIPs(p))
+		r.check(client, p.Name+" "+hostPort(ip, 8080), path, fromClient(ip, 8080))
 	}
-	if len(svc.Spec.ClusterIPs) < 2 {
-		r.check("client (IPv6)", "web IPv6 ClusterIP", "ClusterIP", func() (string, error) {
-			return "", fmt.Errorf("service web has cluster IPs %v, no IPv6 one", svc.Spec.ClusterIPs)
-		})
-		return
-	}
-	vip6 := svc.Spec.ClusterIPs[1]
-	r.check("client (IPv6)", "web ["+vip6+"]:80", "IPv6 ClusterIP", func() (string, error) {
-		return c.allBackends(fromClient(vip6, 80))
+	vip := f.of(svc.Spec.ClusterIPs)
+	r.check(client, "web "+hostPort(vip, 80), "ClusterIP: clusterLBGroup", func() (string, error) {
+		return c.allBackends(fromClient(vip, 80))
 	})
+	nodePort := svc.Spec.Ports[0].NodePort
 	for _, n := range c.Nodes {
-		r.check("client (IPv6)", fmt.Sprintf("[%s]:%d", n.IP6, svc.Spec.Ports[0].NodePort), "IPv6 NodePort", fromClient(n.IP6, svc.Spec.Ports[0].NodePort))
+		r.check(client, hostPort(f.node(n), nodePort), "NodePort: clusterSwitchLBGroup", fromClient(f.node(n), nodePort))
 	}
-	node := c.Nodes[len(c.Nodes)-1]
-	r.check("node "+node.Name+" (IPv6)", "web ["+vip6+"]:80", "ovn-k8s-mp0, IPv6 ClusterIP", func() (string, error) {
-		return c.Exec(node, "curl", "-s", "-m", "2", "http://["+vip6+"]/hostname")
-	})
+	for _, n := range []*Node{c.ControlPlane(), c.Nodes[len(c.Nodes)-1]} {
+		node := n
+		r.check("node "+node.Name+f.tag, "web "+hostPort(vip, 80), "ovn-k8s-mp0, then the ClusterIP", func() (string, error) {
+			return c.Exec(node, "curl", "-s", "-m", "2", "http://"+hostPort(vip, 80)+"/hostname")
+		})
+	}
+}
+
+func podIPs(p corev1.Pod) []string {
+	var out []string
+	for _, ip := range p.Status.PodIPs {
+		out = append(out, ip.IP)
+	}
+	return out
 }
 
 // report collects the connectivity rows: each path is polled until it
@@ -164,7 +147,7 @@ func (r *report) check(from, to, path string, probe func() (string, error)) {
 	if err != nil {
 		result, r.failed = "FAIL "+err.Error(), true
 	}
-	r.rows = append(r.rows, fmt.Sprintf("  %-26s %-36s %-38s %s", from, to, path, result))
+	r.rows = append(r.rows, fmt.Sprintf("  %-32s %-44s %-38s %s", from, to, path, result))
 }
 
 // allBackends calls probe until both web pods have answered.

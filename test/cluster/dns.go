@@ -105,7 +105,7 @@ func (c *Cluster) deployDNS() error {
 		ObjectMeta: meta("kube-dns"),
 		Spec: corev1.ServiceSpec{
 			Selector:  labels,
-			ClusterIP: dnsServiceIP,
+			ClusterIP: c.dnsIP(),
 			Ports: []corev1.ServicePort{
 				{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromInt32(53)},
 				{Name: "dns-tcp", Port: 53, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(53)},

@@ -74,6 +74,34 @@ func TestNodesAndAddresses(t *testing.T) {
 	}
 }
 
+// Each -ip-family gives the Kubernetes components and ovnkube the ranges and
+// node addresses of its families, the primary first.
+func TestFamilies(t *testing.T) {
+	for _, tc := range []struct {
+		family, subnets, services, nodeIPs, physical, dns string
+	}{
+		{IPv4, "10.244.0.0/16/24", "10.96.0.0/16", "172.18.0.3", "172.18.0.3/16", "10.96.0.10"},
+		{IPv6, "fd00:10:244::/48/64", "fd00:10:96::/112", "fc00:f853:ccd:e793::3", "fc00:f853:ccd:e793::3/64", "fd00:10:96::a"},
+		{Dual, "10.244.0.0/16/24,fd00:10:244::/48/64", "10.96.0.0/16,fd00:10:96::/112", "172.18.0.3,fc00:f853:ccd:e793::3",
+			"172.18.0.3/16,fc00:f853:ccd:e793::3/64", "10.96.0.10"},
+	} {
+		c := New(Config{Dir: "/x", Workers: 1, IPFamily: tc.family})
+		n := c.Nodes[1]
+		got := []string{c.clusterSubnetFlag(), c.serviceCIDRFlag(), strings.Join(c.nodeIPs(n), ","), c.physicalIPs(n), c.dnsIP()}
+		want := []string{tc.subnets, tc.services, tc.nodeIPs, tc.physical, tc.dns}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("%s: got %v, want %v", tc.family, got, want)
+		}
+		var fams []string
+		for _, f := range c.families() {
+			fams = append(fams, f.node(n)+"/"+f.external)
+		}
+		if len(fams) != len(strings.Split(tc.nodeIPs, ",")) {
+			t.Errorf("%s: families %v", tc.family, fams)
+		}
+	}
+}
+
 // Up refuses a host that holds another cluster's namespace or cgroup, and
 // names what it found.
 func TestHostFree(t *testing.T) {

@@ -19,12 +19,17 @@ const (
 	externalIP  = underlayPrefix + "100"
 	externalIPs = "192.0.2.10" // a Service's spec.externalIPs, routed to the first worker
 	ingressIP   = "192.0.2.20" // a LoadBalancer's ingress IP, routed to the last worker
-	externalWeb = 8080         // the external host's HTTP server
-	// externalCIDRs is the master's --external-ip-cidrs: the range the
-	// external and ingress IPs above come from (TEST-NET-1) and the one the
-	// e2e suite's ExternalIP test takes its address from (TEST-NET-3).
-	// Without it the master programs no external address.
-	externalCIDRs = "192.0.2.0/24,203.0.113.0/24"
+	// Their IPv6 twins, on a cluster with IPv6 (from 2001:db8::/32, the
+	// documentation range).
+	externalIP6  = underlayPrefix6 + "100"
+	externalIPs6 = "2001:db8:1::10"
+	ingressIP6   = "2001:db8:1::20"
+	externalWeb  = 8080 // the external host's HTTP server
+	// externalCIDRs is the master's --external-ip-cidrs: the ranges the
+	// external and ingress IPs above come from (TEST-NET-1 and 2001:db8:1::/64)
+	// and the one the e2e suite's ExternalIP test takes its address from
+	// (TEST-NET-3). Without it the master programs no external address.
+	externalCIDRs = "192.0.2.0/24,203.0.113.0/24,2001:db8:1::/64"
 )
 
 func (c *Cluster) externalNS() string { return prefix + "-external" }
@@ -47,12 +52,21 @@ func (c *Cluster) makeExternalHost() error {
 		// drops segments with bad checksums. So the host computes them.
 		{"ip", "netns", "exec", ext, "ethtool", "-K", "eth0", "tx", "off"},
 	}
-	for _, n := range c.Nodes {
-		cmds = append(cmds, []string{"ip", "-n", ext, "route", "add", n.IP + "/32", "dev", "eth0"})
+	// Routes to each node's address and, through a worker, to the service
+	// addresses, in every family of the cluster.
+	first, last := c.Nodes[1], c.Nodes[len(c.Nodes)-1]
+	for _, f := range c.families() {
+		ip, host := []string{"ip", "-n", ext}, "/32"
+		if f.v6 {
+			ip, host = []string{"ip", "-6", "-n", ext}, "/128"
+			cmds = append(cmds, append(ip, "addr", "add", f.external+host, "dev", "eth0", "nodad"))
+		}
+		for _, n := range c.Nodes {
+			cmds = append(cmds, append(ip, "route", "add", f.node(n)+host, "dev", "eth0"))
+		}
+		cmds = append(cmds, append(ip, "route", "add", f.serviceExternalIP+host, "via", f.node(first)),
+			append(ip, "route", "add", f.ingressIP+host, "via", f.node(last)))
 	}
-	cmds = append(cmds,
-		[]string{"ip", "-n", ext, "route", "add", externalIPs + "/32", "via", c.Nodes[1].IP},
-		[]string{"ip", "-n", ext, "route", "add", ingressIP + "/32", "via", c.Nodes[len(c.Nodes)-1].IP})
 	for _, args := range cmds {
 		if _, err := run(args...); err != nil {
 			return err
@@ -122,23 +136,27 @@ func (c *Cluster) externalConnect(addr string) (string, error) {
 	return "connected from " + conn.LocalAddr().String(), conn.Close()
 }
 
-// serveExternal starts the external host's HTTP server, which answers every
-// request with the client's address as it arrived; stop closes it.
+// serveExternal starts the external host's HTTP server on its address of
+// each family; it answers every request with the client's address as it
+// arrived. stop closes it.
 func (c *Cluster) serveExternal() (stop func(), err error) {
-	var l net.Listener
-	err = c.inExternal(func() error {
-		var err error
-		l, err = net.Listen("tcp", fmt.Sprintf("%s:%d", externalIP, externalWeb))
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("external server: %w", err)
-	}
 	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		host, _, _ := net.SplitHostPort(r.RemoteAddr)
 		fmt.Fprintln(w, host)
 	})}
-	go func() { _ = srv.Serve(l) }()
+	for _, f := range c.families() {
+		var l net.Listener
+		err := c.inExternal(func() error {
+			var err error
+			l, err = net.Listen("tcp", hostPort(f.external, externalWeb))
+			return err
+		})
+		if err != nil {
+			_ = srv.Close()
+			return nil, fmt.Errorf("external server: %w", err)
+		}
+		go func() { _ = srv.Serve(l) }()
+	}
 	return func() { _ = srv.Close() }, nil
 }
 

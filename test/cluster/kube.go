@@ -51,8 +51,8 @@ func (c *Cluster) startControlPlane(n *Node) error {
 	// names the advertise address and the kubernetes Service's ClusterIP; the
 	// file carries its CA too, so it serves as the cluster's root CA.
 	if err := c.start(n, "kube-apiserver", c.bin("kube-apiserver"),
-		"--etcd-servers=http://127.0.0.1:2379", "--bind-address=0.0.0.0", fmt.Sprintf("--secure-port=%d", apiPort),
-		"--advertise-address="+n.IP, "--cert-dir=/etc/kubernetes/pki", "--token-auth-file=/etc/kubernetes/pki/tokens.csv",
+		"--etcd-servers=http://127.0.0.1:2379", "--bind-address="+c.anyAddress(), fmt.Sprintf("--secure-port=%d", apiPort),
+		"--advertise-address="+c.nodeIPs(n)[0], "--cert-dir=/etc/kubernetes/pki", "--token-auth-file=/etc/kubernetes/pki/tokens.csv",
 		"--authorization-mode=RBAC", "--allow-privileged=true",
 		"--service-account-issuer=https://kubernetes.default.svc", "--service-account-key-file=/etc/kubernetes/pki/sa.key",
 		"--service-account-signing-key-file=/etc/kubernetes/pki/sa.key", "--service-cluster-ip-range="+c.serviceCIDRFlag(),
@@ -130,6 +130,16 @@ state = "/run/containerd"
 	return nil
 }
 
+// kubeletAddress is where the kubelet listens: its node's IPv4 address, or
+// every address when the cluster has IPv6 (the API server reaches it at its
+// node's first InternalIP, IPv6 on an IPv6-only cluster).
+func (c *Cluster) kubeletAddress(n *Node) string {
+	if c.has6() {
+		return c.anyAddress()
+	}
+	return n.IP
+}
+
 // startKubelet writes the node's kubelet configuration and starts it.
 func (c *Cluster) startKubelet(n *Node) error {
 	taints := ""
@@ -138,12 +148,12 @@ func (c *Cluster) startKubelet(n *Node) error {
 	}
 	// Pods that do not use the cluster DNS get a resolver that answers
 	// nothing: no query leaves the machine.
-	if err := os.WriteFile(n.hostPath("/etc/kubernetes/resolv.conf"), []byte("nameserver "+dnsServiceIP+"\noptions ndots:1\n"), 0o644); err != nil {
+	if err := os.WriteFile(n.hostPath("/etc/kubernetes/resolv.conf"), []byte("nameserver "+c.dnsIP()+"\noptions ndots:1\n"), 0o644); err != nil {
 		return err
 	}
 	conf := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-address: %s
+address: "%s"
 port: 10250
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
@@ -170,7 +180,7 @@ nodeStatusReportFrequency: 10s
 nodeStatusUpdateFrequency: 4s
 syncFrequency: 10s
 fileCheckFrequency: 5s
-%s`, n.IP, n.Cgroup, dnsServiceIP, clusterDomain, taints)
+%s`, c.kubeletAddress(n), n.Cgroup, c.dnsIP(), clusterDomain, taints)
 	if err := os.WriteFile(n.hostPath("/var/lib/kubelet/config.yaml"), []byte(conf), 0o644); err != nil {
 		return err
 	}

@@ -196,7 +196,7 @@ func (c *Cluster) startOVS(n *Node, schema string) error {
 	if _, err := c.Exec(n, "ip", "addr", "add", fmt.Sprintf("%s/%d", n.IP, underlayLen), "dev", "ul0"); err != nil {
 		return err
 	}
-	if c.dual() {
+	if c.has6() {
 		if _, err := c.Exec(n, "ip", "-6", "addr", "add", fmt.Sprintf("%s/%d", n.IP6, underlayLen6), "dev", "ul0", "nodad"); err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"time"
@@ -17,7 +18,8 @@ func (c *Cluster) northSouthServices() []*corev1.Service {
 	web := map[string]string{"app": "web"}
 	http := []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}
 	svc := func(name string, typ corev1.ServiceType, sel map[string]string, mutate func(*corev1.ServiceSpec)) *corev1.Service {
-		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.ServiceSpec{Type: typ, Selector: sel, Ports: http}}
+		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.ServiceSpec{Type: typ, Selector: sel, Ports: http,
+			IPFamilyPolicy: c.familyPolicy()}}
 		if mutate != nil {
 			mutate(&s.Spec)
 		}
@@ -27,15 +29,15 @@ func (c *Cluster) northSouthServices() []*corev1.Service {
 		svc("web-local", corev1.ServiceTypeNodePort, web, func(s *corev1.ServiceSpec) {
 			s.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
 		}),
-		svc("web-ext", corev1.ServiceTypeClusterIP, web, func(s *corev1.ServiceSpec) { s.ExternalIPs = []string{externalIPs} }),
+		svc("web-ext", corev1.ServiceTypeClusterIP, web, func(s *corev1.ServiceSpec) { s.ExternalIPs = c.perFamily(externalIPs, externalIPs6) }),
 		svc("web-lb", corev1.ServiceTypeLoadBalancer, web, nil),
 		svc("web-affinity", corev1.ServiceTypeNodePort, web, func(s *corev1.ServiceSpec) { s.SessionAffinity = corev1.ServiceAffinityClientIP }),
 		svc("client-self", corev1.ServiceTypeNodePort, map[string]string{"app": "client"}, nil),
 	}
 }
 
-// northSouthObjects creates them; the LoadBalancer gets its ingress IP as a
-// cloud controller would give it one.
+// northSouthObjects creates them; the LoadBalancer gets its ingress IPs (one
+// per family) as a cloud controller would give them.
 func (c *Cluster) northSouthObjects(ctx context.Context) error {
 	for _, s := range c.northSouthServices() {
 		if err := ignoreExists(c.Client.CoreV1().Services(demoNS).Create(ctx, s, metav1.CreateOptions{})); err != nil {
@@ -46,7 +48,10 @@ func (c *Cluster) northSouthObjects(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	lb.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ingressIP}}
+	lb.Status.LoadBalancer.Ingress = nil
+	for _, ip := range c.perFamily(ingressIP, ingressIP6) {
+		lb.Status.LoadBalancer.Ingress = append(lb.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip})
+	}
 	_, err = c.Client.CoreV1().Services(demoNS).UpdateStatus(ctx, lb, metav1.UpdateOptions{})
 	return err
 }
@@ -59,55 +64,68 @@ func (c *Cluster) nodePort(name string, i int) (int32, error) {
 	return s.Spec.Ports[i].NodePort, nil
 }
 
-// northSouthPaths adds the paths through the nodes' gateways to the report:
-// from the external host to NodePorts (TCP, UDP), ExternalIPs, LoadBalancer
-// ingress IPs and the nodes' own listeners; from pods out of the cluster and
-// back in through a node address; from the nodes to services.
+// northSouthPaths adds the paths through the nodes' gateways to the report,
+// in every family of the cluster: from the external host to NodePorts (TCP,
+// UDP), ExternalIPs, LoadBalancer ingress IPs and the nodes' own listeners;
+// from pods out of the cluster and back in through a node address; from the
+// nodes to NodePorts.
 func (c *Cluster) northSouthPaths(ctx context.Context, r *report) error {
 	stop, err := c.serveExternal()
 	if err != nil {
 		return err
 	}
 	defer stop()
-	ports := map[string]int32{}
+	p := nsPorts{tcp: map[string]int32{}}
 	for _, name := range []string{"web", "web-local", "web-affinity", "client-self"} {
-		if ports[name], err = c.nodePort(name, 0); err != nil {
+		if p.tcp[name], err = c.nodePort(name, 0); err != nil {
 			return err
 		}
 	}
-	udpPort, err := c.nodePort("web", 1)
-	if err != nil {
+	if p.udp, err = c.nodePort("web", 1); err != nil {
 		return err
 	}
-	ext := "external " + externalIP
+	for _, f := range c.families() {
+		c.northSouthFamily(r, f, p)
+	}
+	return nil
+}
+
+// nsPorts are the NodePorts of the demo's services, TCP by service name and
+// web's UDP one.
+type nsPorts struct {
+	tcp map[string]int32
+	udp int32
+}
+
+func (c *Cluster) northSouthFamily(r *report, f ipFamily, p nsPorts) {
+	ext := "external " + f.external
 	worker, last := c.Nodes[1], c.Nodes[len(c.Nodes)-1]
+	get := func(host string, port int32, path string) func() (string, error) {
+		return func() (string, error) { return c.externalGet("http://" + hostPort(host, port) + path) }
+	}
 	for _, n := range c.Nodes {
-		url := fmt.Sprintf("http://%s:%d/hostname", n.IP, ports["web"])
-		r.check(ext, fmt.Sprintf("NodePort %s:%d", n.IP, ports["web"]), gatewayBridge+" → GR_"+n.Name+", backends local+remote", func() (string, error) {
-			return c.allBackends(func() (string, error) { return c.externalGet(url) })
+		np := hostPort(f.node(n), p.tcp["web"])
+		r.check(ext, "NodePort "+np, gatewayBridge+" → GR_"+n.Name+", backends local+remote", func() (string, error) {
+			return c.allBackends(get(f.node(n), p.tcp["web"], "/hostname"))
 		})
-		udp := fmt.Sprintf("%s:%d", n.IP, udpPort)
+		udp := hostPort(f.node(n), p.udp)
 		r.check(ext, "NodePort "+udp+"/udp", gatewayBridge+" → GR_"+n.Name+" (UDP)", func() (string, error) { return c.externalUDP(udp, "hostname") })
 	}
-	r.check(ext, "ExternalIP "+externalIPs+":80", "routed to "+worker.Name+" → GR", func() (string, error) {
-		return c.externalGet("http://" + externalIPs + "/hostname")
-	})
-	r.check(ext, "LB ingress "+ingressIP+":80", "routed to "+last.Name+" → GR", func() (string, error) {
-		return c.externalGet("http://" + ingressIP + "/hostname")
-	})
-	local := fmt.Sprintf("%s:%d", worker.IP, ports["web-local"])
+	r.check(ext, "ExternalIP "+hostPort(f.serviceExternalIP, 80), "routed to "+worker.Name+" → GR", get(f.serviceExternalIP, 80, "/hostname"))
+	r.check(ext, "LB ingress "+hostPort(f.ingressIP, 80), "routed to "+last.Name+" → GR", get(f.ingressIP, 80, "/hostname"))
+	local := hostPort(f.node(worker), p.tcp["web-local"])
 	r.check(ext, "ETP Local "+local, "GR_"+worker.Name+", no SNAT", func() (string, error) {
-		got, err := c.externalGet("http://" + local + "/clientip")
-		if err == nil && !strings.HasPrefix(got, externalIP+":") {
-			err = fmt.Errorf("the pod saw %s, not the client %s", got, externalIP)
+		got, err := get(f.node(worker), p.tcp["web-local"], "/clientip")()
+		if host, _, _ := net.SplitHostPort(got); err == nil && host != f.external {
+			err = fmt.Errorf("the pod saw %s, not the client %s", got, f.external)
 		}
 		return "pod saw " + got, err
 	})
-	aff := fmt.Sprintf("http://%s:%d/hostname", worker.IP, ports["web-affinity"])
-	r.check(ext, "affinity "+strings.TrimPrefix(aff, "http://"), "sessionAffinity ClientIP on GR", func() (string, error) {
+	aff := hostPort(f.node(worker), p.tcp["web-affinity"])
+	r.check(ext, "affinity "+aff, "sessionAffinity ClientIP on GR", func() (string, error) {
 		seen := map[string]bool{}
 		for i := 0; i < 10; i++ {
-			got, err := c.externalGet(aff)
+			got, err := get(f.node(worker), p.tcp["web-affinity"], "/hostname")()
 			if err != nil {
 				return "", err
 			}
@@ -119,18 +137,19 @@ func (c *Cluster) northSouthPaths(ctx context.Context, r *report) error {
 		return "10 requests, one backend", nil
 	})
 	for _, n := range c.Nodes {
-		addr := n.IP + ":10250"
+		addr := hostPort(f.node(n), 10250)
 		r.check(ext, "kubelet "+addr, gatewayBridge+" → host (host traffic intact)", func() (string, error) { return c.externalConnect(addr) })
 	}
-	r.check("client ("+worker.Name+")", fmt.Sprintf("external %s:%d", externalIP, externalWeb), "GR_"+worker.Name+" SNAT → "+gatewayBridge, func() (string, error) {
-		got, err := c.kubectlExec("client", "curl", "-s", "-m", "2", fmt.Sprintf("http://%s:%d/", externalIP, externalWeb))
-		if err == nil && got != worker.IP {
-			err = fmt.Errorf("the external server saw %q, not node address %s", got, worker.IP)
+	client := "client (" + worker.Name + ")" + f.tag
+	r.check(client, "external "+hostPort(f.external, externalWeb), "GR_"+worker.Name+" SNAT → "+gatewayBridge, func() (string, error) {
+		got, err := c.kubectlExec("client", "curl", "-s", "-m", "2", "http://"+hostPort(f.external, externalWeb)+"/")
+		if err == nil && got != f.node(worker) {
+			err = fmt.Errorf("the external server saw %q, not node address %s", got, f.node(worker))
 		}
 		return "server saw " + got, err
 	})
-	self := fmt.Sprintf("%s:%d", worker.IP, ports["client-self"])
-	r.check("client ("+worker.Name+")", "itself via "+self, "hairpin through a node address", func() (string, error) {
+	self := hostPort(f.node(worker), p.tcp["client-self"])
+	r.check(client, "itself via "+self, "hairpin through a node address", func() (string, error) {
 		got, err := c.kubectlExec("client", "curl", "-s", "-m", "2", "http://"+self+"/hostname")
 		if err == nil && got != "client" {
 			err = fmt.Errorf("answered by %q", got)
@@ -140,17 +159,16 @@ func (c *Cluster) northSouthPaths(ctx context.Context, r *report) error {
 	for _, n := range []*Node{worker, last} {
 		node := n
 		for _, target := range []*Node{worker, last} {
-			url := fmt.Sprintf("http://%s:%d/hostname", target.IP, ports["web"])
+			np := hostPort(f.node(target), p.tcp["web"])
 			path := "OVN-KUBE-NODEPORT → ClusterIP"
 			if target != node {
 				path = gatewayBridge + " → GR_" + target.Name
 			}
-			r.check("node "+node.Name, fmt.Sprintf("NodePort %s:%d", target.IP, ports["web"]), path, func() (string, error) {
-				return c.Exec(node, "curl", "-s", "-m", "2", url)
+			r.check("node "+node.Name+f.tag, "NodePort "+np, path, func() (string, error) {
+				return c.Exec(node, "curl", "-s", "-m", "2", "http://"+np+"/hostname")
 			})
 		}
 	}
-	return nil
 }
 
 // NorthSouth runs the demo's paths, then removes the last worker's gateway
@@ -167,10 +185,9 @@ func (c *Cluster) NorthSouth(ctx context.Context) (string, error) {
 	if err := c.stopProcess(n, c.bin("ovnkube"), "node"); err != nil {
 		return out, err
 	}
-	physIP := fmt.Sprintf("%s/%d", n.IP, underlayLen)
 	r.check("node "+n.Name, "gateway-init --remove", "annotation, bridge mapping, flows", func() (string, error) {
 		o, err := c.Exec(n, c.bin("ovnkube"), "gateway-init", "--remove", "--node-name", n.Name, "--bridge-interface", gatewayBridge,
-			"--physical-ip", physIP, "--kubeconfig", Kubeconfig)
+			"--physical-ip", c.physicalIPs(n), "--kubeconfig", Kubeconfig)
 		return lastLine(o), err
 	})
 	r.check("master", "GR_"+n.Name+" removed", "the master owns the rows", func() (string, error) {
@@ -180,7 +197,11 @@ func (c *Cluster) NorthSouth(ctx context.Context) (string, error) {
 		}
 		return "gone", err
 	})
-	r.check("external "+externalIP, "kubelet "+n.IP+":10250", "brul0 without a gateway", func() (string, error) { return c.externalConnect(n.IP + ":10250") })
+	for _, f := range c.families() {
+		r.check("external "+f.external, "kubelet "+hostPort(f.node(n), 10250), "brul0 without a gateway", func() (string, error) {
+			return c.externalConnect(hostPort(f.node(n), 10250))
+		})
+	}
 	r.check("node "+n.Name, "API server "+c.ControlPlane().IP, "brul0 without a gateway", func() (string, error) {
 		return c.Exec(n, "curl", "-sk", "-m", "2", "-o", "/dev/null", "-w", "HTTP %{http_code}", c.APIServer()+"/healthz")
 	})
@@ -191,9 +212,11 @@ func (c *Cluster) NorthSouth(ctx context.Context) (string, error) {
 	if err != nil {
 		return out, err
 	}
-	r.check("external "+externalIP, fmt.Sprintf("NodePort %s:%d", n.IP, port), "gateway back", func() (string, error) {
-		return c.externalGet(fmt.Sprintf("http://%s:%d/hostname", n.IP, port))
-	})
+	for _, f := range c.families() {
+		r.check("external "+f.external, "NodePort "+hostPort(f.node(n), port), "gateway back", func() (string, error) {
+			return c.externalGet("http://" + hostPort(f.node(n), port) + "/hostname")
+		})
+	}
 	verdict := "all paths OK"
 	if r.failed {
 		verdict = "SOME PATHS FAILED"

@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/ovn-k8s/ovn-k8s/test/cluster"
@@ -34,7 +36,7 @@ func main() {
 	fs.Usage = func() { fmt.Fprint(os.Stderr, usage); fs.PrintDefaults() }
 	workers := fs.Int("workers", 2, "worker nodes")
 	dist := fs.Bool("dist", false, "up: install ovn-k8s from dist/kubernetes/ and the ovnkube image instead of starting its daemons")
-	family := fs.String("ip-family", cluster.IPv4, "the cluster's IP families: "+cluster.IPv4+" or "+cluster.Dual)
+	family := fs.String("ip-family", cluster.IPv4, "the cluster's IP families: "+strings.Join(cluster.Families, ", "))
 	e2eCfg := cluster.E2EConfig{}
 	fs.StringVar(&e2eCfg.Focus, "focus", cluster.ConformanceFocus, "ginkgo focus regexp")
 	fs.StringVar(&e2eCfg.Skip, "skip", "", "ginkgo skip regexp (added to the documented skips)")
@@ -46,8 +48,8 @@ func main() {
 		fs.Usage()
 		os.Exit(2)
 	}
-	if *family != cluster.IPv4 && *family != cluster.Dual {
-		fmt.Fprintf(os.Stderr, "ovnk-cluster: -ip-family %q: want %s or %s\n", *family, cluster.IPv4, cluster.Dual)
+	if !slices.Contains(cluster.Families, *family) {
+		fmt.Fprintf(os.Stderr, "ovnk-cluster: -ip-family %q: want one of %s\n", *family, strings.Join(cluster.Families, ", "))
 		os.Exit(2)
 	}
 	repo, err := repoRoot()
