@@ -46,11 +46,22 @@ func (m *Master) syncGateway(ctx context.Context, node *corev1.Node, subnets []n
 		return fmt.Errorf("gateway of node %s: %w", node.Name, err)
 	}
 	if want := annotations.FormatGatewayJoinIPs(in.JoinIPs); node.Annotations[annotations.NodeGatewayJoinIP] != want {
+		m.reportJoinIPsDrop(node, in.JoinIPs)
 		if err := m.patchAnnotation(ctx, node, annotations.NodeGatewayJoinIP, want); err != nil {
 			return fmt.Errorf("annotating node %s with its gateway join address: %w", node.Name, err)
 		}
 	}
 	return nil
+}
+
+// reportJoinIPsDrop reports a join address annotation, about to be
+// rewritten as joinIPs, that held a family the cluster lacks. Restoring
+// needs nothing more: a family without a join subnet takes no address.
+func (m *Master) reportJoinIPsDrop(node *corev1.Node, joinIPs []netip.Prefix) {
+	if ps, err := annotations.ParseGatewayJoinIPs(node.Annotations[annotations.NodeGatewayJoinIP]); err == nil {
+		m.reportFamilyDrop(node, familyDrop{holder: "node", name: node.Name, annotation: annotations.NodeGatewayJoinIP,
+			noun: "gateway join address", had: ps, now: joinIPs})
+	}
 }
 
 // gatewayInput is what the node's gateway is built from.

@@ -70,7 +70,10 @@ type Master struct {
 	// duplicate-address conflicts already reported (nodeaddr.go).
 	nodeIndexer     cache.Indexer
 	dupAddrReported sync.Map
-	latency         podLatency
+	// familyReported holds, per object and annotation, the IP family drop
+	// last reported (families.go).
+	familyReported sync.Map
+	latency        podLatency
 }
 
 // NewInformers is the informer factory a master reads the cluster through,

@@ -45,7 +45,10 @@ func (m *Master) syncNode(ctx context.Context, name string) error {
 		return fmt.Errorf("node %s: %w", name, err)
 	}
 	want := annotations.FormatNodeSubnets(subnets)
-	if node.Annotations[annotations.NodeSubnets] != want {
+	if had, ok := node.Annotations[annotations.NodeSubnets]; had != want {
+		if ok {
+			m.reportNodeSubnetsDrop(node, had, subnets)
+		}
 		if err := m.patchAnnotation(ctx, node, annotations.NodeSubnets, want); err != nil {
 			return fmt.Errorf("annotating node %s with %s: %w", name, want, err)
 		}
@@ -69,7 +72,7 @@ func (m *Master) nodeSubnetsFor(node *corev1.Node) ([]netip.Prefix, error) {
 		return s, nil
 	}
 	if v, ok := node.Annotations[annotations.NodeSubnets]; ok {
-		subnets, err := annotations.ParseNodeSubnets(v)
+		subnets, err := m.annotatedNodeSubnets(v)
 		if err == nil {
 			err = m.ipam.claimNodeSubnets(node.Name, subnets)
 		}
@@ -79,6 +82,25 @@ func (m *Master) nodeSubnetsFor(node *corev1.Node) ([]netip.Prefix, error) {
 		m.log.Info("ignoring node's host subnet annotation; allocating a new subnet", "node", node.Name, "annotation", v, "reason", err.Error())
 	}
 	return m.ipam.allocateNodeSubnets(node.Name)
+}
+
+// annotatedNodeSubnets reads the node-subnets annotation's subnets of the
+// cluster's families (the others are reported when it is rewritten).
+func (m *Master) annotatedNodeSubnets(v string) ([]netip.Prefix, error) {
+	subnets, err := annotations.ParseNodeSubnets(v)
+	if err != nil {
+		return nil, err
+	}
+	return m.ofClusterFamilies(annotations.NodeSubnets, subnets)
+}
+
+// reportNodeSubnetsDrop reports a node-subnets annotation, about to be
+// rewritten as subnets, that held a family the cluster lacks.
+func (m *Master) reportNodeSubnetsDrop(node *corev1.Node, had string, subnets []netip.Prefix) {
+	if ps, err := annotations.ParseNodeSubnets(had); err == nil {
+		m.reportFamilyDrop(node, familyDrop{holder: "node", name: node.Name, annotation: annotations.NodeSubnets,
+			noun: "host subnet", had: ps, now: subnets})
+	}
 }
 
 func mgmtMAC(node *corev1.Node, m *Master) net.HardwareAddr {
@@ -174,6 +196,7 @@ func EnsureNode(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc
 // The last such pod's deletion queues the node again.
 func (m *Master) deleteNode(ctx context.Context, name string) error {
 	m.nodesReady.Delete(name)
+	m.forgetFamilyDrops("node", name, annotations.NodeSubnets, annotations.NodeGatewayJoinIP)
 	if n := m.podsHoldingOn(name); n > 0 {
 		m.log.Info("node is gone but pods bound to it remain; keeping its subnet and rows until they are gone", "node", name, "pods", n)
 		return nil

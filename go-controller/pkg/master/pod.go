@@ -83,44 +83,72 @@ func (m *Master) annotatePod(ctx context.Context, pod *slim.Pod, pn annotations.
 }
 
 // podNetwork decides the pod's addresses: what this pod incarnation already
-// holds, else a valid annotation written for its UID whose addresses no
-// other pod holds, else fresh ones.
+// holds, else those of the cluster's families of a valid annotation written
+// for its UID that no other pod holds, else fresh ones. An annotation that
+// held a family the cluster lacks is reported.
 func (m *Master) podNetwork(pod *slim.Pod, subnets []netip.Prefix) (annotations.PodNetwork, error) {
 	key := pod.Namespace + "/" + pod.Name
 	uid := string(pod.UID)
-	var ips []netip.Addr
-	var annotated *annotations.PodNetwork
-	if pod.Annotated {
-		if pn, err := annotations.ParsePodNetworks(pod.Networks); err != nil {
-			m.log.Info("ignoring malformed pod annotation; allocating a new address", "pod", key, "reason", err.Error())
-		} else if !pn.WrittenFor(uid) {
-			m.log.Info("ignoring a pod annotation the master did not write for this pod (copied from an earlier incarnation, or written by hand)",
-				"pod", key, "annotationUID", pn.PodUID, "uid", uid)
-		} else {
-			annotated = &pn
-		}
+	annotated := m.podAnnotation(pod, key)
+	ips, err := m.podAddrs(pod, key, annotated, subnets)
+	if err != nil {
+		return annotations.PodNetwork{}, err
 	}
+	pn := m.buildPodNetwork(uid, ips, subnets)
+	if annotated != nil && m.otherFamily(annotated.IPs) {
+		m.reportFamilyDrop(pod.Ref(), familyDrop{holder: "pod", name: key, annotation: annotations.PodNetworks,
+			noun: "address", had: annotated.IPs, now: pn.IPs, note: macNote(annotated.MAC, pn.MAC)})
+	}
+	return pn, nil
+}
+
+// podAnnotation is the pod's pod-networks annotation when it is valid and
+// the master wrote it for this pod incarnation, else nil.
+func (m *Master) podAnnotation(pod *slim.Pod, key string) *annotations.PodNetwork {
+	if !pod.Annotated {
+		return nil
+	}
+	pn, err := annotations.ParsePodNetworks(pod.Networks)
+	if err != nil {
+		m.log.Info("ignoring malformed pod annotation; allocating a new address", "pod", key, "reason", err.Error())
+		return nil
+	}
+	if !pn.WrittenFor(string(pod.UID)) {
+		m.log.Info("ignoring a pod annotation the master did not write for this pod (copied from an earlier incarnation, or written by hand)",
+			"pod", key, "annotationUID", pn.PodUID, "uid", pod.UID)
+		return nil
+	}
+	return &pn
+}
+
+// podAddrs are the pod's addresses: held, else claimed from annotated, else
+// allocated.
+func (m *Master) podAddrs(pod *slim.Pod, key string, annotated *annotations.PodNetwork, subnets []netip.Prefix) ([]netip.Addr, error) {
+	uid := string(pod.UID)
 	if held, ok := m.ipam.pod(key); ok && held.uid == uid && held.node == pod.NodeName {
-		ips = held.ips
-	} else if annotated != nil {
-		want, err := addrsInSubnets(annotated.IPs, subnets)
+		return held.ips, nil
+	}
+	if annotated != nil {
+		want, err := m.addrsOfClusterFamilies(annotated.IPs, subnets)
 		if err == nil {
 			err = m.ipam.claimPod(key, uid, pod.NodeName, want)
 		}
 		if err == nil {
-			ips = want
-		} else {
-			m.log.Info("pod annotation cannot be honoured; allocating a new address", "pod", key, "reason", err.Error())
-			annotated = nil
+			return want, nil
 		}
+		m.log.Info("pod annotation cannot be honoured; allocating a new address", "pod", key, "reason", err.Error())
 	}
-	if ips == nil {
-		var err error
-		if ips, err = m.ipam.allocatePod(key, uid, pod.NodeName); err != nil {
-			return annotations.PodNetwork{}, err
-		}
+	return m.ipam.allocatePod(key, uid, pod.NodeName)
+}
+
+// addrsOfClusterFamilies is addrsInSubnets of the addresses of the
+// cluster's families (an annotation may hold others; they are dropped).
+func (m *Master) addrsOfClusterFamilies(ips, subnets []netip.Prefix) ([]netip.Addr, error) {
+	kept, err := m.ofClusterFamilies(annotations.PodNetworks, ips)
+	if err != nil {
+		return nil, err
 	}
-	return m.buildPodNetwork(uid, ips, subnets), nil
+	return addrsInSubnets(kept, subnets)
 }
 
 // buildPodNetwork is the annotation for addresses the master holds. The MAC
@@ -208,6 +236,7 @@ func (m *Master) deletePod(ctx context.Context, key string) error {
 	}
 	held, ok := m.ipam.pod(key)
 	m.ipam.releasePod(key)
+	m.forgetFamilyDrops("pod", key, annotations.PodNetworks)
 	if ok {
 		if _, err := m.nodeLister.Get(held.node); apierrors.IsNotFound(err) {
 			m.nodeQueue.Add(held.node)

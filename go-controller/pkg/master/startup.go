@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 
 	libovsdbclient "github.com/ovn-org/libovsdb/client"
@@ -58,7 +59,7 @@ func (m *Master) rebuild() {
 		}
 	}
 	restored := map[string]bool{}
-	for _, source := range []func(*slim.Pod, []netip.Prefix) ([]netip.Addr, error){m.portAddrs, annotatedAddrs} {
+	for _, source := range []func(*slim.Pod, []netip.Prefix) ([]netip.Addr, error){m.portAddrs, m.annotatedAddrs} {
 		for _, pod := range pods {
 			key := pod.Namespace + "/" + pod.Name
 			subnets := m.ipam.nodeSubnets(pod.NodeName)
@@ -94,7 +95,7 @@ func (m *Master) restoreNodeSubnets(node string, ann map[string]string) {
 // while its pods run) from its router port, which carries every family.
 func (m *Master) existingNodeSubnets(node string, ann map[string]string) ([]netip.Prefix, error) {
 	if v, ok := ann[annotations.NodeSubnets]; ok {
-		return annotations.ParseNodeSubnets(v)
+		return m.annotatedNodeSubnets(v)
 	}
 	lrp := &nbdb.LogicalRouterPort{Name: topology.NodeRouterToSwitchPort(node)}
 	if err := m.nb.Get(context.Background(), lrp); err != nil || !ownedBy(lrp.ExternalIDs, topology.Owner{Type: topology.OwnerNode, Name: node}) {
@@ -111,13 +112,13 @@ func (m *Master) existingNodeSubnets(node string, ann map[string]string) ([]neti
 	if len(subnets) == 0 {
 		return nil, fmt.Errorf("router port %s has no networks", lrp.Name)
 	}
-	return subnets, nil
+	return m.ofClusterFamilies("router port "+lrp.Name, subnets)
 }
 
-// annotatedAddrs reads the addresses of an annotation written for this pod
-// incarnation (an annotation without the UID marker, hand-written or
-// copied, is not honoured).
-func annotatedAddrs(pod *slim.Pod, subnets []netip.Prefix) ([]netip.Addr, error) {
+// annotatedAddrs reads the addresses of the cluster's families of an
+// annotation written for this pod incarnation (an annotation without the UID
+// marker, hand-written or copied, is not honoured).
+func (m *Master) annotatedAddrs(pod *slim.Pod, subnets []netip.Prefix) ([]netip.Addr, error) {
 	if !pod.Annotated {
 		return nil, fmt.Errorf("no annotation")
 	}
@@ -128,7 +129,7 @@ func annotatedAddrs(pod *slim.Pod, subnets []netip.Prefix) ([]netip.Addr, error)
 	if !pn.WrittenFor(string(pod.UID)) {
 		return nil, fmt.Errorf("the annotation was not written for UID %s", pod.UID)
 	}
-	return addrsInSubnets(pn.IPs, subnets)
+	return m.addrsOfClusterFamilies(pn.IPs, subnets)
 }
 
 // portAddrs reads the addresses of the pod's port, when the master made it
@@ -146,9 +147,11 @@ func (m *Master) portAddrs(pod *slim.Pod, subnets []netip.Prefix) ([]netip.Addr,
 	if !ok {
 		return nil, fmt.Errorf("port address %q unreadable", lsp.Addresses[0])
 	}
+	// Each address with its family's subnet: a family the node has no
+	// subnet of (the cluster lost it) is dropped.
 	var prefixes []netip.Prefix
-	for i, ip := range ips {
-		if i < len(subnets) {
+	for _, ip := range ips {
+		if i := slices.IndexFunc(subnets, func(s netip.Prefix) bool { return s.Addr().Is4() == ip.Is4() }); i >= 0 {
 			prefixes = append(prefixes, netip.PrefixFrom(ip, subnets[i].Bits()))
 		}
 	}
