@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
+	listerscorev1 "k8s.io/client-go/listers/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
@@ -37,6 +38,7 @@ type bench struct {
 	logDir string
 	master *harness.Process
 	nb     client.Client
+	pods   listerscorev1.PodLister // the benchmark's own informer's
 
 	mu          sync.Mutex
 	created     map[string]time.Time // pod key → creation call start
@@ -89,6 +91,7 @@ func newBench(s *harness.Session, o options) *bench {
 		AddFunc:    func(obj any) { b.podSeen(obj) },
 		UpdateFunc: func(_, obj any) { b.podSeen(obj) },
 	})
+	b.pods = f.Core().V1().Pods().Lister()
 	stop := make(chan struct{})
 	s.Cleanup(func() { close(stop) })
 	f.Start(stop)
@@ -247,7 +250,8 @@ func (b *bench) profile(name string) func() {
 
 func (b *bench) masterArgs() []string {
 	// Level 2 adds one "NB commits" line every 10 s, read back for batching figures.
-	return append([]string{"--loglevel", "2"}, strings.Fields(b.o.masterArgs)...)
+	args := append([]string{"--loglevel", "2"}, b.o.family().masterArgs...)
+	return append(args, strings.Fields(b.o.masterArgs)...)
 }
 
 func say(format string, args ...any) { fmt.Printf(format+"\n", args...) }

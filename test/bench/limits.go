@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/netip"
 	"time"
 
 	"github.com/ovn-org/libovsdb/model"
@@ -13,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/test/harness"
 )
@@ -36,11 +33,7 @@ func (b *bench) limits() Result {
 	createWall := time.Since(start).Seconds()
 	createRate, createCPU := float64(b.o.limitPatches)/createWall, cpuSnapshot().since(cpu)
 	// An annotation of the size the master writes.
-	ann := annotations.FormatPodNetworks(annotations.PodNetwork{
-		IPs: []netip.Prefix{netip.MustParsePrefix("10.244.1.5/24")}, MAC: net.HardwareAddr{0x0a, 0x58, 10, 244, 1, 5},
-		Gateways: []netip.Addr{netip.MustParseAddr("10.244.1.1")},
-		Routes:   []annotations.PodRoute{{Dest: netip.MustParsePrefix("100.64.0.0/16"), NextHop: netip.MustParseAddr("10.244.1.1")}},
-	})
+	ann := limitAnnotation(b.o.family().families)
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{"bench/limit": ann}}})
 	start, cpu = time.Now(), cpuSnapshot()
 	parallel(b.o.limitPatches, b.o.workers, func(i int) {

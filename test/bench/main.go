@@ -40,6 +40,7 @@ type options struct {
 	cniPods                  int
 	policies, policyRate     int
 	labelChanges             int
+	families                 string
 }
 
 // scenarioNames are the scenarios after limits, in the order they run.
@@ -76,6 +77,9 @@ func main() {
 	flag.StringVar(&o.scenarios, "scenarios", "all", "comma-separated scenarios to run after limits (cni,burst,latency,services,policies,memory,restart,cold), or all")
 	flag.BoolVar(&o.profileAPI, "profile-apiserver", false, "also take a 15 s CPU profile of kube-apiserver in the burst, services and restart scenarios")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write the benchmark client's own CPU profile to this file")
+	flag.StringVar(&o.families, "ip-families", "ipv4", "the master's IP families: ipv4, dual (dual-stack: an address of each family per pod), or both comma-separated, "+
+		"which runs the stacks as -stacks says, then burst, latency and memory once per family on the first stack, each in a cluster of its own (results in <out>/families), "+
+		"and prints them side by side with dual/IPv4 per pod")
 	flag.Parse()
 	if o.scenarios != "all" {
 		for _, name := range strings.Split(o.scenarios, ",") {
@@ -85,14 +89,32 @@ func main() {
 			}
 		}
 	}
-	if stacks := strings.Split(o.stacks, ","); len(stacks) > 1 || stacks[0] != harness.CurrentStack.Name {
-		if err := runStacks(stacks, os.Args[1:], o.out, o.fullSize()); err != nil {
+	fams, err := parseFamilies(o.families)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if len(fams) > 1 {
+		if err := compareFamilies(o, fams, os.Args[1:]); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
 		return
 	}
-	o.out = filepath.Join(o.out, "ovn-"+harness.CurrentStack.Name)
+	if fams[0].name != "ipv4" { // measured on the scenarios that time pods only
+		if o.scenarios = perPodScenarios(o.scenarios); o.scenarios == "" {
+			fmt.Fprintf(os.Stderr, "-ip-families %s runs %s only: -scenarios names none of them\n", o.families, strings.Join(familyScenarios, ","))
+			os.Exit(2)
+		}
+	}
+	if stacks := strings.Split(o.stacks, ","); len(stacks) > 1 || stacks[0] != harness.CurrentStack.Name {
+		if err := runStacks(stacks, os.Args[1:], o.out, fams[0], o.fullSize()); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+	o.out = filepath.Join(o.out, runDir(harness.CurrentStack.Name, fams[0]))
 	if o.cpuProfile != "" {
 		f, err := os.Create(o.cpuProfile)
 		if err == nil {
@@ -146,6 +168,14 @@ func stopOnSignal(s *harness.Session, tmp string) {
 	}()
 }
 
+// scenarioList is the scenarios -scenarios names, all of them for "all".
+func (o options) scenarioList() []string {
+	if o.scenarios == "all" {
+		return scenarioNames
+	}
+	return strings.Split(o.scenarios, ",")
+}
+
 // fullSize reports whether the sizes are those the targets are stated for.
 func (o options) fullSize() bool {
 	return o.pods >= 10000 && o.services >= 1000 && o.latencyRate >= 100 && o.latencyDuration >= time.Minute &&
@@ -154,8 +184,9 @@ func (o options) fullSize() bool {
 
 func run(s *harness.Session, o options) {
 	stack := thisStack()
-	fmt.Printf("ovn-k8s benchmarks on %d CPUs (%s), OVN stack %s (%s); sizes: %d nodes, %d pods, %d pods/s for %s, %d services x %d endpoints\n\n",
-		runtime.NumCPU(), runtime.Version(), stack.Stack, stack.Versions,
+	stack.Family = o.family().name
+	fmt.Printf("ovn-k8s benchmarks on %d CPUs (%s), OVN stack %s (%s), %s master; sizes: %d nodes, %d pods, %d pods/s for %s, %d services x %d endpoints\n\n",
+		runtime.NumCPU(), runtime.Version(), stack.Stack, stack.Versions, o.family().label,
 		o.nodes, o.pods, o.latencyRate, o.latencyDuration, o.services, o.endpoints)
 	b := newBench(s, o)
 	var results []Result
@@ -182,8 +213,12 @@ func run(s *harness.Session, o options) {
 		{"burst", func() Result { return b.burst(limits.Metrics["patch_per_s"], limits.Metrics["pod_create_per_s"]) }},
 		{"latency", b.latency}, {"services", b.services}, {"policies", b.policies}, {"memory", b.memory}, {"restart", b.restart}, {"cold", b.cold},
 	} {
-		if o.scenarios == "all" || slices.Contains(strings.Split(o.scenarios, ","), sc.name) {
-			record(sc.run())
+		if slices.Contains(o.scenarioList(), sc.name) {
+			r := sc.run()
+			if sc.name == "burst" || sc.name == "latency" { // after the figures: it costs nothing measured
+				r.Metrics["addresses_per_pod"] = b.checkAddresses()
+			}
+			record(r)
 		}
 	}
 	fmt.Print(summary(results, o.fullSize()))

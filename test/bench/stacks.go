@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 type stackResults struct {
 	Stack    string   `json:"stack"`
 	Versions string   `json:"versions"`
+	Family   string   `json:"ip_family,omitempty"` // -ip-families of the run
 	Results  []Result `json:"results"`
 }
 
@@ -25,33 +27,15 @@ type stackResults struct {
 // (each in a child process of this program with OVN=<stack>, so that the
 // harness takes that stack's commands), then prints their figures side by
 // side and writes them to <out>/stacks.json. Each run's own JSON is under
-// <out>/ovn-<stack>.
-func runStacks(stacks []string, args []string, out string, fullSize bool) error {
+// <out>/ovn-<stack> (runDir).
+func runStacks(stacks []string, args []string, out string, fam ipFamily, fullSize bool) error {
 	var all []stackResults
 	for _, s := range stacks {
 		fmt.Printf("######## OVN stack %s\n", s)
-		cmd := exec.Command(os.Args[0], append(args, "-stacks", s)...)
-		cmd.Env = append(os.Environ(), "OVN="+s)
-		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-		// An interrupt reaches the child too (same process group, or sent on
-		// below): wait for it to clean up instead of dying first.
-		sigs := make(chan os.Signal, 1)
-		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-		err := cmd.Start()
-		if err == nil {
-			go func() {
-				for sig := range sigs {
-					_ = cmd.Process.Signal(sig)
-				}
-			}()
-			err = cmd.Wait()
-		}
-		signal.Stop(sigs)
-		close(sigs)
-		if err != nil {
+		if err := runChild(s, slices.Concat(args, []string{"-stacks", s})); err != nil {
 			return fmt.Errorf("the benchmark on stack %s: %w", s, err)
 		}
-		r, err := readStack(filepath.Join(out, "ovn-"+s))
+		r, err := readStack(filepath.Join(out, runDir(s, fam)))
 		if err != nil {
 			return err
 		}
@@ -60,6 +44,30 @@ func runStacks(stacks []string, args []string, out string, fullSize bool) error 
 	fmt.Print(sideBySide(all, fullSize))
 	data, _ := json.MarshalIndent(all, "", "  ")
 	return os.WriteFile(filepath.Join(out, "stacks.json"), append(data, '\n'), 0o644)
+}
+
+// runChild runs this program with args on a stack (OVN=<stack>, so that the
+// harness takes that stack's commands) and waits for it.
+func runChild(stack string, args []string) error {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "OVN="+stack)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	// An interrupt reaches the child too (same process group, or sent on
+	// below): wait for it to clean up instead of dying first.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	err := cmd.Start()
+	if err == nil {
+		go func() {
+			for sig := range sigs {
+				_ = cmd.Process.Signal(sig)
+			}
+		}()
+		err = cmd.Wait()
+	}
+	signal.Stop(sigs)
+	close(sigs)
+	return err
 }
 
 func readStack(dir string) (stackResults, error) {
