@@ -27,9 +27,10 @@ const (
 	externalWeb  = 8080 // the external host's HTTP server
 	// externalCIDRs is the master's --external-ip-cidrs: the ranges the
 	// external and ingress IPs above come from (TEST-NET-1 and 2001:db8:1::/64)
-	// and the one the e2e suite's ExternalIP test takes its address from
-	// (TEST-NET-3). Without it the master programs no external address.
-	externalCIDRs = "192.0.2.0/24,203.0.113.0/24,2001:db8:1::/64"
+	// and those the e2e suite's ExternalIP test takes its address from
+	// (TEST-NET-3, and on IPv6 2001:db8::cb00:71fa, its twin in
+	// 2001:db8::/64). Without it the master programs no external address.
+	externalCIDRs = "192.0.2.0/24,203.0.113.0/24,2001:db8:1::/64,2001:db8::/64"
 )
 
 func (c *Cluster) externalNS() string { return prefix + "-external" }

@@ -13,9 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
 	ovncni "github.com/ovn-k8s/ovn-k8s/go-controller/pkg/cni"
@@ -46,78 +44,31 @@ func (e *env) service(name string, backends ...*harness.Pod) string {
 	return e.serviceIn(ns, name, backends...)
 }
 
-// serviceIn creates a service in a namespace with the backends as endpoints.
+// webPorts are a service's TCP port 80 and UDP port 53, to the servers of runServers.
+var webPorts = []harness.ServicePort{
+	{Name: "tcp", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: tcpPort},
+	{Name: "udp", Protocol: corev1.ProtocolUDP, Port: 53, TargetPort: udpPort},
+}
+
+// serviceIn creates a service in a namespace with the backends as
+// endpoints and returns its (primary) ClusterIP.
 func (e *env) serviceIn(namespace, name string, backends ...*harness.Pod) string {
-	ctx := context.Background()
-	svc, err := e.c.Kube.Client.CoreV1().Services(namespace).Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
-			{Name: "tcp", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt(tcpPort)},
-			{Name: "udp", Protocol: corev1.ProtocolUDP, Port: 53, TargetPort: intstr.FromInt(udpPort)},
-		}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.setEndpointsIn(namespace, name, backends...)
-	return svc.Spec.ClusterIP
+	return e.c.CreateService(namespace, name, webPorts, backends).Spec.ClusterIP
 }
 
 // serviceTo creates a TCP service, port 80 to targetPort on the backends.
 func (e *env) serviceTo(name string, targetPort int32, backends ...*harness.Pod) string {
-	ctx := context.Background()
-	svc, err := e.c.Kube.Client.CoreV1().Services(ns).Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "tcp", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(targetPort)}}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	slice := &discovery.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Name: name + "-1", Labels: map[string]string{discovery.LabelServiceName: name}},
-		AddressType: discovery.AddressTypeIPv4,
-		Ports:       []discovery.EndpointPort{{Name: ptr("tcp"), Protocol: ptr(corev1.ProtocolTCP), Port: ptr(targetPort)}},
-	}
-	for _, b := range backends {
-		slice.Endpoints = append(slice.Endpoints, discovery.Endpoint{Addresses: []string{b.IP.String()},
-			NodeName: ptr(b.Node), Conditions: discovery.EndpointConditions{Ready: ptr(true)}})
-	}
-	if _, err := e.c.Kube.Client.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, metav1.CreateOptions{}); err != nil {
-		e.t.Fatal(err)
-	}
-	return svc.Spec.ClusterIP
+	ports := []harness.ServicePort{{Name: "tcp", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: targetPort}}
+	return e.c.CreateService(ns, name, ports, backends).Spec.ClusterIP
 }
 
 func (e *env) setEndpoints(svc string, backends ...*harness.Pod) {
 	e.setEndpointsIn(ns, svc, backends...)
 }
 
-// setEndpointsIn writes the service's EndpointSlice (no controller-manager runs).
+// setEndpointsIn writes the service's EndpointSlices (no controller-manager runs).
 func (e *env) setEndpointsIn(namespace, svc string, backends ...*harness.Pod) {
-	ctx := context.Background()
-	slice := &discovery.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Name: svc + "-1", Labels: map[string]string{discovery.LabelServiceName: svc}},
-		AddressType: discovery.AddressTypeIPv4,
-		Ports: []discovery.EndpointPort{
-			{Name: ptr("tcp"), Protocol: ptr(corev1.ProtocolTCP), Port: ptr(int32(tcpPort))},
-			{Name: ptr("udp"), Protocol: ptr(corev1.ProtocolUDP), Port: ptr(int32(udpPort))},
-		},
-	}
-	for _, b := range backends {
-		slice.Endpoints = append(slice.Endpoints, discovery.Endpoint{Addresses: []string{b.IP.String()},
-			NodeName: ptr(b.Node), Conditions: discovery.EndpointConditions{Ready: ptr(true)}})
-	}
-	cl := e.c.Kube.Client.DiscoveryV1().EndpointSlices(namespace)
-	if old, err := cl.Get(ctx, slice.Name, metav1.GetOptions{}); err == nil {
-		slice.ResourceVersion = old.ResourceVersion
-		if _, err := cl.Update(ctx, slice, metav1.UpdateOptions{}); err != nil {
-			e.t.Fatal(err)
-		}
-		return
-	}
-	if _, err := cl.Create(ctx, slice, metav1.CreateOptions{}); err != nil {
-		e.t.Fatal(err)
-	}
+	e.c.SetEndpoints(namespace, svc, webPorts, backends...)
 }
 
 // askUntil asks on the flow (every 100 ms, one socket throughout) until want

@@ -26,7 +26,13 @@ type Cluster struct {
 	LogDir   string
 	Master   *Process
 	Nodes    map[string]*ClusterNode
-	starts   int
+	// Families are the cluster's IP families, the primary first.
+	Families []corev1.IPFamily
+	// External is the network of the nodes' shared gateways (nil without
+	// ClusterOptions.Gateway).
+	External   *ExternalNetwork
+	masterArgs []string
+	starts     int
 }
 
 // ClusterNode is a node with its daemon and CNI invoker.
@@ -34,7 +40,13 @@ type ClusterNode struct {
 	*Node
 	Daemon *Process
 	CNI    *CNI
-	Subnet netip.Prefix
+	Subnet netip.Prefix // the primary family's host subnet
+	// Subnets are its host subnets, one per family, the primary first.
+	Subnets []netip.Prefix
+	// GatewayIPs are its addresses on the external network (the shared
+	// gateway's, which NodePorts answer on and egress is SNATed to), one
+	// per family; none without a gateway.
+	GatewayIPs []netip.Addr
 }
 
 // Pod is a pod sandbox wired by ovn_cni.
@@ -42,7 +54,8 @@ type Pod struct {
 	Namespace, Name, Node string
 	UID                   string
 	NS                    NetNS
-	IP                    netip.Addr
+	IP                    netip.Addr   // the primary family's address
+	IPs                   []netip.Addr // one per family, the primary first
 	MAC                   string
 	rt                    *libcni.RuntimeConf
 }
@@ -50,37 +63,90 @@ type Pod struct {
 // Key is namespace/name.
 func (p *Pod) Key() string { return p.Namespace + "/" + p.Name }
 
-// NewCluster starts the control plane and the master.
+// Addrs are the pod's addresses (IP alone when IPs was not filled in).
+func (p *Pod) Addrs() []netip.Addr {
+	if len(p.IPs) > 0 {
+		return p.IPs
+	}
+	return []netip.Addr{p.IP}
+}
+
+// Addr is the pod's address of a family (invalid when it has none).
+func (p *Pod) Addr(f corev1.IPFamily) netip.Addr { return Of(p.Addrs(), f) }
+
+// NewCluster starts the control plane and the master, IPv4 only.
 func NewCluster(t T, masterArgs ...string) *Cluster {
 	t.Helper()
-	c := &Cluster{T: t, OVN: StartOVNCentral(t), Kube: StartKubeAPI(t), Underlay: NewUnderlay(t), LogDir: t.TempDir(), Nodes: map[string]*ClusterNode{}}
-	c.StartMaster(masterArgs...)
+	return NewClusterWith(t, ClusterOptions{MasterArgs: masterArgs})
+}
+
+// NewClusterWith starts the control plane and the master for the options'
+// families: the API server serves their service ranges and the master gets
+// their cluster, service and join ranges (Plans).
+func NewClusterWith(t T, o ClusterOptions) *Cluster {
+	t.Helper()
+	fams := o.families()
+	c := &Cluster{T: t, OVN: StartOVNCentral(t), Kube: StartKubeAPI(t, kubeServiceRanges(o)...), Underlay: NewUnderlayFor(t, fams...),
+		LogDir: t.TempDir(), Nodes: map[string]*ClusterNode{}, Families: fams}
+	if len(o.Families) > 0 {
+		c.masterArgs = rangeFlags(fams, true)
+	}
+	if o.Gateway {
+		c.External = NewExternalNetwork(t, fams...)
+	}
+	c.StartMaster(o.MasterArgs...)
 	return c
 }
 
-// StartMaster (re)starts ovnkube master.
-func (c *Cluster) StartMaster(extra ...string) {
-	c.starts++
-	c.Master = StartMaster(c.T, c.LogDir, fmt.Sprintf("master-%d", c.starts), c.OVN, c.Kube, extra...)
+// kubeServiceRanges keeps the API server's default (both families) for
+// the callers that name no family.
+func kubeServiceRanges(o ClusterOptions) []string {
+	if len(o.Families) == 0 {
+		return nil
+	}
+	return serviceRanges(o.Families)
 }
 
-// AddNode starts a node and its `ovnkube node` daemon and waits until its
-// management port is configured.
+// StartMaster (re)starts ovnkube master; extra follows the families' ranges.
+func (c *Cluster) StartMaster(extra ...string) {
+	c.starts++
+	args := append(append([]string{}, c.masterArgs...), extra...)
+	c.Master = StartMaster(c.T, c.LogDir, fmt.Sprintf("master-%d", c.starts), c.OVN, c.Kube, args...)
+}
+
+// AddNode starts a node and its `ovnkube node` daemon (with a shared
+// gateway when the cluster has an external network) and waits until its
+// management port has an address of each family.
 func (c *Cluster) AddNode(name string) *ClusterNode {
 	t := c.T
 	t.Helper()
 	n := &ClusterNode{Node: StartNode(t, c.OVN, c.Underlay, name)}
 	n.ReachAPI(t, c.Kube)
+	var addrs []corev1.NodeAddress
+	for _, ip := range n.IPs {
+		addrs = append(addrs, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip.String()})
+	}
 	_, err := c.Kube.Client.CoreV1().Nodes().Create(context.Background(), &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Status:     corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.TunnelIP}}},
+		Status:     corev1.NodeStatus{Addresses: addrs},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.Daemon = Start(t, c.LogDir, "node-"+name, "ip", "netns", "exec", n.NS.Name, Binary(t, "ovnkube"), "--loglevel", "4", "node",
-		"--node-name", name, "--encap-ip", n.TunnelIP, "--sb-address", "unix:"+c.OVN.SBSock,
-		"--ovs-address", n.OVSAddress(), "--kubeconfig", c.Kube.Kubeconfig, "--datapath-type", "netdev")
+	args := []string{"ip", "netns", "exec", n.NS.Name, Binary(t, "ovnkube"), "--loglevel", "4", "node",
+		"--node-name", name, "--encap-ip", n.TunnelIP, "--sb-address", "unix:" + c.OVN.SBSock,
+		"--ovs-address", n.OVSAddress(), "--kubeconfig", c.Kube.Kubeconfig, "--datapath-type", "netdev"}
+	if len(c.masterArgs) > 0 {
+		args = append(args, rangeFlags(c.Families, false)...)
+	}
+	if c.External != nil {
+		for _, a := range c.External.Attach(t, n.Node, "eth1", len(c.Nodes)+1) {
+			n.GatewayIPs = append(n.GatewayIPs, a.Addr())
+		}
+		// The daemon reads the bridge's addresses and default routes.
+		args = append(args, "--bridge-interface", SharedGateway(t, n.Node, "eth1"))
+	}
+	n.Daemon = Start(t, c.LogDir, "node-"+name, args...)
 	Eventually(t, 60*time.Second, "node "+name+" ready (ovn-k8s-mp0 configured)", func() error {
 		if n.Daemon.Exited() {
 			t.Fatalf("ovnkube node %s exited:\n%s", name, n.Daemon.Tail(30))
@@ -93,13 +159,18 @@ func (c *Cluster) AddNode(name string) *ClusterNode {
 		if err != nil {
 			return err
 		}
-		n.Subnet = subnets[0]
+		if len(subnets) != len(c.Families) {
+			return fmt.Errorf("host subnets %v, want one per family %v", subnets, c.Families)
+		}
+		n.Subnet, n.Subnets = subnets[0], subnets
 		if node.Annotations[annotations.NodeChassisID] == "" {
 			return fmt.Errorf("no chassis id yet")
 		}
-		out, err := n.NS.Exec("ip", "-o", "-4", "addr", "show", "dev", "ovn-k8s-mp0")
-		if err != nil || !strings.Contains(out, "inet ") {
-			return fmt.Errorf("ovn-k8s-mp0 not configured yet")
+		for _, f := range c.Families {
+			out, err := n.NS.Exec("ip", "-o", familyFlag(f), "addr", "show", "dev", "ovn-k8s-mp0", "scope", "global")
+			if err != nil || !strings.Contains(out, "inet") || strings.Contains(out, "tentative") {
+				return fmt.Errorf("ovn-k8s-mp0 has no usable %s address yet: %q %v", f, out, err)
+			}
 		}
 		return nil
 	})
@@ -141,10 +212,15 @@ func (c *Cluster) RunPod(namespace, name, node string, labels map[string]string,
 		t.Fatalf("CNI ADD for pod %s on %s: %v", p.Key(), node, err)
 	}
 	r, err := resultIPs(res)
-	if err != nil || len(r) == 0 {
-		t.Fatalf("CNI result for %s: %v", p.Key(), err)
+	if err != nil || len(r) != len(c.Families) {
+		t.Fatalf("CNI result for %s: addresses %v (want one per family %v), %v", p.Key(), r, c.Families, err)
 	}
-	p.IP = r[0]
+	for i, f := range c.Families {
+		if Family(r[i]) != f {
+			t.Fatalf("CNI result for %s: addresses %v, want one per family in the order %v", p.Key(), r, c.Families)
+		}
+	}
+	p.IP, p.IPs = r[0], r
 	mac, _ := p.NS.Exec("cat", "/sys/class/net/eth0/address")
 	p.MAC = strings.TrimSpace(mac)
 	t.Cleanup(func() { _ = n.CNI.Del(p.rt) })

@@ -3,8 +3,10 @@ package harness
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,9 +31,19 @@ type KubeAPI struct {
 const adminToken = "ovn-k8s-test-admin-token"
 
 // StartKubeAPI starts etcd and kube-apiserver on free ports and waits until
-// the API answers.
-func StartKubeAPI(t T) *KubeAPI {
+// the API answers. serviceRanges are its --service-cluster-ip-range, one
+// per family, the primary first; none: both families, IPv4 first.
+func StartKubeAPI(t T, serviceRanges ...string) *KubeAPI {
 	t.Helper()
+	if len(serviceRanges) == 0 {
+		serviceRanges = []string{Plans[IPv4].ServiceCIDR, Plans[IPv6].ServiceCIDR}
+	}
+	// The kubernetes Service's endpoint is the advertised address, of the
+	// primary service range's family (the API server insists).
+	advertise := "127.0.0.1"
+	if netip.MustParsePrefix(serviceRanges[0]).Addr().Is6() {
+		advertise = "::1"
+	}
 	LookPath(t, "etcd")
 	LookPath(t, "openssl")
 	apiserver := Binary(t, "kube-apiserver")
@@ -55,7 +67,7 @@ func StartKubeAPI(t T) *KubeAPI {
 		"--authorization-mode=RBAC", "--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file=" + filepath.Join(dir, "sa.key"),
 		"--service-account-signing-key-file=" + filepath.Join(dir, "sa.key"),
-		"--service-cluster-ip-range=10.96.0.0/16,fd00:10:96::/112", "--advertise-address=127.0.0.1",
+		"--service-cluster-ip-range=" + strings.Join(serviceRanges, ","), "--advertise-address=" + advertise,
 		"--kubelet-preferred-address-types=InternalIP", "--allow-privileged=true",
 		"--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000"}
 	k := &KubeAPI{Dir: dir, URL: fmt.Sprintf("https://127.0.0.1:%d", apiPort), args: args}

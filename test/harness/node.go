@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // NetNS is a network namespace made for a test, deleted at test end.
@@ -48,13 +50,23 @@ func NewNetNS(t T, prefix string) NetNS {
 type Underlay struct {
 	NS     NetNS
 	Subnet string // e.g. 172.30.0.0/24; nodes get .11, .12, ...
-	nodes  int
+	// Families are those of the nodes' addresses, the first carrying the
+	// tunnels (IPv4 unless NewUnderlayFor said otherwise).
+	Families []corev1.IPFamily
+	nodes    int
 }
 
-// NewUnderlay creates the underlay namespace and its bridge.
+// NewUnderlay creates the underlay namespace and its bridge, IPv4.
 func NewUnderlay(t T) *Underlay {
 	t.Helper()
-	u := &Underlay{NS: NewNetNS(t, "ul"), Subnet: "172.30.0.0/24"}
+	return NewUnderlayFor(t, IPv4)
+}
+
+// NewUnderlayFor creates an underlay whose nodes get an address of each
+// family (Plans' Underlay ranges); the first family's carries the tunnels.
+func NewUnderlayFor(t T, families ...corev1.IPFamily) *Underlay {
+	t.Helper()
+	u := &Underlay{NS: NewNetNS(t, "ul"), Subnet: Plans[families[0]].Underlay.String(), Families: families}
 	for _, args := range [][]string{
 		{"ip", "-n", u.NS.Name, "link", "add", "br0", "type", "bridge"},
 		{"ip", "-n", u.NS.Name, "link", "set", "br0", "up"},
@@ -75,8 +87,11 @@ type Node struct {
 	Dir      string
 	OVSSock  string
 	TunnelIP string
-	procs    map[string]*Process
-	t        T
+	// IPs are the node's underlay addresses, one per family of the
+	// underlay, the tunnel's first (the Node object's InternalIPs).
+	IPs   []netip.Addr
+	procs map[string]*Process
+	t     T
 }
 
 // OVSAddress is the node's OVS database address.
@@ -95,7 +110,14 @@ func StartNode(t T, central *OVNCentral, u *Underlay, name string) *Node {
 	u.nodes++
 	n := &Node{Name: name, NS: NewNetNS(t, "node"), Dir: t.TempDir(), procs: map[string]*Process{}, t: t}
 	n.OVSSock = filepath.Join(n.Dir, "db.sock")
-	n.TunnelIP = fmt.Sprintf("172.30.0.%d", 10+u.nodes)
+	families := u.Families
+	if len(families) == 0 {
+		families = []corev1.IPFamily{IPv4}
+	}
+	for _, f := range families {
+		n.IPs = append(n.IPs, Host(Plans[f].Underlay, 10+u.nodes))
+	}
+	n.TunnelIP = n.IPs[0].String()
 	ul := fmt.Sprintf("ul%d", u.nodes)
 	peer := fmt.Sprintf("ulp%d", u.nodes)
 	for _, args := range [][]string{
@@ -130,10 +152,11 @@ func StartNode(t T, central *OVNCentral, u *Underlay, name string) *Node {
 		_, err := Run("ip", "-n", n.NS.Name, "link", "show", "br-phy")
 		return err
 	})
-	for _, args := range [][]string{
-		{"ip", "-n", n.NS.Name, "addr", "add", n.TunnelIP + "/24", "dev", "br-phy"},
-		{"ip", "-n", n.NS.Name, "link", "set", "br-phy", "up"},
-	} {
+	var cmds [][]string
+	for i, f := range families {
+		cmds = append(cmds, addrCmd(n.NS.Name, "br-phy", netip.PrefixFrom(n.IPs[i], Plans[f].Underlay.Bits())))
+	}
+	for _, args := range append(cmds, []string{"ip", "-n", n.NS.Name, "link", "set", "br-phy", "up"}) {
 		if _, err := Run(args...); err != nil {
 			t.Fatal(err)
 		}

@@ -17,6 +17,24 @@ import (
 // newline; the listening socket lives in that namespace, the goroutine here.
 func ServeTCP(t T, netns NetNS, port int, reply string) {
 	t.Helper()
+	serveTCP(t, netns, port, func(net.Conn) string { return reply })
+}
+
+// ServeTCPPeer answers every connection to port inside netns with the
+// client's address as the server sees it (after any NAT on the way) and a
+// newline: what an external host tells of where a pod's packets came from.
+func ServeTCPPeer(t T, netns NetNS, port int) {
+	t.Helper()
+	serveTCP(t, netns, port, func(c net.Conn) string {
+		if a, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
+			return a.Addr().Unmap().String()
+		}
+		return c.RemoteAddr().String()
+	})
+}
+
+func serveTCP(t T, netns NetNS, port int, reply func(net.Conn) string) {
+	t.Helper()
 	var l net.Listener
 	err := ns.WithNetNSPath(netns.Path(), func(ns.NetNS) error {
 		var err error
@@ -36,7 +54,7 @@ func ServeTCP(t T, netns NetNS, port int, reply string) {
 			go func() {
 				defer conn.Close()
 				_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-				_, _ = conn.Write([]byte(reply + "\n"))
+				_, _ = conn.Write([]byte(reply(conn) + "\n"))
 			}()
 		}
 	}()

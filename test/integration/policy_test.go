@@ -399,6 +399,8 @@ func TestOVNTraceNamespaceIsolation(t *testing.T) {
 	c.waitLB("Service_c/c_TCP_cluster", map[string]string{svc.Spec.ClusterIP + ":80": pods["c1"].ip + ":8080"}, nil)
 
 	tr := newTracer(c, pods)
+	mgmt := c.lsp("k8s-n2")
+	mgmtMAC, mgmtIP, _ := strings.Cut(mgmt.Addresses[0], " ")
 	tr.expect("c1 → a1 dropped (other tenant, whatever the policy allows)", tr.to("c1", "a1", 80), false)
 	tr.expect("a1 → c1 dropped (other tenant)", tr.to("a1", "c1", 80), false)
 	cases := []struct {
@@ -414,6 +416,8 @@ func TestOVNTraceNamespaceIsolation(t *testing.T) {
 		{"a1 → service of c, balanced to c1 (services are isolated too)",
 			flow{from: pods["a1"], dstIP: svc.Spec.ClusterIP, toPort: "c_c1", dport: 80, ct: "new", lbDst: pods["c1"].ip + ":8080"}, false},
 		{"g1 → service of c, balanced to c1", flow{from: pods["g1"], dstIP: svc.Spec.ClusterIP, toPort: "c_c1", dport: 80, ct: "new", lbDst: pods["c1"].ip + ":8080"}, true},
+		{"node n2's management port → c1 on n1 (nodes reach every tenant, across nodes too)", flow{from: tracePod{port: "k8s-n2", node: "n2", mac: mgmtMAC, ip: mgmtIP},
+			dstIP: pods["c1"].ip, dstMAC: tr.routerMAC["n2"], toPort: "c_c1", dport: 80, ct: "new"}, true},
 	}
 	for _, tc := range cases {
 		if got, out := tr.trace(tc.f); got != tc.allowed {

@@ -163,10 +163,13 @@ func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client,
 	nb.Cache().AddEventHandler(&ovsdbcache.EventHandlerFuncs{DeleteFunc: m.nbRowDeleted})
 	m.services = services.New(factory, nb, m.committer.Commit, log.WithName("services"), cfg.RetryMaxDelay, serviceOptions(cfg, m.recorder))
 	var podRanges []netip.Prefix
+	var nodeSources []string
 	for _, s := range cfg.ClusterSubnets {
 		podRanges = append(podRanges, s.CIDR)
+		nodeSources = append(nodeSources, topology.ManagementAddresses(s.CIDR, s.HostSubnetLength))
 	}
-	m.policies = policy.New(factory, nb, m.committer.Commit, policy.Options{Isolation: cfg.NamespaceIsolation, ClusterSubnets: podRanges, Events: m.recorder},
+	m.policies = policy.New(factory, nb, m.committer.Commit, policy.Options{Isolation: cfg.NamespaceIsolation, ClusterSubnets: podRanges,
+		NodeSources: nodeSources, Events: m.recorder},
 		log.WithName("policy"), cfg.RetryMaxDelay)
 	return m
 }

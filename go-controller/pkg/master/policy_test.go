@@ -627,6 +627,6 @@ func TestNetworkPolicyAndIsolationDualStack(t *testing.T) {
 	tenantSet("db", true, e.podIPOf("db", "db1", true))
 	tenantSet(policy.GlobalTenant, true) // named by the isolation ACL: exists, empty
 	e.aclMatching("isolation in both families", "@"+policy.TenantPortGroup("db"),
-		"ip4.src == 10.244.0.0/16", "ip4.src != {$mt.db, $mt_global}",
-		"ip6.src == fd00:10:244::/48", "ip6.src != {$mt.db_v6, $mt_global_v6}")
+		"ip4.src == 10.244.0.0/16", "ip4.src != {$mt.db, $mt_global, 10.244.0.2/255.255.0.255}",
+		"ip6.src == fd00:10:244::/48", "ip6.src != {$mt.db_v6, $mt_global_v6, fd00:10:244::2/ffff:ffff:ffff:0:ffff:ffff:ffff:ffff}")
 }

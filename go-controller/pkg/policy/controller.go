@@ -53,6 +53,9 @@ type Options struct {
 	// ClusterSubnets are the pod address ranges (isolation drops other
 	// tenants' pods by their addresses within these).
 	ClusterSubnets []netip.Prefix
+	// NodeSources match the nodes' management port addresses, which
+	// isolation lets reach every tenant (topology.ManagementAddresses).
+	NodeSources []string
 	// Events records Warning Events on refused policies (nil: none).
 	Events record.EventRecorder
 }

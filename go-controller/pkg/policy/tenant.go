@@ -125,8 +125,11 @@ func TenantAddressSet(tenant string) string {
 // TenantRows are an isolated tenant's port group (without ports) and the
 // ACL dropping what comes from other tenants' pods, in every family of the
 // cluster subnets; the address sets are TenantAddressSet's, owned with
-// them.
-func TenantRows(tenant string, clusterSubnets []netip.Prefix) (*nbdb.PortGroup, []*nbdb.ACL) {
+// them. nodeSources (masked constants, topology.ManagementAddresses) are
+// the nodes' management ports, which reach every tenant, as nodes did in
+// OpenShift SDN's multitenant mode: a node reaches pods on other nodes, and
+// the services it calls, through its own.
+func TenantRows(tenant string, clusterSubnets []netip.Prefix, nodeSources []string) (*nbdb.PortGroup, []*nbdb.ACL) {
 	owner := topology.Owner{Type: OwnerTenant, Name: tenant}
 	pg := &nbdb.PortGroup{Name: TenantPortGroup(tenant), ExternalIDs: owner.ExternalIDs()}
 	if tenant == GlobalTenant || len(clusterSubnets) == 0 {
@@ -144,8 +147,13 @@ func TenantRows(tenant string, clusterSubnets []netip.Prefix) (*nbdb.PortGroup, 
 			continue
 		}
 		src := ipField(v6, "src")
-		clauses = append(clauses, and(src+" == "+setOf(cidrs),
-			src+" != {$"+topology.FamilySetName(TenantAddressSet(tenant), v6)+", $"+topology.FamilySetName(TenantAddressSet(GlobalTenant), v6)+"}"))
+		allowed := []string{"$" + topology.FamilySetName(TenantAddressSet(tenant), v6), "$" + topology.FamilySetName(TenantAddressSet(GlobalTenant), v6)}
+		for _, n := range nodeSources {
+			if strings.Contains(n, ":") == v6 {
+				allowed = append(allowed, n)
+			}
+		}
+		clauses = append(clauses, and(src+" == "+setOf(cidrs), src+" != {"+strings.Join(allowed, ", ")+"}"))
 	}
 	match := and("outport == @"+pg.Name, or(clauses...))
 	return pg, []*nbdb.ACL{NewACL(Ingress, PriorityIsolation, match, nbdb.ACLActionDrop, owner, "isolation", "", "")}

@@ -37,16 +37,17 @@ func TestResolveTenant(t *testing.T) {
 }
 
 func TestTenantRows(t *testing.T) {
-	pg, acls := TenantRows("web-ns", []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")})
+	nodes := []string{"10.244.0.2/255.255.0.255", "fd00:10:244::2/ffff:ffff:ffff:0:ffff:ffff:ffff:ffff"}
+	pg, acls := TenantRows("web-ns", []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}, nodes[:1])
 	if pg.Name != "mt.web_ns" || len(acls) != 1 {
 		t.Fatalf("port group %q, %d ACLs", pg.Name, len(acls))
 	}
 	a := acls[0]
-	want := "outport == @mt.web_ns && ip4.src == 10.244.0.0/16 && ip4.src != {$mt.web_ns, $mt_global}"
+	want := "outport == @mt.web_ns && ip4.src == 10.244.0.0/16 && ip4.src != {$mt.web_ns, $mt_global, 10.244.0.2/255.255.0.255}"
 	if a.Match != want || a.Action != "drop" || a.Priority != PriorityIsolation || a.Direction != "to-lport" {
 		t.Errorf("ACL %+v\nwant match %q, drop at %d to-lport", a, want, PriorityIsolation)
 	}
-	if _, acls := TenantRows(GlobalTenant, []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}); len(acls) != 0 {
+	if _, acls := TenantRows(GlobalTenant, []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}, nodes); len(acls) != 0 {
 		t.Errorf("global tenant gets ACLs %v", acls)
 	}
 	// Each family of the cluster is isolated by that family's sets.
@@ -54,15 +55,15 @@ func TestTenantRows(t *testing.T) {
 		subnets []string
 		want    string
 	}{
-		{[]string{"fd00:10:244::/48"}, "outport == @mt.web_ns && ip6.src == fd00:10:244::/48 && ip6.src != {$mt.web_ns_v6, $mt_global_v6}"},
-		{[]string{"10.244.0.0/16", "fd00:10:244::/48"}, "outport == @mt.web_ns && ((ip4.src == 10.244.0.0/16 && ip4.src != {$mt.web_ns, $mt_global}) || " +
-			"(ip6.src == fd00:10:244::/48 && ip6.src != {$mt.web_ns_v6, $mt_global_v6}))"},
+		{[]string{"fd00:10:244::/48"}, "outport == @mt.web_ns && ip6.src == fd00:10:244::/48 && ip6.src != {$mt.web_ns_v6, $mt_global_v6, " + nodes[1] + "}"},
+		{[]string{"10.244.0.0/16", "fd00:10:244::/48"}, "outport == @mt.web_ns && ((ip4.src == 10.244.0.0/16 && ip4.src != {$mt.web_ns, $mt_global, " + nodes[0] + "}) || " +
+			"(ip6.src == fd00:10:244::/48 && ip6.src != {$mt.web_ns_v6, $mt_global_v6, " + nodes[1] + "}))"},
 	} {
 		var subnets []netip.Prefix
 		for _, s := range tt.subnets {
 			subnets = append(subnets, netip.MustParsePrefix(s))
 		}
-		if _, acls := TenantRows("web-ns", subnets); len(acls) != 1 || acls[0].Match != tt.want {
+		if _, acls := TenantRows("web-ns", subnets, nodes); len(acls) != 1 || acls[0].Match != tt.want {
 			t.Errorf("subnets %v: ACLs %v\nwant match %q", tt.subnets, acls, tt.want)
 		}
 	}

@@ -104,7 +104,7 @@ func (c *Controller) syncTenant(ctx context.Context, tenant string) error {
 	owner := topology.Owner{Type: OwnerTenant, Name: tenant}
 	t := ovndb.NewTxn(c.nb)
 	cachedPG := ovndb.Lookup(t, &nbdb.PortGroup{Name: TenantPortGroup(tenant)})
-	pg, acls := TenantRows(tenant, c.opts.ClusterSubnets)
+	pg, acls := TenantRows(tenant, c.opts.ClusterSubnets, c.opts.NodeSources)
 	if len(members) == 0 || tenant == GlobalTenant {
 		if cachedPG != nil && ownedBy(cachedPG.ExternalIDs, owner) {
 			t.Delete(cachedPG)

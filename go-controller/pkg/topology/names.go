@@ -109,6 +109,23 @@ func GatewayIP(subnet netip.Prefix) netip.Addr { return nthAddr(subnet, 1) }
 // ManagementIP is the host subnet's .2, the node's ovn-k8s-mp0 address.
 func ManagementIP(subnet netip.Prefix) netip.Addr { return nthAddr(subnet, 2) }
 
+// ManagementAddresses is an OVN masked constant matching the management
+// port address (.2) of every host subnet of hostLen bits in cluster, e.g.
+// 10.244.0.2/255.255.0.255 for 10.244.0.0/16 cut into /24s: the cluster's
+// bits and the host part's, with the subnet-number bits left free.
+func ManagementAddresses(cluster netip.Prefix, hostLen int) string {
+	value := ManagementIP(netip.PrefixFrom(cluster.Addr(), hostLen))
+	bits := cluster.Addr().BitLen()
+	mask := make([]byte, bits/8)
+	for i := 0; i < bits; i++ {
+		if i < cluster.Bits() || i >= hostLen {
+			mask[i/8] |= 0x80 >> (i % 8)
+		}
+	}
+	m, _ := netip.AddrFromSlice(mask)
+	return value.String() + "/" + m.String()
+}
+
 func nthAddr(p netip.Prefix, n int) netip.Addr {
 	a := p.Masked().Addr()
 	for i := 0; i < n; i++ {
