@@ -172,7 +172,7 @@ northsouth: deps build images $(BIN)/ovnk-cluster
 dist-e2e: deps build images $(BIN)/ovnk-cluster
 	$(BIN)/ovnk-cluster -ip-family $(IP_FAMILY) install
 
-## IP_FAMILY: the cluster in a box's families, dual (the default: dual-stack, IPv4 primary) or ipv4
+## IP_FAMILY: the cluster in a box's families: dual (the default: dual-stack, IPv4 primary), ipv4 or ipv6
 IP_FAMILY ?= dual
 
 ## cluster-up / cluster-down: the conformance cluster alone (`_output/bin/ovnk-cluster kubectl get nodes`)
