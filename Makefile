@@ -143,12 +143,13 @@ FOCUS ?= \[sig-network\].*\[Conformance\]|$(SIG_NETWORK_FOCUS)$(DUAL_STACK_FOCUS
 # Every [Feature:...] but IPv6DualStack, which is chosen by the focus above
 # (RE2 has no lookahead: "a feature not beginning with IP").
 NOT_SELECTED = \[Slow\]|\[Serial\]|\[Disruptive\]|\[Feature:([^I]|I[^P])|\[FeatureGate:|\[Alpha\]|\[Beta\]|\[Provider:
-# Not passing yet, each for a reason of ours or of the cluster in a box, listed
-# with it in docs/conformance.md ("Not passing yet"; issue 32 stays open):
-# UDP datagrams larger than the MTU through a load balancer, and a NodePort
+# Not passing yet, each with its reason in docs/conformance.md ("Not passing
+# yet"; issue 32 stays open): UDP datagrams larger than the MTU through a load
+# balancer (the userspace datapath hands OVN's balancer the fragments, not the
+# datagram; both families, with pod and with host-network endpoints), a NodePort
 # reached from its own node keeping the node's address as the source, and the
-# invalid-conntrack-state test, which passed in 2 of 3 runs of this session.
-NOT_PASSING = Services should be able to handle large requests: udp|should function for service endpoints using hostNetwork|HealthCheckNodePort correctly when ExternalTrafficPolicy changes|should not be vulnerable to the invalid conntrack state bug
+# invalid-conntrack-state test, which passes in most runs but not all.
+NOT_PASSING = should be able to handle large requests: udp|should function for service endpoints using hostNetwork|HealthCheckNodePort correctly when ExternalTrafficPolicy changes|should not be vulnerable to the invalid conntrack state bug
 SKIP ?=
 PARALLEL ?= 4
 conformance: deps build images $(BIN)/ovnk-cluster
