@@ -121,9 +121,10 @@ INTEGRATION_RUN ?=
 integration: build deps
 	$(GO) test -count=1 -p 1 -timeout 20m $(if $(INTEGRATION_RUN),-run '$(INTEGRATION_RUN)') ./test/integration/...
 
-## e2e: a whole cluster in a box (two nodes, pods via ovn_cni), traffic on every path
+## e2e: a whole cluster in a box (two nodes, pods via ovn_cni), traffic on every path (E2E_SKIP= leaves tests out by name, as go test -skip)
+E2E_SKIP ?=
 e2e: build deps
-	$(GO) test -count=1 -p 1 -timeout 20m -v ./test/e2e/... 2>&1 | grep -E '^\s*(=== RUN|--- |PASS|FAIL|ok)|e2e_test.go'; exit $${PIPESTATUS[0]}
+	$(GO) test -count=1 -p 1 -timeout 20m -v $(if $(E2E_SKIP),-skip '$(E2E_SKIP)') ./test/e2e/... 2>&1 | grep -E '^\s*(=== RUN|--- |PASS|FAIL|ok)|e2e_test.go'; exit $${PIPESTATUS[0]}
 
 ## images: pause, agnhost (tagged for every e2e image the network tests use) and CoreDNS, from Debian packages (cached by content)
 images: deps build
@@ -207,11 +208,14 @@ bench-quick: deps build $(BIN)/ovnk-bench
 # schemas and the logical flows its ovn-northd writes (ovn-trace verdicts);
 # the rest of the integration suite exercises ovn-k8s, the same on both.
 STACK_TESTS = ModelsFit|OVNTrace
+# Namespace isolation with IPv6 is not run on OVN 23.03: its northd compiles
+# the isolation ACL's negated IPv6 address sets into ~200,000 OpenFlow rules
+# per node (docs/design.md, "Namespace isolation").
+STACK_E2E_SKIP_23.03 = /tenant-isolation
 test: deps build lint verify-generate bench-quick unit fuzz integration e2e conformance netpol-subset northsouth dist-e2e
-	@for s in $(filter-out $(firstword $(STACKS)),$(STACKS)); do \
-		echo "=== what differs between stacks, and e2e, on the OVN $$s stack"; \
-		$(MAKE) --no-print-directory OVN=$$s INTEGRATION_RUN='$(STACK_TESTS)' integration e2e || exit 1; \
-	done
+	@$(foreach s,$(filter-out $(firstword $(STACKS)),$(STACKS)),\
+		echo "=== what differs between stacks, and e2e, on the OVN $(s) stack" && \
+		$(MAKE) --no-print-directory OVN=$(s) INTEGRATION_RUN='$(STACK_TESTS)' E2E_SKIP='$(STACK_E2E_SKIP_$(s))' integration e2e &&) true
 
 clean:
 	rm -rf $(OUT)

@@ -133,12 +133,14 @@ func backendsReached(t *testing.T, from harness.NetNS, addr string, want ...stri
 	}
 }
 
-func TestE2E(t *testing.T) {
+// startEnv starts a cluster (root only: namespaces, OVS) whose master and
+// node daemon logs are shown when the test fails.
+func startEnv(t *testing.T, start func() *harness.Cluster) (*harness.Cluster, *env) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Fatal("e2e needs root (network namespaces, OVS); CI runs as root")
 	}
-	c := harness.NewCluster(t)
-	e := &env{t: t, c: c}
+	c := start()
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("master log:\n%s", c.Master.Tail(40))
@@ -147,6 +149,11 @@ func TestE2E(t *testing.T) {
 			}
 		}
 	})
+	return c, &env{t: t, c: c}
+}
+
+func TestE2E(t *testing.T) {
+	c, e := startEnv(t, func() *harness.Cluster { return harness.NewCluster(t) })
 	n1, n2 := c.AddNode("n1"), c.AddNode("n2")
 	c.EnsureNamespace(ns)
 	a1 := c.RunPod(ns, "a1", "n1", nil)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"testing"
 	"time"
 
@@ -60,18 +59,8 @@ func (e *env) setTenant(name, value string) {
 // last, with the master restarted with --namespace-isolation, tenant
 // isolation both ways.
 func familyPaths(t *testing.T, families ...corev1.IPFamily) {
-	if os.Geteuid() != 0 {
-		t.Fatal("e2e needs root (network namespaces, OVS); CI runs as root")
-	}
-	c := harness.NewClusterWith(t, harness.ClusterOptions{Families: families, Gateway: true})
-	e := &env{t: t, c: c}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("master log:\n%s", c.Master.Tail(40))
-			for _, n := range c.Nodes {
-				t.Logf("%s\n--- node daemon %s:\n%s", n.Logs(), n.Name, n.Daemon.Tail(20))
-			}
-		}
+	c, e := startEnv(t, func() *harness.Cluster {
+		return harness.NewClusterWith(t, harness.ClusterOptions{Families: families, Gateway: true})
 	})
 	n1, n2 := c.AddNode("n1"), c.AddNode("n2")
 	for _, n := range []*harness.ClusterNode{n1, n2} {
@@ -182,14 +171,11 @@ func familyPaths(t *testing.T, families ...corev1.IPFamily) {
 	}
 	// Namespace isolation last: the master restarted with it (turning it
 	// on builds every tenant's rows), each check over every family. tb
-	// starts in ta's tenant and leaves it.
+	// starts in ta's tenant and leaves it. Not on OVN 23.03 (the Makefile's
+	// E2E_SKIP for that stack): its northd compiles the isolation ACL's
+	// ip6.src != {$mt.<tenant>_v6, ...} into ~200,000 OpenFlow rules per
+	// node for 5 IPv6 pods (25.03: 1,665).
 	t.Run("tenant-isolation", func(t *testing.T) {
-		if harness.CurrentStack.Name == "23.03" {
-			// Measured: 1,236 -> 198,652 OpenFlow rules on a node with 5
-			// IPv6 pods (25.03: 1,328 -> 1,665), minutes of ovs-vswitchd
-			// time, and once its crash (conntrack.c:1063 assertion, OVS 3.1).
-			t.Skip("namespace isolation's ACL (ip6.src != {$mt.<tenant>_v6, $mt_global_v6}) explodes into ~200,000 OpenFlow rules per node on OVN 23.03")
-		}
 		t.Run("other-tenant-dropped-both-ways", func(t *testing.T) {
 			for _, f := range families { // before: reached
 				answers(t, a1.NS, at(ta.Addr(f), tcpPort), "ta")

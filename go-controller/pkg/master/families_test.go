@@ -437,18 +437,7 @@ func TestForeignFamilyAnnotationCannotTakeARunningPodsAddress(t *testing.T) {
 	e.cfg.JoinSubnets = []netip.Prefix{netip.MustParsePrefix("100.64.0.0/16"), netip.MustParsePrefix("fd98::/64")}
 	e.createNode("n1")
 	e.start()
-	e.createPod("ns", "victim", "n1")
-	attacker := e.createPod("ns", "attacker", "n1")
-	victim := e.podNetwork("ns", "victim")
-	e.podNetwork("ns", "attacker")
-	e.stop()
-
-	forged := victim
-	forged.PodUID = string(attacker.UID)
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, annotations.PodNetworks, annotations.FormatPodNetworks(forged))
-	if _, err := e.kube.CoreV1().Pods("ns").Patch(context.Background(), "attacker", "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	victim := forgeVictimAddresses(t, e)
 	e.cfg.ClusterSubnets, e.cfg.JoinSubnets, _ = mustCluster(t, []string{"10.244.0.0/16/24"}, []string{"100.64.0.0/16"}, nil)
 	e.start()
 	harness.Eventually(t, 10*time.Second, "the victim keeps its IPv4 address, the attacker does not get it", func() error {

@@ -293,18 +293,7 @@ func TestAnnotationCannotTakeARunningPodsAddress(t *testing.T) {
 	e := newEnv(t)
 	e.createNode("n1")
 	e.start()
-	e.createPod("ns", "victim", "n1")
-	attacker := e.createPod("ns", "attacker", "n1")
-	victim := e.podNetwork("ns", "victim")
-	e.podNetwork("ns", "attacker")
-	e.stop()
-
-	forged := victim
-	forged.PodUID = string(attacker.UID)
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, annotations.PodNetworks, annotations.FormatPodNetworks(forged))
-	if _, err := e.kube.CoreV1().Pods("ns").Patch(context.Background(), "attacker", "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	victim := forgeVictimAddresses(t, e)
 	e.start()
 	harness.Eventually(t, 10*time.Second, "the attacker re-addressed, the victim unchanged", func() error {
 		a, v := e.podNetwork("ns", "attacker"), e.podNetwork("ns", "victim")
@@ -333,4 +322,24 @@ func TestAnnotationCannotTakeARunningPodsAddress(t *testing.T) {
 	if got := e.podNetwork("ns", "handwritten"); got.IPs[0] == free.IPs[0] {
 		t.Fatalf("a hand-written annotation chose the pod's address %v", got.IPs[0])
 	}
+}
+
+// forgeVictimAddresses runs pods victim and attacker on n1, stops the
+// master and writes the victim's pod-networks annotation, marked with the
+// attacker's UID, onto the attacker, as the attacker's owner could; it
+// returns the victim's annotation.
+func forgeVictimAddresses(t *testing.T, e *env) annotations.PodNetwork {
+	t.Helper()
+	e.createPod("ns", "victim", "n1")
+	attacker := e.createPod("ns", "attacker", "n1")
+	victim := e.podNetwork("ns", "victim")
+	e.podNetwork("ns", "attacker")
+	e.stop()
+	forged := victim
+	forged.PodUID = string(attacker.UID)
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, annotations.PodNetworks, annotations.FormatPodNetworks(forged))
+	if _, err := e.kube.CoreV1().Pods("ns").Patch(context.Background(), "attacker", "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return victim
 }
