@@ -6,11 +6,13 @@ import (
 )
 
 // ACLLogging is the decoded k8s.ovn.org/acl-logging annotation of a
-// Namespace: the syslog severity ovn-controller logs the namespace's
-// allowed and denied packets at, "" for none.
+// Namespace or an admin policy: the syslog severity ovn-controller logs
+// the packets allowed, denied (and, by an admin policy, passed to the next
+// tier) at, "" for none.
 type ACLLogging struct {
 	Allow string `json:"allow,omitempty"`
 	Deny  string `json:"deny,omitempty"`
+	Pass  string `json:"pass,omitempty"`
 }
 
 var severities = map[string]bool{"alert": true, "warning": true, "notice": true, "info": true, "debug": true}
@@ -22,7 +24,7 @@ func ParseACLLogging(value string) (ACLLogging, error) {
 	if err := json.Unmarshal([]byte(value), &l); err != nil {
 		return ACLLogging{}, fmt.Errorf("%s %q: %w; want e.g. {\"deny\": \"alert\", \"allow\": \"notice\"}", NamespaceACLLogging, value, err)
 	}
-	for _, s := range []string{l.Allow, l.Deny} {
+	for _, s := range []string{l.Allow, l.Deny, l.Pass} {
 		if s != "" && !severities[s] {
 			return ACLLogging{}, fmt.Errorf("%s %q: severity %q is not one of alert, warning, notice, info, debug", NamespaceACLLogging, value, s)
 		}

@@ -51,6 +51,7 @@ type Master struct {
 	recorder  record.EventRecorder
 
 	factory    informers.SharedInformerFactory
+	admin      *policy.AdminAPI
 	nodeLister corelisters.NodeLister
 	podLister  slim.Lister
 	nodeQueue  *controller.Queue
@@ -108,8 +109,8 @@ func NewInformers(kube kubernetes.Interface) informers.SharedInformerFactory {
 }
 
 // New wires a master reading through factory (from NewInformers, started or
-// not); Run starts it.
-func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client, factory informers.SharedInformerFactory, log logr.Logger) *Master {
+// not), and through admin for admin policies (nil: none); Run starts it.
+func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client, factory informers.SharedInformerFactory, admin *policy.AdminAPI, log logr.Logger) *Master {
 	if cfg.PodWorkers <= 0 {
 		cfg.PodWorkers = 32
 	}
@@ -141,6 +142,7 @@ func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client,
 		ipam:        newIPAM(cfg.ClusterSubnets, cfg.JoinSubnets),
 		recorder:    broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "ovnkube-master"}),
 		factory:     factory,
+		admin:       admin,
 		nodeLister:  nodeInformer.Lister(),
 		nodeIndexer: nodeInformer.Informer().GetIndexer(),
 		podLister:   slim.NewLister(podInformer.Informer()),
@@ -169,7 +171,7 @@ func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client,
 		nodeSources = append(nodeSources, topology.ManagementAddresses(s.CIDR, s.HostSubnetLength))
 	}
 	m.policies = policy.New(factory, nb, m.committer.Commit, policy.Options{Isolation: cfg.NamespaceIsolation, ClusterSubnets: podRanges,
-		NodeSources: nodeSources, Events: m.recorder},
+		NodeSources: nodeSources, Events: m.recorder, Admin: admin},
 		log.WithName("policy"), cfg.RetryMaxDelay)
 	return m
 }
@@ -252,6 +254,14 @@ func (m *Master) Run(ctx context.Context) error {
 	for typ, ok := range m.factory.WaitForCacheSync(ctx.Done()) {
 		if !ok {
 			return fmt.Errorf("informer cache for %v did not sync", typ)
+		}
+	}
+	if m.admin != nil {
+		m.admin.Factory.Start(ctx.Done())
+		for typ, ok := range m.admin.Factory.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				return fmt.Errorf("informer cache for %v did not sync", typ)
+			}
 		}
 	}
 	if err := m.ensureClusterWithRetry(ctx); err != nil {

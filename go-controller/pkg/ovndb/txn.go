@@ -39,7 +39,12 @@ type Txn struct {
 func NewTxn(c client.Client) *Txn { return &Txn{c: c} }
 
 // Ops returns the operations built so far, or the first error met.
-func (t *Txn) Ops() ([]ovsdb.Operation, error) { return t.ops, t.err }
+func (t *Txn) Ops() ([]ovsdb.Operation, error) {
+	if t.err != nil {
+		return t.ops, t.err
+	}
+	return withACLTiers(t.c, t.ops), nil
+}
 
 // Err is the first error met.
 func (t *Txn) Err() error { return t.err }

@@ -56,10 +56,10 @@ func TestCollidingPeerSetNamesAreRefused(t *testing.T) {
 		return &r
 	}
 	a, b := from("a", "db"), from("b", "web")
-	if _, coll := c.register("a/p", a); len(coll) != 0 {
+	if _, coll := c.register("a/p", "a", a); len(coll) != 0 {
 		t.Fatalf("first policy refused: %v", coll)
 	}
-	_, coll := c.register("b/p", b)
+	_, coll := c.register("b/p", "b", b)
 	if !slices.Equal(coll, []string{"peers.same"}) {
 		t.Fatalf("collisions %v, want [peers.same]", coll)
 	}
@@ -94,9 +94,9 @@ func TestNamedPortIndex(t *testing.T) {
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}}), noResolve, Logging{}, topology.IPv4Only)
 		return &r
 	}
-	c.register("a/http", naming("http"))
-	c.register("a/metrics", naming("metrics"))
-	c.register("b/http", naming("http"))
+	c.register("a/http", "a", naming("http"))
+	c.register("a/metrics", "a", naming("metrics"))
+	c.register("b/http", "b", naming("http"))
 	pod := &slim.Pod{NamedPorts: []slim.NamedPort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 8080}}}
 	got := c.policiesNamingPortsOf(pod, nil)
 	slices.Sort(got)
@@ -107,8 +107,8 @@ func TestNamedPortIndex(t *testing.T) {
 	if got := c.policiesNamingPortsOf(udp); len(got) != 0 {
 		t.Fatalf("a UDP port named http re-queues %v", got)
 	}
-	c.register("a/http", nil)
-	c.register("b/http", nil)
+	c.register("a/http", "a", nil)
+	c.register("b/http", "b", nil)
 	if got := c.policiesNamingPortsOf(pod); len(got) != 0 || len(c.namedPorts) != 1 {
 		t.Fatalf("after deletion: %v, index %v", got, c.namedPorts)
 	}

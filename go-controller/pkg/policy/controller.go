@@ -44,6 +44,8 @@ const (
 	peersKey     = "peers/"     // one peer address set
 	namespaceKey = "namespace/" // a namespace's default-deny port groups
 	tenantKey    = "tenant/"    // a tenant's rows (namespace isolation)
+	adminKey     = "admin/"     // an admin policy's port group and ACLs (admin/<kind>/<name>)
+	nodesKey     = "nodes/"     // one node address set
 )
 
 // Options are the cluster settings the controller needs.
@@ -58,6 +60,8 @@ type Options struct {
 	NodeSources []string
 	// Events records Warning Events on refused policies (nil: none).
 	Events record.EventRecorder
+	// Admin, when set, is where admin policies come from (admin.go).
+	Admin *AdminAPI
 }
 
 // Controller keeps the NB's port groups, address sets and ACLs in line with
@@ -99,6 +103,20 @@ type Controller struct {
 	// refused holds why each refused policy was refused, so that a refusal
 	// is reported once, not at every sync.
 	refused map[string]string
+
+	// Admin policies (admincontroller.go): their sources, what pod and
+	// namespace events need of each (by kind/name), those refused for a
+	// priority collision, and the node address sets they name.
+	admin      adminSources
+	nodeLister corelisters.NodeLister
+	admins     map[string]*adminEntry
+	collided   map[string]bool
+	nodeSets   map[string]*nodeSetEntry
+}
+
+type nodeSetEntry struct {
+	set   NodeSet
+	users map[string]bool
 }
 
 type peerEntry struct {
@@ -107,9 +125,10 @@ type peerEntry struct {
 }
 
 type policyEntry struct {
-	namespace  string
+	namespace  string // "" for an admin policy
 	pods       labels.Selector
 	sets       []string
+	nodeSets   []string
 	namedPorts []string
 }
 
@@ -134,6 +153,9 @@ func New(factory informers.SharedInformerFactory, nb libovsdbclient.Client, comm
 		crossSets:  map[string]bool{},
 		refused:    map[string]string{},
 		namedPorts: map[string]map[string]bool{},
+		admins:     map[string]*adminEntry{},
+		collided:   map[string]bool{},
+		nodeSets:   map[string]*nodeSetEntry{},
 	}
 	c.queue = controller.NewQueue("networkpolicies", maxDelay, c.sync, log)
 	_, _ = factory.Networking().V1().NetworkPolicies().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -151,6 +173,16 @@ func New(factory informers.SharedInformerFactory, nb libovsdbclient.Client, comm
 		UpdateFunc: func(old, cur any) { c.namespaceChanged(nsOf(old), nsOf(cur)) },
 		DeleteFunc: func(obj any) { c.namespaceChanged(nsOf(obj), nil) },
 	})
+	if opts.Admin != nil {
+		c.watchAdmin(opts.Admin)
+		nodes := factory.Core().V1().Nodes()
+		c.nodeLister = nodes.Lister()
+		_, _ = nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.nodeChanged(nil, nodeOf(obj)) },
+			UpdateFunc: func(old, cur any) { c.nodeChanged(nodeOf(old), nodeOf(cur)) },
+			DeleteFunc: func(obj any) { c.nodeChanged(nodeOf(obj), nil) },
+		})
+	}
 	nb.Cache().AddEventHandler(&ovsdbcache.EventHandlerFuncs{
 		AddFunc:    func(_ string, m model.Model) { c.nbRowChanged(m, false) },
 		DeleteFunc: func(_ string, m model.Model) { c.nbRowChanged(m, true) },
@@ -179,7 +211,13 @@ func (c *Controller) registerAll() {
 	nps, _ := c.npLister.List(labels.Everything())
 	for _, np := range nps {
 		rows := Policy(np, c.resolve, Logging{}, c.fams)
-		c.register(np.Namespace+"/"+np.Name, &rows)
+		c.register(np.Namespace+"/"+np.Name, np.Namespace, &rows)
+	}
+	for _, a := range c.listAdmin() {
+		rows := AdminRows(a.policy, c.resolve, AdminLogging{}, c.fams)
+		if rows.Refused == "" {
+			c.register(adminKey+a.policy.Key(), "", &rows)
+		}
 	}
 }
 
@@ -196,9 +234,16 @@ func (c *Controller) enqueueAll(add func(string)) int {
 		add(namespaceKey + ns.Name)
 		add(tenantKey + c.tenantOf(ns.Name))
 	}
+	for _, a := range c.listAdmin() {
+		add(adminKey + a.policy.Key())
+		n++
+	}
 	c.mu.RLock()
 	for name := range c.sets {
 		add(peersKey + name)
+	}
+	for name := range c.nodeSets {
+		add(nodesKey + name)
 	}
 	c.mu.RUnlock()
 	// Rows of ours whose object is gone.
@@ -232,6 +277,10 @@ func ownerKey(ids map[string]string) (string, bool) {
 		return peersKey + o.Name, true
 	case OwnerTenant:
 		return tenantKey + o.Name, true
+	case OwnerNodePeers:
+		return nodesKey + o.Name, true
+	case KindCNP, KindANP, KindBANP:
+		return adminKey + o.Type + "/" + o.Name, true
 	}
 	return "", false
 }
@@ -246,14 +295,20 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return c.syncNamespace(ctx, strings.TrimPrefix(key, namespaceKey))
 	case strings.HasPrefix(key, tenantKey):
 		return c.syncTenant(ctx, strings.TrimPrefix(key, tenantKey))
+	case strings.HasPrefix(key, adminKey):
+		return c.syncAdmin(ctx, strings.TrimPrefix(key, adminKey))
+	case strings.HasPrefix(key, nodesKey):
+		return c.syncNodeSet(ctx, strings.TrimPrefix(key, nodesKey))
 	}
 	return nil
 }
 
-// register records the peer sets and selector of a policy (nil: deleted)
-// and returns the sets no policy names any more, and those of the policy
-// whose name another selector holds already (not registered: see Name).
-func (c *Controller) register(key string, rows *Rows) (unused, collisions []string) {
+// register records the address sets and selector of a policy (nil:
+// deleted or refused) of a namespace ("" for an admin policy), and returns
+// the queue keys of the sets no policy names any more, and the names of
+// the policy's peer sets whose name another selector holds already (not
+// registered: see Name).
+func (c *Controller) register(key, namespace string, rows *Rows) (unused, collisions []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old := c.policies[key]; old != nil {
@@ -263,11 +318,20 @@ func (c *Controller) register(key string, rows *Rows) (unused, collisions []stri
 			if len(e.users) == 0 {
 				delete(c.sets, name)
 				setIndex(e.set, name, c.nsSets, c.crossSets, false)
-				unused = append(unused, name)
+				unused = append(unused, peersKey+name)
+			}
+		}
+		for _, name := range old.nodeSets {
+			e := c.nodeSets[name]
+			delete(e.users, key)
+			if len(e.users) == 0 {
+				delete(c.nodeSets, name)
+				unused = append(unused, nodesKey+name)
 			}
 		}
 		delete(c.policies, key)
 		delete(c.nsPolicies[old.namespace], key)
+		delete(c.admins, strings.TrimPrefix(key, adminKey))
 		for _, np := range old.namedPorts {
 			delete(c.namedPorts[np], key)
 			if len(c.namedPorts[np]) == 0 {
@@ -278,8 +342,7 @@ func (c *Controller) register(key string, rows *Rows) (unused, collisions []stri
 	if rows == nil {
 		return unused, nil
 	}
-	ns, _, _ := strings.Cut(key, "/")
-	p := &policyEntry{namespace: ns, pods: rows.PodSelector, namedPorts: rows.NamedPorts}
+	p := &policyEntry{namespace: namespace, pods: rows.PodSelector, namedPorts: rows.NamedPorts}
 	for _, s := range rows.PeerSets {
 		name := s.Name()
 		if e := c.sets[name]; e != nil && e.set.Key() != s.Key() {
@@ -295,6 +358,20 @@ func (c *Controller) register(key string, rows *Rows) (unused, collisions []stri
 		}
 		e.users[key] = true
 	}
+	for _, s := range rows.NodeSets {
+		name := s.Name()
+		if e := c.nodeSets[name]; e != nil && e.set.Key() != s.Key() {
+			collisions = append(collisions, name)
+			continue
+		}
+		p.nodeSets = append(p.nodeSets, name)
+		e := c.nodeSets[name]
+		if e == nil {
+			e = &nodeSetEntry{set: s, users: map[string]bool{}}
+			c.nodeSets[name] = e
+		}
+		e.users[key] = true
+	}
 	c.policies[key] = p
 	for _, np := range p.namedPorts {
 		if c.namedPorts[np] == nil {
@@ -302,11 +379,21 @@ func (c *Controller) register(key string, rows *Rows) (unused, collisions []stri
 		}
 		c.namedPorts[np][key] = true
 	}
-	if c.nsPolicies[ns] == nil {
-		c.nsPolicies[ns] = map[string]bool{}
+	if rows.Subject != nil {
+		c.admins[strings.TrimPrefix(key, adminKey)] = &adminEntry{subject: *rows.Subject}
+	} else {
+		if c.nsPolicies[namespace] == nil {
+			c.nsPolicies[namespace] = map[string]bool{}
+		}
+		c.nsPolicies[namespace][key] = true
 	}
-	c.nsPolicies[ns][key] = true
-	return slices.DeleteFunc(unused, func(n string) bool { return c.sets[n] != nil }), collisions
+	isUnused := func(k string) bool {
+		if n, ok := strings.CutPrefix(k, peersKey); ok {
+			return c.sets[n] == nil
+		}
+		return c.nodeSets[strings.TrimPrefix(k, nodesKey)] == nil
+	}
+	return slices.DeleteFunc(unused, func(k string) bool { return !isUnused(k) }), collisions
 }
 
 // setIndex adds (or removes) a peer set to the pod-event indexes.
@@ -339,7 +426,7 @@ func (c *Controller) syncPolicy(ctx context.Context, key string) error {
 	var unused []string
 	if np == nil {
 		c.reportRefusal(&networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, "")
-		unused, _ = c.register(key, nil)
+		unused, _ = c.register(key, ns, nil)
 		if pg := ovndb.Lookup(t, &nbdb.PortGroup{Name: PolicyPortGroup(ns, name)}); pg != nil && ownedBy(pg.ExternalIDs, owner) {
 			t.Delete(pg) // its ACLs go with it
 		}
@@ -350,7 +437,7 @@ func (c *Controller) syncPolicy(ctx context.Context, key string) error {
 		}
 		c.reportRefusal(np, rows.Refused)
 		var collisions []string
-		unused, collisions = c.register(key, &rows)
+		unused, collisions = c.register(key, ns, &rows)
 		if len(collisions) > 0 {
 			c.log.Error(nil, "a peer selector's address set name is another selector's; the rules naming it are left out (they allow nothing)",
 				"policy", key, "addressSets", collisions)
@@ -366,8 +453,8 @@ func (c *Controller) syncPolicy(ctx context.Context, key string) error {
 	if err := c.commitTxn(ctx, t); err != nil {
 		return fmt.Errorf("network policy %s: %w", key, err)
 	}
-	for _, n := range unused {
-		c.queue.Add(peersKey + n)
+	for _, k := range unused {
+		c.queue.Add(k)
 	}
 	c.queue.Add(namespaceKey + ns)
 	return nil
@@ -678,8 +765,9 @@ func (c *Controller) podChanged(old, cur *slim.Pod) {
 		}
 	}
 	for _, key := range c.policiesNamingPortsOf(old, cur) {
-		c.queue.Add(policyKey + key) // a number may appear or vanish
+		c.queue.Add(queueKeyOf(key)) // a number may appear or vanish
 	}
+	c.adminPodChanged(old, cur, nsLabels)
 	if len(c.nsSets[pod.Namespace]) == 0 && len(c.crossSets) == 0 {
 		return
 	}
@@ -702,6 +790,15 @@ func (c *Controller) podChanged(old, cur *slim.Pod) {
 
 // policiesNamingPortsOf lists the policies naming a port one of these pods
 // declares by name (c.mu held).
+// queueKeyOf is the queue key of a policy registered under key (a
+// NetworkPolicy's is namespace/name, an admin policy's its queue key).
+func queueKeyOf(key string) string {
+	if strings.HasPrefix(key, adminKey) {
+		return key
+	}
+	return policyKey + key
+}
+
 func (c *Controller) policiesNamingPortsOf(pods ...*slim.Pod) []string {
 	var out []string
 	for _, p := range pods {
@@ -730,7 +827,7 @@ func (c *Controller) concerns(ns string) bool {
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	return len(c.nsPolicies[ns]) > 0 || len(c.nsSets[ns]) > 0 || len(c.crossSets) > 0 || len(c.namedPorts) > 0
+	return len(c.nsPolicies[ns]) > 0 || len(c.nsSets[ns]) > 0 || len(c.crossSets) > 0 || len(c.namedPorts) > 0 || len(c.admins) > 0
 }
 
 func selects(s labels.Selector, p *slim.Pod) bool {
@@ -805,6 +902,7 @@ func (c *Controller) namespaceChanged(old, cur *corev1.Namespace) {
 			c.queue.Add(peersKey + name)
 		}
 	}
+	c.adminNamespaceChanged(oldL, curL)
 }
 
 // nbRowChanged follows pod ports coming and going (a pod's port appears

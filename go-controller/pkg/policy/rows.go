@@ -14,14 +14,21 @@
 //   - on each node switch, an ACL letting the node's management port reach
 //     its pods (kubelet probes), above every policy tier.
 //
-// Priorities leave room for tiers above and below NetworkPolicy:
+// OVN evaluates ACLs tier by tier (on NB schemas that have tiers, OVN 23.09
+// and later); within a tier the highest priority matching ACL decides, and
+// only the action "pass" goes on to the next tier:
 //
-//	30000        always allowed (node → pod, ARP/ND, hairpin)
-//	20000–29999  reserved for administrator tiers
-//	2000         namespace isolation drop
-//	1001         NetworkPolicy allow
-//	1000         NetworkPolicy default deny
-//	below 1000   reserved for a baseline administrator tier
+//	tier 0  the cluster's own: node → pod (kubelet probes), the databases'
+//	        guard, namespace isolation (2000): no policy can open them
+//	tier 1  Admin: ClusterNetworkPolicy tier Admin, AdminNetworkPolicy
+//	        (admin.go, adminrows.go)
+//	tier 2  NetworkPolicy: 30000 always allowed (ARP/ND, hairpin), 1001
+//	        allow, 1000 default deny
+//	tier 3  Baseline: ClusterNetworkPolicy tier Baseline,
+//	        BaselineAdminNetworkPolicy
+//
+// On a schema without tiers every ACL is in tier 0 and there are no admin
+// policies, which leaves NetworkPolicy's priorities as they always were.
 package policy
 
 import (
@@ -31,6 +38,7 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,6 +48,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/slim"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
@@ -52,11 +61,19 @@ const (
 	PriorityAlways      = topology.ACLPriorityAlways
 )
 
+// OVN ACL tiers (see the package comment).
+const (
+	TierAdmin         = 1
+	TierNetworkPolicy = 2
+	TierBaseline      = 3
+)
+
 // Owner types of the rows this package writes.
 const (
 	OwnerPolicy    = "NetworkPolicy"
 	OwnerNamespace = "Namespace"
 	OwnerPeers     = "PeerSelector"
+	OwnerNodePeers = "NodeSelector"
 )
 
 // ACLIDKey identifies an ACL among those of one port group.
@@ -218,10 +235,13 @@ type Logging struct {
 type Rows struct {
 	PortGroup *nbdb.PortGroup // without ports: the controller fills them
 	ACLs      []*nbdb.ACL
-	// PeerSets are the address sets the ACLs name.
+	// PeerSets and NodeSets are the address sets the ACLs name.
 	PeerSets []PeerSet
+	NodeSets []NodeSet
 	// PodSelector selects the pods of the port group in the policy's namespace.
 	PodSelector labels.Selector
+	// Subject, for an admin policy, is the pods of the port group.
+	Subject *PeerSet
 	// Ingress and Egress say which directions the policy isolates.
 	Ingress, Egress bool
 	// Problems are parts of the policy that could not be turned into rows
@@ -271,15 +291,17 @@ func Policy(np *networkingv1.NetworkPolicy, resolve Resolver, log Logging, fams 
 		r.refuse(why)
 		return r
 	}
-	b := builder{policy: np, key: key, pg: pg, resolve: resolve, log: log, fams: fams, rows: &r, seen: map[string]bool{}}
+	b := builder{owner: topology.Owner{Type: OwnerPolicy, Name: key}, pg: pg, aclName: aclName(np.Namespace + "_" + np.Name),
+		target: PeerSet{Namespace: np.Namespace, Pods: sel}, resolve: resolve, fams: fams, rows: &r, seen: map[string]bool{}}
+	allow := verdict{action: nbdb.ACLActionAllowRelated, priority: PriorityAllow, tier: TierNetworkPolicy, severity: log.Allow, meter: log.Meter}
 	if r.Ingress {
 		for i, rule := range np.Spec.Ingress {
-			b.rule(Ingress, i, rule.From, rule.Ports)
+			b.npRule(Ingress, i, np.Namespace, rule.From, rule.Ports, allow)
 		}
 	}
 	if r.Egress {
 		for i, rule := range np.Spec.Egress {
-			b.rule(Egress, i, rule.To, rule.Ports)
+			b.npRule(Egress, i, np.Namespace, rule.To, rule.Ports, allow)
 		}
 	}
 	if len(r.ACLs) > MaxACLsPerPolicy {
@@ -305,49 +327,80 @@ func directions(np *networkingv1.NetworkPolicy) (ingress, egress bool) {
 	return ingress, egress
 }
 
+// builder turns rules of any policy API into ACLs on one port group, with
+// the address sets they name.
 type builder struct {
-	policy  *networkingv1.NetworkPolicy
-	key, pg string
+	owner   topology.Owner // of the ACLs
+	pg      string         // the port group of the selected pods
+	aclName *string
+	// target is the selected pods, on which an ingress rule's named ports
+	// resolve.
+	target  PeerSet
 	resolve Resolver
-	log     Logging
 	fams    topology.Families
 	rows    *Rows
-	seen    map[string]bool // peer set names already listed
+	seen    map[string]bool // address set names already listed
 }
 
-// rule adds the ACLs of one rule: one for its numbered ports (or for every
-// port when it lists none) and one per number each named port resolves to.
-func (b *builder) rule(d Direction, i int, peers []networkingv1.NetworkPolicyPeer, ports []networkingv1.NetworkPolicyPort) {
+// verdict is what a rule's ACLs do, in which tier and at which priority.
+type verdict struct {
+	action          string
+	priority, tier  int
+	severity, meter string
+}
+
+// peers are a rule's remote ends, sorted by how they are matched: pod
+// selectors (address sets), node selectors (address sets), CIDR groups;
+// any means every address (a NetworkPolicy rule without peers).
+type peers struct {
+	sets   []PeerSet
+	nodes  []NodeSet
+	blocks [][]netip.Prefix
+	any    bool
+}
+
+func (p peers) empty() bool {
+	return !p.any && len(p.sets) == 0 && len(p.nodes) == 0 && len(p.blocks) == 0
+}
+
+// npRule adds the ACLs of one NetworkPolicy rule.
+func (b *builder) npRule(d Direction, i int, namespace string, from []networkingv1.NetworkPolicyPeer, ports []networkingv1.NetworkPolicyPort, v verdict) {
 	where := fmt.Sprintf("%s[%d]", d, i)
-	sets, blocks, any := b.peers(where, peers)
-	if !any && len(sets) == 0 && len(blocks) == 0 {
+	ps := b.npPeers(where, namespace, from)
+	if ps.empty() {
 		return // only unusable peers: the rule allows nothing
 	}
-	numbered, named := b.ports(where, ports)
-	if len(ports) == 0 || len(numbered) > 0 {
-		b.acl(d, where+"/ports", and(b.peerClause(d, sets, blocks, any), or(numbered...)))
+	numbered, named := b.npPorts(where, ports)
+	b.emit(d, where, ps, len(ports) == 0, numbered, named, v)
+}
+
+// emit adds the ACLs of one rule: one for its numbered ports (or for every
+// port when allPorts) and one per number each named port resolves to.
+func (b *builder) emit(d Direction, where string, ps peers, allPorts bool, numbered []string, named []namedPortRef, v verdict) {
+	if allPorts || len(numbered) > 0 {
+		b.acl(d, where+"/ports", and(b.peerClause(d, ps), or(numbered...)), v)
 	}
 	for _, np := range named {
-		b.namedPortACLs(d, where, np, sets, blocks, any)
+		b.namedPortACLs(d, where, np, ps, v)
 	}
 }
 
 // namedPortACLs resolves a named port: on the selected pods for ingress, on
-// the peer pods for egress (an ipBlock peer has no ports to name).
-func (b *builder) namedPortACLs(d Direction, where string, np namedPortRef, sets []PeerSet, blocks [][]netip.Prefix, any bool) {
+// the peer pods for egress (a CIDR or node peer has no ports to name).
+func (b *builder) namedPortACLs(d Direction, where string, np namedPortRef, ps peers, v verdict) {
 	if d == Ingress {
-		peerClause := b.peerClause(d, sets, blocks, any)
-		target := PeerSet{Namespace: b.policy.Namespace, Pods: b.rows.PodSelector}
-		for _, n := range sortedNumbers(b.resolve(target, np.name, np.proto)) {
-			t := target
+		peerClause := b.peerClause(d, ps)
+		for _, n := range sortedNumbers(b.resolve(b.target, np.name, np.proto)) {
+			t := b.target
 			t.Port = &NamedPort{Name: np.name, Protocol: np.proto, Number: n}
 			b.addSet(t)
 			b.acl(d, fmt.Sprintf("%s/port:%s/%s/%d", where, np.name, np.proto, n),
-				and(peerClause, addrMatch(b.fams, "dst", []string{t.Name()}), portMatch(np.proto, n, 0)))
+				and(peerClause, addrMatch(b.fams, "dst", []string{t.Name()}), portMatch(np.proto, n, 0)), v)
 		}
 		return
 	}
-	if any {
+	sets := ps.sets
+	if ps.any {
 		sets = []PeerSet{{Namespaces: labels.Everything(), Pods: labels.Everything()}}
 	}
 	numbers := map[int32][]PeerSet{}
@@ -365,17 +418,18 @@ func (b *builder) namedPortACLs(d Direction, where string, np namedPortRef, sets
 			names = append(names, t.Name())
 		}
 		b.acl(d, fmt.Sprintf("%s/port:%s/%s/%d", where, np.name, np.proto, n),
-			and(addrMatch(b.fams, "dst", names), portMatch(np.proto, n, 0)))
+			and(addrMatch(b.fams, "dst", names), portMatch(np.proto, n, 0)), v)
 	}
 }
 
-// peers sorts a rule's peers into selector sets and ipBlocks; any is true
-// when the rule has no peers (every address).
-func (b *builder) peers(where string, peers []networkingv1.NetworkPolicyPeer) (sets []PeerSet, blocks [][]netip.Prefix, any bool) {
-	if len(peers) == 0 {
-		return nil, nil, true
+// npPeers sorts a NetworkPolicy rule's peers into selector sets and
+// ipBlocks; no peers at all is every address.
+func (b *builder) npPeers(where, namespace string, list []networkingv1.NetworkPolicyPeer) peers {
+	if len(list) == 0 {
+		return peers{any: true}
 	}
-	for j, p := range peers {
+	var ps peers
+	for j, p := range list {
 		switch {
 		case p.IPBlock != nil:
 			prefixes, err := blockPrefixes(p.IPBlock)
@@ -384,22 +438,22 @@ func (b *builder) peers(where string, peers []networkingv1.NetworkPolicyPeer) (s
 				continue
 			}
 			if len(prefixes) > 0 { // its exceptions may cover it all
-				blocks = append(blocks, prefixes)
+				ps.blocks = append(ps.blocks, prefixes)
 			}
 		case p.PodSelector != nil || p.NamespaceSelector != nil:
-			s, err := b.peerSet(p)
+			s, err := npPeerSet(namespace, p)
 			if err != nil {
 				b.rows.Problems = append(b.rows.Problems, fmt.Sprintf("%s.peers[%d]: %v", where, j, err))
 				continue
 			}
-			sets = append(sets, s)
+			ps.sets = append(ps.sets, s)
 		}
 	}
-	return sets, blocks, false
+	return ps
 }
 
-func (b *builder) peerSet(p networkingv1.NetworkPolicyPeer) (PeerSet, error) {
-	s := PeerSet{Namespace: b.policy.Namespace, Pods: labels.Everything()}
+func npPeerSet(namespace string, p networkingv1.NetworkPolicyPeer) (PeerSet, error) {
+	s := PeerSet{Namespace: namespace, Pods: labels.Everything()}
 	if p.NamespaceSelector != nil {
 		sel, err := metav1.LabelSelectorAsSelector(p.NamespaceSelector)
 		if err != nil {
@@ -419,8 +473,8 @@ func (b *builder) peerSet(p networkingv1.NetworkPolicyPeer) (PeerSet, error) {
 
 // peerClause matches the remote address of a rule ("" for any) and lists
 // the address sets it names.
-func (b *builder) peerClause(d Direction, sets []PeerSet, blocks [][]netip.Prefix, any bool) string {
-	if any {
+func (b *builder) peerClause(d Direction, ps peers) string {
+	if ps.any {
 		return ""
 	}
 	field := "src"
@@ -428,14 +482,18 @@ func (b *builder) peerClause(d Direction, sets []PeerSet, blocks [][]netip.Prefi
 		field = "dst"
 	}
 	var clauses, names []string
-	for _, s := range sets {
+	for _, s := range ps.sets {
 		b.addSet(s)
 		names = append(names, s.Name())
+	}
+	for _, n := range ps.nodes {
+		b.addNodeSet(n)
+		names = append(names, n.Name())
 	}
 	if len(names) > 0 {
 		clauses = append(clauses, addrMatch(b.fams, field, names))
 	}
-	for _, blk := range blocks {
+	for _, blk := range ps.blocks {
 		clauses = append(clauses, blockClause(field, blk))
 	}
 	return or(clauses...)
@@ -479,9 +537,9 @@ type namedPortRef struct {
 	proto corev1.Protocol
 }
 
-// ports sorts a rule's ports into match clauses for numbers and ranges, and
-// named ports to resolve.
-func (b *builder) ports(where string, ports []networkingv1.NetworkPolicyPort) (numbered []string, named []namedPortRef) {
+// npPorts sorts a NetworkPolicy rule's ports into match clauses for numbers
+// and ranges, and named ports to resolve.
+func (b *builder) npPorts(where string, ports []networkingv1.NetworkPolicyPort) (numbered []string, named []namedPortRef) {
 	for j, p := range ports {
 		proto := corev1.ProtocolTCP
 		if p.Protocol != nil {
@@ -495,10 +553,7 @@ func (b *builder) ports(where string, ports []networkingv1.NetworkPolicyPort) (n
 		case p.Port == nil:
 			numbered = append(numbered, protoName(proto))
 		case p.Port.Type == intstr.String:
-			named = append(named, namedPortRef{name: p.Port.StrVal, proto: proto})
-			if k := NamedPortKey(proto, p.Port.StrVal); !slices.Contains(b.rows.NamedPorts, k) {
-				b.rows.NamedPorts = append(b.rows.NamedPorts, k)
-			}
+			named = append(named, b.namedPort(p.Port.StrVal, proto))
 		default:
 			end := int32(0)
 			if p.EndPort != nil {
@@ -531,6 +586,14 @@ func portMatch(proto corev1.Protocol, port, end int32) string {
 	return fmt.Sprintf("%s && %s.dst == %d", p, p, port)
 }
 
+// namedPort records that the rows depend on a named port.
+func (b *builder) namedPort(name string, proto corev1.Protocol) namedPortRef {
+	if k := NamedPortKey(proto, name); !slices.Contains(b.rows.NamedPorts, k) {
+		b.rows.NamedPorts = append(b.rows.NamedPorts, k)
+	}
+	return namedPortRef{name: name, proto: proto}
+}
+
 func (b *builder) addSet(s PeerSet) {
 	if !b.seen[s.Name()] {
 		b.seen[s.Name()] = true
@@ -538,16 +601,30 @@ func (b *builder) addSet(s PeerSet) {
 	}
 }
 
-// acl adds an allow ACL for the selected pods with a match on the traffic.
-func (b *builder) acl(d Direction, id, traffic string) {
+func (b *builder) addNodeSet(s NodeSet) {
+	if !b.seen[s.Name()] {
+		b.seen[s.Name()] = true
+		b.rows.NodeSets = append(b.rows.NodeSets, s)
+	}
+}
+
+// acl adds an ACL for the selected pods with a match on the traffic.
+func (b *builder) acl(d Direction, id, traffic string, v verdict) {
 	port := "outport"
 	if d == Egress {
 		port = "inport"
 	}
-	acl := NewACL(d, PriorityAllow, and(port+" == @"+b.pg, traffic), nbdb.ACLActionAllowRelated,
-		topology.Owner{Type: OwnerPolicy, Name: b.key}, id, b.log.Allow, b.log.Meter)
-	acl.Name = aclName(b.policy.Namespace + "_" + b.policy.Name)
+	acl := NewACL(d, v.priority, and(port+" == @"+b.pg, traffic), v.action, b.owner, id, v.severity, v.meter)
+	acl.Name = b.aclName
+	inTier(acl, v.tier)
 	b.rows.ACLs = append(b.rows.ACLs, acl)
+}
+
+// inTier places an ACL in an OVN ACL tier (ovndb.ACLTierKey).
+func inTier(acl *nbdb.ACL, tier int) {
+	if tier != 0 {
+		acl.ExternalIDs[ovndb.ACLTierKey] = strconv.Itoa(tier)
+	}
 }
 
 // NewACL builds an ACL of ours. Egress ACLs apply after load balancing, so
@@ -606,6 +683,9 @@ func DefaultDeny(namespace string, d Direction, log Logging, fams topology.Famil
 		}
 		acls = append(acls, NewACL(d, PriorityAlways, and(port+" == @"+pg, or(hairpin...)),
 			nbdb.ACLActionAllowRelated, owner, string(d)+"/hairpin", "", ""))
+	}
+	for _, a := range acls {
+		inTier(a, TierNetworkPolicy)
 	}
 	return &nbdb.PortGroup{Name: pg, ExternalIDs: owner.ExternalIDs()}, acls
 }

@@ -40,9 +40,11 @@ func (l *PodList) DeepCopyObject() runtime.Object {
 // core/v1 REST client, reading the API server's protobuf straight into Pods:
 // an informer over it never decodes a whole corev1.Pod. Only protobuf is
 // accepted: every built-in type has that encoding, and the server refuses
-// (406) rather than answer in another.
-func NewListWatch(rc rest.Interface) *cache.ListWatch {
-	return &cache.ListWatch{
+// (406) rather than answer in another. It lists the old way: a streaming
+// list (client-go's WatchListClient) ends with a bookmark whose annotation
+// a Pod decoded here does not keep.
+func NewListWatch(rc rest.Interface) ListOnly {
+	return ListOnly{&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			body, err := rc.Get().Resource("pods").VersionedParams(&opts, scheme.ParameterCodec).
 				SetHeader("Accept", runtime.ContentTypeProtobuf).Do(ctx).Raw()
@@ -61,8 +63,14 @@ func NewListWatch(rc rest.Interface) *cache.ListWatch {
 			return watch.NewStreamWatcher(&watchDecoder{r: stream},
 				apierrors.NewClientErrorReporter(http.StatusInternalServerError, "WATCH", "ClientWatchDecoding")), nil
 		},
-	}
+	}}
 }
+
+// ListOnly tells client-go's reflector not to use streaming lists.
+type ListOnly struct{ *cache.ListWatch }
+
+// IsWatchListSemanticsUnSupported is what the reflector asks.
+func (ListOnly) IsWatchListSemanticsUnSupported() bool { return true }
 
 // maxFrame bounds a watch event: an object is at most a few MiB (etcd's
 // request limit); a larger length means a corrupt stream.

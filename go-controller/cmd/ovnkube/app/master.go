@@ -19,12 +19,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	npclient "sigs.k8s.io/network-policy-api/pkg/client/clientset/versioned"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/leader"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/master"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/metrics"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/policy"
 )
 
 func kubeFlags() []cli.Flag {
@@ -217,7 +219,7 @@ func runMaster(ctx context.Context, cfg config.Master, lcfg leader.Config, elect
 		}
 		defer nb.Close()
 		log.Info("connected to NB", "address", cfg.NBAddress, "endpoint", nb.CurrentEndpoint())
-		m := master.New(cfg, kube, nb, factory, log)
+		m := master.New(cfg, kube, nb, factory, adminAPI(rc, kube, log), log)
 		if elector == nil {
 			running.Store(m)
 			go oneProcAfterSync(ctx, m.Synced(), log)
@@ -350,4 +352,24 @@ func guardedDBs(c *cli.Context, nb []string) ([]netip.AddrPort, error) {
 			"endpoints", names)
 	}
 	return eps, nil
+}
+
+// adminAPI follows the admin policy kinds the API server serves (their CRDs
+// from dist/kubernetes); nil when it serves none. A kind installed later is
+// followed from the master's next start.
+func adminAPI(rc *rest.Config, kube kubernetes.Interface, log logr.Logger) *policy.AdminAPI {
+	json := rest.CopyConfig(rc) // custom resources have no protobuf encoding
+	json.ContentType, json.AcceptContentTypes = "application/json", "application/json"
+	client, err := npclient.NewForConfig(json)
+	if err != nil {
+		log.Error(err, "admin network policies are not followed")
+		return nil
+	}
+	a := policy.DiscoverAdminAPI(kube.Discovery(), client)
+	if len(a.Kinds()) == 0 {
+		log.Info("the API server serves no admin network policy kind (policy.networking.k8s.io CRDs not installed); none is followed")
+		return nil
+	}
+	log.Info("following admin network policies", "kinds", a.Kinds())
+	return a
 }

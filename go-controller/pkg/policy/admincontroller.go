@@ -1,0 +1,465 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/tools/cache"
+	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
+	cnpv1alpha2 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+	npclient "sigs.k8s.io/network-policy-api/pkg/client/clientset/versioned"
+	npinformers "sigs.k8s.io/network-policy-api/pkg/client/informers/externalversions"
+	anplisters "sigs.k8s.io/network-policy-api/pkg/client/listers/apis/v1alpha1"
+	cnplisters "sigs.k8s.io/network-policy-api/pkg/client/listers/apis/v1alpha2"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/slim"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
+)
+
+// AdminAPI is where admin policies come from and where their status goes.
+// Each kind is followed only when the API server serves it (DiscoverAdminAPI).
+type AdminAPI struct {
+	Client         npclient.Interface
+	Factory        npinformers.SharedInformerFactory
+	CNP, ANP, BANP bool
+}
+
+// DiscoverAdminAPI asks the API server which admin policy kinds it serves
+// (their CRDs are installed); a kind it does not serve is not followed.
+func DiscoverAdminAPI(d discovery.DiscoveryInterface, client npclient.Interface) *AdminAPI {
+	a := &AdminAPI{Client: client, Factory: npinformers.NewSharedInformerFactory(client, 0)}
+	serves := func(gv, resource string) bool {
+		list, err := d.ServerResourcesForGroupVersion(gv)
+		return err == nil && slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == resource })
+	}
+	a.CNP = serves(cnpv1alpha2.SchemeGroupVersion.String(), "clusternetworkpolicies")
+	a.ANP = serves(anpv1alpha1.SchemeGroupVersion.String(), "adminnetworkpolicies")
+	a.BANP = serves(anpv1alpha1.SchemeGroupVersion.String(), "baselineadminnetworkpolicies")
+	return a
+}
+
+// Kinds lists the kinds followed.
+func (a *AdminAPI) Kinds() []string {
+	var out []string
+	for kind, on := range map[string]bool{KindCNP: a.CNP, KindANP: a.ANP, KindBANP: a.BANP} {
+		if on {
+			out = append(out, kind)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// adminSources are the listers of the kinds followed (nil: not followed).
+type adminSources struct {
+	api  *AdminAPI
+	cnp  cnplisters.ClusterNetworkPolicyLister
+	anp  anplisters.AdminNetworkPolicyLister
+	banp anplisters.BaselineAdminNetworkPolicyLister
+}
+
+// adminEntry is what pod and namespace events need of an admin policy.
+type adminEntry struct {
+	subject PeerSet
+}
+
+// The condition an admin policy's status carries, and its reasons.
+const (
+	ConditionReady          = "Ready"
+	ReasonProgrammed        = "Programmed"
+	ReasonPartlyProgrammed  = "PartlyProgrammed"
+	ReasonPriorityCollision = "PriorityCollision"
+	ReasonTooLarge          = "TooLarge"
+	ReasonNoTiers           = "ACLTiersNotSupported"
+)
+
+// watchAdmin wires the admin policy informers (c.admin.api set).
+func (c *Controller) watchAdmin(api *AdminAPI) {
+	c.admin = adminSources{api: api}
+	handler := func(kind string) cache.ResourceEventHandlerFuncs {
+		changed := func(obj any) { c.adminChanged(kind, obj) }
+		return cache.ResourceEventHandlerFuncs{AddFunc: changed, UpdateFunc: func(_, cur any) { changed(cur) }, DeleteFunc: changed}
+	}
+	if api.CNP {
+		inf := api.Factory.Policy().V1alpha2().ClusterNetworkPolicies()
+		c.admin.cnp = inf.Lister()
+		_, _ = inf.Informer().AddEventHandler(handler(KindCNP))
+	}
+	if api.ANP {
+		inf := api.Factory.Policy().V1alpha1().AdminNetworkPolicies()
+		c.admin.anp = inf.Lister()
+		_, _ = inf.Informer().AddEventHandler(handler(KindANP))
+	}
+	if api.BANP {
+		inf := api.Factory.Policy().V1alpha1().BaselineAdminNetworkPolicies()
+		c.admin.banp = inf.Lister()
+		_, _ = inf.Informer().AddEventHandler(handler(KindBANP))
+	}
+}
+
+// adminObject is one admin policy as its API object and its conversion.
+type adminObject struct {
+	obj    metav1.Object
+	policy *AdminPolicy
+}
+
+// getAdmin reads one admin policy from its lister (nil: gone or not followed).
+func (c *Controller) getAdmin(kind, name string) *adminObject {
+	switch {
+	case kind == KindCNP && c.admin.cnp != nil:
+		if o, err := c.admin.cnp.Get(name); err == nil {
+			return &adminObject{o, FromCNP(o)}
+		}
+	case kind == KindANP && c.admin.anp != nil:
+		if o, err := c.admin.anp.Get(name); err == nil {
+			return &adminObject{o, FromANP(o)}
+		}
+	case kind == KindBANP && c.admin.banp != nil:
+		if o, err := c.admin.banp.Get(name); err == nil {
+			return &adminObject{o, FromBANP(o)}
+		}
+	}
+	return nil
+}
+
+// listAdmin lists every admin policy followed.
+func (c *Controller) listAdmin() []*adminObject {
+	var out []*adminObject
+	if c.admin.cnp != nil {
+		l, _ := c.admin.cnp.List(labels.Everything())
+		for _, o := range l {
+			out = append(out, &adminObject{o, FromCNP(o)})
+		}
+	}
+	if c.admin.anp != nil {
+		l, _ := c.admin.anp.List(labels.Everything())
+		for _, o := range l {
+			out = append(out, &adminObject{o, FromANP(o)})
+		}
+	}
+	if c.admin.banp != nil {
+		l, _ := c.admin.banp.List(labels.Everything())
+		for _, o := range l {
+			out = append(out, &adminObject{o, FromBANP(o)})
+		}
+	}
+	return out
+}
+
+// adminChanged queues the policy, and the policies whose priority
+// collision its change may start or end.
+func (c *Controller) adminChanged(kind string, obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	o, ok := obj.(metav1.Object)
+	if !ok {
+		return
+	}
+	c.queue.Add(adminKey + kind + "/" + o.GetName())
+	c.mu.RLock()
+	for key := range c.collided {
+		c.queue.Add(adminKey + key)
+	}
+	c.mu.RUnlock()
+	if a := c.getAdmin(kind, o.GetName()); a != nil {
+		for _, other := range c.listAdmin() {
+			if other.policy.Tier == a.policy.Tier && other.policy.Priority == a.policy.Priority {
+				c.queue.Add(adminKey + other.policy.Key())
+			}
+		}
+	}
+}
+
+// collisionWinner is the policy that keeps a priority several policies of
+// one tier share (nil: no collision): the one programmed already (its port
+// group is in the NB), so that a newcomer never displaces it; otherwise the
+// oldest, then by kind and name.
+func (c *Controller) collisionWinner(a *adminObject) *adminObject {
+	var same []*adminObject
+	for _, o := range c.listAdmin() {
+		if o.policy.Tier == a.policy.Tier && o.policy.Priority == a.policy.Priority {
+			same = append(same, o)
+		}
+	}
+	if len(same) < 2 {
+		return nil
+	}
+	programmed := map[string]bool{}
+	for _, o := range same {
+		programmed[o.policy.Key()] = c.hasPortGroup(o.policy)
+	}
+	sort.Slice(same, func(i, j int) bool {
+		if pi, pj := programmed[same[i].policy.Key()], programmed[same[j].policy.Key()]; pi != pj {
+			return pi
+		}
+		ti, tj := same[i].obj.GetCreationTimestamp(), same[j].obj.GetCreationTimestamp()
+		if !ti.Equal(&tj) {
+			return ti.Before(&tj)
+		}
+		return same[i].policy.Key() < same[j].policy.Key()
+	})
+	return same[0]
+}
+
+// hasPortGroup says whether an admin policy's port group is in the NB.
+func (c *Controller) hasPortGroup(p *AdminPolicy) bool {
+	pg := &nbdb.PortGroup{Name: AdminPortGroup(p.Kind, p.Name)}
+	return c.nb.Get(context.Background(), pg) == nil && ownedBy(pg.ExternalIDs, topology.Owner{Type: p.Kind, Name: p.Name})
+}
+
+// syncAdmin makes an admin policy's port group (members and ACLs) match
+// it, creates the address sets it names, and reports its condition.
+func (c *Controller) syncAdmin(ctx context.Context, key string) error {
+	kind, name, _ := strings.Cut(key, "/")
+	a := c.getAdmin(kind, name)
+	owner := topology.Owner{Type: kind, Name: name}
+	var rows *Rows
+	var cond metav1.Condition
+	switch {
+	case a == nil:
+	case !ovndb.HasACLTiers(c.nb):
+		cond = refusedCondition(ReasonNoTiers, "the OVN Northbound database has no ACL tiers (OVN 23.09 or later is needed); nothing is programmed")
+	default:
+		if w := c.collisionWinner(a); w != nil && w.policy.Key() != key {
+			cond = refusedCondition(ReasonPriorityCollision, fmt.Sprintf("priority %d of this tier is %s's (created first); nothing is programmed until one of them changes priority", a.policy.Priority, w.policy.Key()))
+			break
+		}
+		r := AdminRows(a.policy, c.resolve, c.adminLogging(a.obj), c.fams)
+		cond = programmedCondition(&r)
+		if r.Refused == "" {
+			rows = &r
+		}
+	}
+	c.mu.Lock()
+	if cond.Reason == ReasonPriorityCollision {
+		c.collided[key] = true
+	} else {
+		delete(c.collided, key)
+	}
+	c.mu.Unlock()
+	unused, collisions := c.register(adminKey+key, "", rows)
+	t := ovndb.NewTxn(c.nb)
+	if rows == nil {
+		if pg := ovndb.Lookup(t, &nbdb.PortGroup{Name: AdminPortGroup(kind, name)}); pg != nil && ownedBy(pg.ExternalIDs, owner) {
+			t.Delete(pg) // its ACLs go with it
+		}
+	} else {
+		if len(collisions) > 0 {
+			c.log.Error(nil, "a peer selector's address set name is another selector's; the rules naming it are left out", "policy", key, "addressSets", collisions)
+			rows.dropCollisions(collisions)
+		}
+		c.ensureSets(t, rows)
+		c.ensurePortGroup(t, rows.PortGroup, rows.ACLs, c.subjectPorts(t, *rows.Subject))
+	}
+	if err := c.commitTxn(ctx, t); err != nil {
+		return fmt.Errorf("%s %s: %w", kind, name, err)
+	}
+	for _, k := range unused {
+		c.queue.Add(k)
+	}
+	if a == nil {
+		return nil
+	}
+	return c.reportAdmin(ctx, kind, a.obj, cond)
+}
+
+// ensureSets creates the address sets a policy's rows name that do not
+// exist yet (their own keys keep them up to date).
+func (c *Controller) ensureSets(t *ovndb.Txn, rows *Rows) {
+	for _, s := range rows.PeerSets {
+		c.ensurePeerSet(t, s)
+	}
+	for _, s := range rows.NodeSets {
+		for _, v6 := range []bool{false, true} {
+			if !c.fams.Has(v6) {
+				continue
+			}
+			cached := ovndb.Lookup(t, &nbdb.AddressSet{Name: topology.FamilySetName(s.Name(), v6)})
+			if cached != nil && cached.ExternalIDs[PeersKey] == s.Key() {
+				continue
+			}
+			ensureAddressSet(t, cached, NodeSetRow(s, v6, c.nodeMembers(s, v6)))
+		}
+	}
+}
+
+func refusedCondition(reason, msg string) metav1.Condition {
+	return metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: msg}
+}
+
+func programmedCondition(r *Rows) metav1.Condition {
+	switch {
+	case r.Refused != "":
+		return refusedCondition(ReasonTooLarge, r.Refused+"; nothing is programmed")
+	case len(r.Problems) > 0:
+		return metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonPartlyProgrammed,
+			Message: "programmed, except: " + strings.Join(r.Problems, "; ")}
+	}
+	return metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonProgrammed,
+		Message: fmt.Sprintf("%d ACLs programmed", len(r.ACLs))}
+}
+
+// reportAdmin writes the policy's Ready condition when it differs from the
+// one it carries (an idle restart writes nothing).
+func (c *Controller) reportAdmin(ctx context.Context, kind string, obj metav1.Object, cond metav1.Condition) error {
+	cond.ObservedGeneration = obj.GetGeneration()
+	var conds *[]metav1.Condition
+	var update func() error
+	switch o := obj.(type) {
+	case *cnpv1alpha2.ClusterNetworkPolicy:
+		o = o.DeepCopy()
+		conds = &o.Status.Conditions
+		update = func() error {
+			_, err := c.admin.api.Client.PolicyV1alpha2().ClusterNetworkPolicies().UpdateStatus(ctx, o, metav1.UpdateOptions{})
+			return err
+		}
+	case *anpv1alpha1.AdminNetworkPolicy:
+		o = o.DeepCopy()
+		conds = &o.Status.Conditions
+		update = func() error {
+			_, err := c.admin.api.Client.PolicyV1alpha1().AdminNetworkPolicies().UpdateStatus(ctx, o, metav1.UpdateOptions{})
+			return err
+		}
+	case *anpv1alpha1.BaselineAdminNetworkPolicy:
+		o = o.DeepCopy()
+		conds = &o.Status.Conditions
+		update = func() error {
+			_, err := c.admin.api.Client.PolicyV1alpha1().BaselineAdminNetworkPolicies().UpdateStatus(ctx, o, metav1.UpdateOptions{})
+			return err
+		}
+	default:
+		return nil
+	}
+	if old := meta.FindStatusCondition(*conds, cond.Type); old != nil && old.Status == cond.Status && old.Reason == cond.Reason &&
+		old.Message == cond.Message && old.ObservedGeneration == cond.ObservedGeneration {
+		return nil
+	}
+	if cond.Status == metav1.ConditionFalse {
+		c.log.Info("admin policy not programmed", "kind", kind, "name", obj.GetName(), "reason", cond.Reason, "message", cond.Message)
+	}
+	meta.SetStatusCondition(conds, cond)
+	if err := update(); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("%s %s: writing its status: %w", kind, obj.GetName(), err)
+	}
+	return nil
+}
+
+// adminLogging is an admin policy's ACL logging, from its
+// k8s.ovn.org/acl-logging annotation; a malformed one logs nothing.
+func (c *Controller) adminLogging(obj metav1.Object) AdminLogging {
+	v, ok := obj.GetAnnotations()[annotations.NamespaceACLLogging]
+	if !ok {
+		return AdminLogging{}
+	}
+	l, err := annotations.ParseACLLogging(v)
+	if err != nil {
+		c.log.Info("ignoring the admin policy's ACL logging annotation", "name", obj.GetName(), "error", err.Error())
+		return AdminLogging{}
+	}
+	return AdminLogging{Accept: l.Allow, Deny: l.Deny, Pass: l.Pass, Meter: topology.ACLLogMeter}
+}
+
+// subjectPorts are the UUIDs of the ports of the pods a subject selects,
+// across the namespaces it selects.
+func (c *Controller) subjectPorts(t *ovndb.Txn, s PeerSet) []string {
+	nss, _ := c.nsLister.List(s.Namespaces)
+	var out []string
+	for _, ns := range nss {
+		out = append(out, c.selectedPorts(t, ns.Name, func(p *slim.Pod) bool { return s.Pods.Matches(labels.Set(p.Labels)) })...)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// syncNodeSet makes one node address set's rows hold the addresses of
+// exactly the nodes it selects, or deletes them when no policy names it.
+func (c *Controller) syncNodeSet(ctx context.Context, name string) error {
+	c.mu.RLock()
+	e := c.nodeSets[name]
+	c.mu.RUnlock()
+	t := ovndb.NewTxn(c.nb)
+	for _, v6 := range []bool{false, true} {
+		cached := ovndb.Lookup(t, &nbdb.AddressSet{Name: topology.FamilySetName(name, v6)})
+		switch {
+		case e != nil && c.fams.Has(v6):
+			ensureAddressSet(t, cached, NodeSetRow(e.set, v6, c.nodeMembers(e.set, v6)))
+		case cached != nil && ownedBy(cached.ExternalIDs, topology.Owner{Type: OwnerNodePeers, Name: name}):
+			t.Delete(cached)
+		}
+	}
+	if err := c.commitTxn(ctx, t); err != nil {
+		return fmt.Errorf("address set %s: %w", name, err)
+	}
+	return nil
+}
+
+func (c *Controller) nodeMembers(s NodeSet, v6 bool) []string {
+	if c.nodeLister == nil {
+		return nil
+	}
+	nodes, _ := c.nodeLister.List(s.Nodes)
+	var out []string
+	for _, n := range nodes {
+		out = append(out, NodeAddresses(n, v6)...)
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+// nodeChanged queues the node sets a node enters, leaves or changes the
+// addresses of.
+func (c *Controller) nodeChanged(old, cur *corev1.Node) {
+	if !c.started.Load() {
+		return
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for name, e := range c.nodeSets {
+		was := old != nil && e.set.Nodes.Matches(labels.Set(old.Labels))
+		is := cur != nil && e.set.Nodes.Matches(labels.Set(cur.Labels))
+		if was != is || (is && !slices.Equal(old.Status.Addresses, cur.Status.Addresses)) {
+			c.queue.Add(nodesKey + name)
+		}
+	}
+}
+
+// adminPodChanged queues the admin policies whose subject holds the pod
+// before or after the change (c.mu held for reading).
+func (c *Controller) adminPodChanged(old, cur *slim.Pod, nsLabels labels.Set) {
+	for key, e := range c.admins {
+		if old != nil && e.subject.Selects(old, nsLabels) || cur != nil && e.subject.Selects(cur, nsLabels) {
+			c.queue.Add(adminKey + key)
+		}
+	}
+}
+
+// adminNamespaceChanged queues the admin policies whose subject a
+// namespace's label change moves it into or out of (c.mu held for reading).
+func (c *Controller) adminNamespaceChanged(oldL, curL labels.Set) {
+	for key, e := range c.admins {
+		if e.subject.Namespaces.Matches(oldL) != e.subject.Namespaces.Matches(curL) {
+			c.queue.Add(adminKey + key)
+		}
+	}
+}
+
+func nodeOf(obj any) *corev1.Node {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	n, _ := obj.(*corev1.Node)
+	return n
+}

@@ -1,0 +1,360 @@
+package integration
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
+	cnpv1alpha2 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+	npclient "sigs.k8s.io/network-policy-api/pkg/client/clientset/versioned"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/policy"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
+	"github.com/ovn-k8s/ovn-k8s/test/harness"
+)
+
+// installAdminCRDs installs the admin policy CRDs dist/kubernetes ships
+// and returns a client of their API.
+func (c *cluster) installAdminCRDs() npclient.Interface { return c.kube.InstallAdminPolicyCRDs(c.t) }
+
+func cnp(name string, tier cnpv1alpha2.Tier, priority int32, subject cnpv1alpha2.ClusterNetworkPolicySubject) *cnpv1alpha2.ClusterNetworkPolicy {
+	return &cnpv1alpha2.ClusterNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: cnpv1alpha2.ClusterNetworkPolicySpec{Tier: tier, Priority: priority, Subject: subject}}
+}
+
+func cnpIngress(action cnpv1alpha2.ClusterNetworkPolicyRuleAction, from *metav1.LabelSelector, tcpPort int32) cnpv1alpha2.ClusterNetworkPolicyIngressRule {
+	r := cnpv1alpha2.ClusterNetworkPolicyIngressRule{Action: action, From: []cnpv1alpha2.ClusterNetworkPolicyIngressPeer{{Namespaces: from}}}
+	if tcpPort != 0 {
+		r.Protocols = []cnpv1alpha2.ClusterNetworkPolicyProtocol{{TCP: &cnpv1alpha2.ClusterNetworkPolicyProtocolTCP{DestinationPort: &cnpv1alpha2.Port{Number: tcpPort}}}}
+	}
+	return r
+}
+
+// cnpCondition waits for a CNP's Ready condition to have this reason.
+func (c *cluster) cnpCondition(np npclient.Interface, name, reason string) {
+	c.t.Helper()
+	harness.Eventually(c.t, 20*time.Second, "CNP "+name+" condition "+reason, func() error {
+		o, err := np.PolicyV1alpha2().ClusterNetworkPolicies().Get(c.ctx(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cond := meta.FindStatusCondition(o.Status.Conditions, policy.ConditionReady)
+		if cond == nil || cond.Reason != reason || cond.ObservedGeneration != o.Generation {
+			return fmt.Errorf("condition %+v", cond)
+		}
+		return nil
+	})
+}
+
+// leaves says whether a flow leaves its pod's switch for the cluster
+// router (its egress ACLs let it out).
+func (tr *tracer) leaves(f flow) (bool, string) {
+	_, out := tr.trace(f)
+	return strings.Contains(out, fmt.Sprintf(`output to "%s"`, topology.NodeSwitchToRouterPort(f.from.node))), out
+}
+
+// TestOVNTraceAdminTiers checks the tiers' interplay in the logical flows
+// northd generated in the real SB from ClusterNetworkPolicies,
+// AdminNetworkPolicies, a BaselineAdminNetworkPolicy and NetworkPolicies:
+// an Admin Deny over a NetworkPolicy allow, an Admin Pass handing the
+// decision to NetworkPolicy, a Baseline Deny when no NetworkPolicy selects
+// the pod, a NetworkPolicy overriding the Baseline, node and CIDR egress
+// peers, a priority collision and the status conditions.
+func TestOVNTraceAdminTiers(t *testing.T) {
+	c := newCluster(t)
+	np := c.installAdminCRDs()
+	c.startMaster()
+	c.createNode("n1", nil)
+	c.createNode("n2", nil)
+	c.namespace("a", map[string]string{"tenant": "a"})
+	c.namespace("b", map[string]string{"tenant": "b"})
+	c.createPod("a", "server", "n2", withLabels("app", "server"))
+	c.createPod("a", "plain", "n2", withLabels("app", "plain"))
+	c.createPod("b", "client", "n1", withLabels("app", "client"))
+	pods := c.tracePods([3]string{"a", "server", "n2"}, [3]string{"a", "plain", "n2"}, [3]string{"b", "client", "n1"})
+	tr := newTracer(c, pods)
+	tcp := corev1.ProtocolTCP
+	// NetworkPolicy: a/server takes tenant b on 8080 and 9090.
+	c.createPolicy("a", "server", networkingv1.NetworkPolicySpec{PodSelector: *sel("app", "server"),
+		Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: sel("tenant", "b")}},
+			Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: ptr(intstr.FromInt32(8080))}, {Protocol: &tcp, Port: ptr(intstr.FromInt32(9090))}}}}})
+	tr.expect("NetworkPolicy alone: client → server:8080 allowed", tr.to("client", "server", 8080), true)
+	tr.expect("NetworkPolicy alone: client → server:7070 dropped", tr.to("client", "server", 7070), false)
+
+	// Admin Deny over the NetworkPolicy's allow.
+	aTenant := cnpv1alpha2.ClusterNetworkPolicySubject{Pods: &cnpv1alpha2.NamespacedPod{NamespaceSelector: *sel("tenant", "a"), PodSelector: *sel("app", "server")}}
+	deny := cnp("deny-b", cnpv1alpha2.AdminTier, 20, aTenant)
+	deny.Spec.Ingress = []cnpv1alpha2.ClusterNetworkPolicyIngressRule{cnpIngress(cnpv1alpha2.ClusterNetworkPolicyRuleActionDeny, sel("tenant", "b"), 0)}
+	if _, err := np.PolicyV1alpha2().ClusterNetworkPolicies().Create(c.ctx(), deny, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr.expect("Admin Deny over a NetworkPolicy allow: client → server:8080 dropped", tr.to("client", "server", 8080), false)
+	c.cnpCondition(np, "deny-b", policy.ReasonProgrammed)
+
+	// Admin Pass (higher precedence) on 8080 hands it to the NetworkPolicy.
+	pass := cnp("pass-8080", cnpv1alpha2.AdminTier, 10, aTenant)
+	pass.Spec.Ingress = []cnpv1alpha2.ClusterNetworkPolicyIngressRule{cnpIngress(cnpv1alpha2.ClusterNetworkPolicyRuleActionPass, sel("tenant", "b"), 8080)}
+	if _, err := np.PolicyV1alpha2().ClusterNetworkPolicies().Create(c.ctx(), pass, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr.expect("Admin Pass then NetworkPolicy: client → server:8080 allowed", tr.to("client", "server", 8080), true)
+	tr.expect("Admin Deny still below the Pass: client → server:9090 dropped", tr.to("client", "server", 9090), false)
+
+	// The same priority again (an AdminNetworkPolicy): refused with a condition.
+	anp := &anpv1alpha1.AdminNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "same-priority"}, Spec: anpv1alpha1.AdminNetworkPolicySpec{
+		Priority: 10, Subject: anpv1alpha1.AdminNetworkPolicySubject{Namespaces: sel("tenant", "a")},
+		Ingress: []anpv1alpha1.AdminNetworkPolicyIngressRule{{Action: anpv1alpha1.AdminNetworkPolicyRuleActionDeny,
+			From: []anpv1alpha1.AdminNetworkPolicyIngressPeer{{Namespaces: sel("tenant", "b")}}}}}}
+	if _, err := np.PolicyV1alpha1().AdminNetworkPolicies().Create(c.ctx(), anp, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, 20*time.Second, "the colliding ANP's condition", func() error {
+		o, err := np.PolicyV1alpha1().AdminNetworkPolicies().Get(c.ctx(), "same-priority", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cond := meta.FindStatusCondition(o.Status.Conditions, policy.ConditionReady); cond == nil || cond.Reason != policy.ReasonPriorityCollision ||
+			!strings.Contains(cond.Message, "ClusterNetworkPolicy/pass-8080") {
+			return fmt.Errorf("condition %+v", cond)
+		}
+		return nil
+	})
+	if pg := (&nbdb.PortGroup{Name: policy.AdminPortGroup(policy.KindANP, "same-priority")}); c.nb.Get(c.ctx(), pg) == nil {
+		t.Errorf("the colliding ANP has a port group: %+v", pg)
+	}
+	tr.expect("the collision's loser changes nothing: client → server:8080 allowed", tr.to("client", "server", 8080), true)
+
+	// Baseline Deny: a/plain is selected by no NetworkPolicy.
+	banp := &anpv1alpha1.BaselineAdminNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: anpv1alpha1.BaselineAdminNetworkPolicySpec{
+		Subject: anpv1alpha1.AdminNetworkPolicySubject{Namespaces: sel("tenant", "a")},
+		Ingress: []anpv1alpha1.BaselineAdminNetworkPolicyIngressRule{{Action: anpv1alpha1.BaselineAdminNetworkPolicyRuleActionDeny,
+			From: []anpv1alpha1.AdminNetworkPolicyIngressPeer{{Namespaces: &metav1.LabelSelector{}}}}}}}
+	tr.expect("no policy yet: client → plain:7070 allowed", tr.to("client", "plain", 7070), true)
+	if _, err := np.PolicyV1alpha1().BaselineAdminNetworkPolicies().Create(c.ctx(), banp, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr.expect("Baseline Deny under no NetworkPolicy: client → plain:7070 dropped", tr.to("client", "plain", 7070), false)
+	// A NetworkPolicy selecting a/plain overrides the Baseline.
+	c.createPolicy("a", "plain", networkingv1.NetworkPolicySpec{PodSelector: *sel("app", "plain"),
+		Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: sel("tenant", "b")}}}}})
+	tr.expect("NetworkPolicy over the Baseline: client → plain:7070 allowed", tr.to("client", "plain", 7070), true)
+
+	// Egress peers: a node (by its addresses) and a CIDR.
+	node, err := c.kube.Client.CoreV1().Nodes().Get(c.ctx(), "n2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Labels = map[string]string{"role": "infra"}
+	if node, err = c.kube.Client.CoreV1().Nodes().Update(c.ctx(), node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "172.30.0.12"}}
+	if _, err := c.kube.Client.CoreV1().Nodes().UpdateStatus(c.ctx(), node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	toNode := flow{from: pods["client"], dstIP: "172.30.0.12", dport: 10250, ct: "new"}
+	toNet := flow{from: pods["client"], dstIP: "198.51.100.7", dport: 443, ct: "new"}
+	for name, f := range map[string]flow{"client → node n2": toNode, "client → 198.51.100.7": toNet} {
+		if ok, out := tr.leaves(f); !ok {
+			t.Fatalf("%s does not leave the switch before any egress policy:\n%s", name, out)
+		}
+	}
+	egress := cnp("egress", cnpv1alpha2.AdminTier, 30, cnpv1alpha2.ClusterNetworkPolicySubject{Namespaces: sel("tenant", "b")})
+	egress.Spec.Egress = []cnpv1alpha2.ClusterNetworkPolicyEgressRule{
+		{Action: cnpv1alpha2.ClusterNetworkPolicyRuleActionDeny, To: []cnpv1alpha2.ClusterNetworkPolicyEgressPeer{{Nodes: sel("role", "infra")}}},
+		{Action: cnpv1alpha2.ClusterNetworkPolicyRuleActionDeny, To: []cnpv1alpha2.ClusterNetworkPolicyEgressPeer{{Networks: []cnpv1alpha2.CIDR{"198.51.100.0/24"}}}},
+	}
+	if _, err := np.PolicyV1alpha2().ClusterNetworkPolicies().Create(c.ctx(), egress, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for name, f := range map[string]flow{"node peer: client → node n2 dropped": toNode, "CIDR peer: client → 198.51.100.7 dropped": toNet} {
+		harness.Eventually(t, 20*time.Second, name, func() error {
+			if ok, out := tr.leaves(f); ok {
+				return fmt.Errorf("it leaves the switch:\n%s", out)
+			}
+			return nil
+		})
+	}
+	// The node leaves the selector: its address leaves the set.
+	node, _ = c.kube.Client.CoreV1().Nodes().Get(c.ctx(), "n2", metav1.GetOptions{})
+	node.Labels = nil
+	if _, err := c.kube.Client.CoreV1().Nodes().Update(c.ctx(), node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, 20*time.Second, "client → node n2 leaves again", func() error {
+		if ok, out := tr.leaves(toNode); !ok {
+			return fmt.Errorf("still dropped:\n%s", out)
+		}
+		return nil
+	})
+
+	// The tiers are ACL tiers in the NB: 1 for Admin, 2 for NetworkPolicy, 3 for Baseline.
+	tiers := c.aclTiers()
+	for pg, want := range map[string]int{"cnp.deny_b": 1, "np.a.server": 2, "banp.default": 3} {
+		if got, ok := tiers[pg]; !ok || got != want {
+			t.Errorf("ACLs of %s: tier %d (found %v), want %d", pg, got, ok, want)
+		}
+	}
+	// An idle restart writes nothing: no ACL, port group or address set,
+	// and no policy status.
+	rows := harness.WatchNB(t, c.ovn, nbdb.ACLTable, nbdb.PortGroupTable, nbdb.AddressSetTable)
+	cnpBefore, err := np.PolicyV1alpha2().ClusterNetworkPolicies().Get(c.ctx(), "deny-b", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := func() int64 { // no change for a second
+		last, since := rows.Changes(), time.Now()
+		harness.Eventually(t, 20*time.Second, "the NB quiet", func() error {
+			if n := rows.Changes(); n != last {
+				last, since = n, time.Now()
+			}
+			if time.Since(since) < time.Second {
+				return fmt.Errorf("changed %v ago", time.Since(since))
+			}
+			return nil
+		})
+		return last
+	}
+	before := quiet()
+	c.master.Stop()
+	c.startMaster()
+	c.waitSynced()
+	if n := quiet() - before; n != 0 {
+		t.Errorf("an idle restart changed %d ACL, port group and address set rows", n)
+	}
+	after, err := np.PolicyV1alpha2().ClusterNetworkPolicies().Get(c.ctx(), "deny-b", metav1.GetOptions{})
+	if err != nil || after.ResourceVersion != cnpBefore.ResourceVersion {
+		t.Errorf("an idle restart rewrote a CNP (resourceVersion %s → %s, %v)", cnpBefore.ResourceVersion, after.ResourceVersion, err)
+	}
+}
+
+// aclTiers reads, with ovn-nbctl, the tier of the ACLs of each port group
+// (the models have no tier column: it is not in the oldest schema).
+func (c *cluster) aclTiers() map[string]int {
+	c.t.Helper()
+	var pgs []nbdb.PortGroup
+	if err := c.nb.List(c.ctx(), &pgs); err != nil {
+		c.t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, pg := range pgs {
+		for _, uuid := range pg.ACLs {
+			v, err := c.ovn.NBCtl("get", "ACL", uuid, "tier")
+			if err != nil {
+				c.t.Fatalf("ovn-nbctl get ACL %s tier: %v", uuid, err)
+			}
+			var tier int
+			fmt.Sscan(strings.TrimSpace(v), &tier)
+			out[pg.Name] = tier
+		}
+	}
+	if !ovndb.HasACLTiers(c.nb) {
+		c.t.Fatal("the NB has no ACL tiers")
+	}
+	return out
+}
+
+// adminPortGroups lists the admin policies' port groups in the NB with
+// their ACL counts.
+func (c *cluster) adminPortGroups() map[string]int {
+	var pgs []nbdb.PortGroup
+	if err := c.nb.List(c.ctx(), &pgs); err != nil {
+		c.t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, pg := range pgs {
+		if o, ok := topology.OwnerOf(pg.ExternalIDs); ok && (o.Type == policy.KindCNP || o.Type == policy.KindANP || o.Type == policy.KindBANP) {
+			out[pg.Name] = len(pg.ACLs)
+		}
+	}
+	return out
+}
+
+func (c *cluster) waitAdminPortGroups(what string, want map[string]int) {
+	c.t.Helper()
+	harness.Eventually(c.t, 30*time.Second, what, func() error {
+		if got := c.adminPortGroups(); fmt.Sprint(got) != fmt.Sprint(want) {
+			return fmt.Errorf("admin port groups (ACLs) %v, want %v", got, want)
+		}
+		return nil
+	})
+}
+
+// TestAdminPolicyFaults: the admin policies' rows converge after the NB is
+// replaced by an empty one, the master is killed while policies come and
+// go, a policy is deleted while the master is down (its rows are stale at
+// the next start), and a policy is deleted and re-created with the same
+// name and another tier.
+func TestAdminPolicyFaults(t *testing.T) {
+	c := newCluster(t)
+	np := c.installAdminCRDs()
+	c.startMaster()
+	c.createNode("n1", nil)
+	c.namespace("a", map[string]string{"tenant": "a"})
+	c.createPod("a", "server", "n1", withLabels("app", "server"))
+	c.tracePods([3]string{"a", "server", "n1"})
+	create := func(name string, tier cnpv1alpha2.Tier, priority int32, rules int) {
+		t.Helper()
+		p := cnp(name, tier, priority, cnpv1alpha2.ClusterNetworkPolicySubject{Namespaces: sel("tenant", "a")})
+		for i := 0; i < rules; i++ {
+			p.Spec.Ingress = append(p.Spec.Ingress, cnpIngress(cnpv1alpha2.ClusterNetworkPolicyRuleActionDeny, sel("tenant", fmt.Sprint(i)), 0))
+		}
+		if _, err := np.PolicyV1alpha2().ClusterNetworkPolicies().Create(c.ctx(), p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	del := func(name string) {
+		t.Helper()
+		if err := np.PolicyV1alpha2().ClusterNetworkPolicies().Delete(c.ctx(), name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create("one", cnpv1alpha2.AdminTier, 1, 1)
+	create("two", cnpv1alpha2.BaselineTier, 2, 2)
+	c.waitAdminPortGroups("both policies programmed", map[string]int{"cnp.one": 1, "cnp.two": 2})
+
+	c.ovn.ResetNB() // an empty database (a restore, a new central)
+	c.waitAdminPortGroups("rows back after the NB was replaced", map[string]int{"cnp.one": 1, "cnp.two": 2})
+
+	// Killed while policies come and go.
+	for i := 3; i < 9; i++ {
+		create(fmt.Sprintf("p%d", i), cnpv1alpha2.AdminTier, int32(i), 3)
+		if i%2 == 0 {
+			c.master.Kill()
+			c.startMaster()
+		}
+		if i%3 == 0 {
+			del(fmt.Sprintf("p%d", i))
+		}
+	}
+	c.waitAdminPortGroups("converged after kills", map[string]int{"cnp.one": 1, "cnp.two": 2, "cnp.p4": 3, "cnp.p5": 3, "cnp.p7": 3, "cnp.p8": 3})
+
+	// Deleted while the master is down: stale at the next start.
+	c.waitSynced()
+	c.master.Stop()
+	del("p4")
+	del("p5")
+	c.startMaster()
+	c.waitAdminPortGroups("stale rows removed at start", map[string]int{"cnp.one": 1, "cnp.two": 2, "cnp.p7": 3, "cnp.p8": 3})
+
+	// Deleted and re-created with the same name in the other tier.
+	del("one")
+	create("one", cnpv1alpha2.BaselineTier, 1, 2)
+	c.waitAdminPortGroups("re-created with two rules", map[string]int{"cnp.one": 2, "cnp.two": 2, "cnp.p7": 3, "cnp.p8": 3})
+	harness.Eventually(t, 20*time.Second, "the re-created policy's ACLs in the Baseline tier", func() error {
+		if tier := c.aclTiers()["cnp.one"]; tier != policy.TierBaseline {
+			return fmt.Errorf("tier %d", tier)
+		}
+		return nil
+	})
+	c.cnpCondition(np, "one", policy.ReasonProgrammed)
+}
