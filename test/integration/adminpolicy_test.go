@@ -68,7 +68,8 @@ func (tr *tracer) leaves(f flow) (bool, string) {
 // an Admin Deny over a NetworkPolicy allow, an Admin Pass handing the
 // decision to NetworkPolicy, a Baseline Deny when no NetworkPolicy selects
 // the pod, a NetworkPolicy overriding the Baseline, node and CIDR egress
-// peers, a priority collision and the status conditions.
+// peers, a priority collision and the status conditions. On an NB without
+// ACL tiers the policies are refused with a condition and change nothing.
 func TestOVNTraceAdminTiers(t *testing.T) {
 	c := newCluster(t)
 	np := c.installAdminCRDs()
@@ -96,6 +97,16 @@ func TestOVNTraceAdminTiers(t *testing.T) {
 	deny.Spec.Ingress = []cnpv1alpha2.ClusterNetworkPolicyIngressRule{cnpIngress(cnpv1alpha2.ClusterNetworkPolicyRuleActionDeny, sel("tenant", "b"), 0)}
 	if _, err := np.PolicyV1alpha2().ClusterNetworkPolicies().Create(c.ctx(), deny, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	if !ovndb.HasACLTiers(c.nb) {
+		// An NB without ACL tiers (OVN 23.03): the policy says so in its
+		// status, and nothing else changes.
+		c.cnpCondition(np, "deny-b", policy.ReasonNoTiers)
+		tr.expect("no tiers: the NetworkPolicy still decides: client → server:8080 allowed", tr.to("client", "server", 8080), true)
+		if pgs := c.adminPortGroups(); len(pgs) != 0 {
+			t.Errorf("admin port groups on an NB without tiers: %v", pgs)
+		}
+		return
 	}
 	tr.expect("Admin Deny over a NetworkPolicy allow: client → server:8080 dropped", tr.to("client", "server", 8080), false)
 	c.cnpCondition(np, "deny-b", policy.ReasonProgrammed)
