@@ -18,7 +18,7 @@ export OVN
 GO_SOURCES := $(shell find go-controller -name '*.go') go.mod go.sum
 
 .PHONY: all build deps deps-packages generate verify-generate lint test unit fuzz integration e2e demo demo-down bench bench-quick clean \
-	images conformance conformance-subset netpol netpol-subset northsouth dist-e2e cluster-up cluster-down
+	images conformance conformance-subset netpol netpol-subset northsouth dist-e2e cluster-up cluster-down npapi npapi-tools
 
 all: build
 
@@ -86,13 +86,14 @@ $(OUT)/stacks/ovn-25.03/pin: hack/stacks/ovn-25.03.pin hack/stacks/build.sh hack
 $(OUT)/stacks/ovn-23.03/pin: hack/stacks/ovn-23.03.pin hack/stacks/build.sh | deps-packages
 	hack/stacks/build.sh $< $(@D)
 
-## generate: libovsdb models from the committed OVN NB and OVS schemas
+## generate: libovsdb models from the committed OVN NB and OVS schemas; the network-policy-api CRDs in dist/kubernetes from the modules test/tools/npapi-* pin
 generate:
 	$(GO) generate ./go-controller/pkg/nbdb ./go-controller/pkg/vswitchd
+	$(GO) run ./hack/npapi crds
 
 verify-generate: generate
-	@git diff --exit-code -- go-controller/pkg/nbdb go-controller/pkg/vswitchd || \
-		{ echo "generated models differ from the committed ones: run make generate and commit"; exit 1; }
+	@git diff --exit-code -- go-controller/pkg/nbdb go-controller/pkg/vswitchd 'dist/kubernetes/05-crd-*.yaml' || \
+		{ echo "generated files differ from the committed ones: run make generate and commit"; exit 1; }
 
 ## lint: gofmt and go vet
 lint:
@@ -101,7 +102,7 @@ lint:
 
 ## unit: pure and in-memory tests
 unit:
-	$(GO) test -count=1 ./go-controller/... ./test/harness/
+	$(GO) test -count=1 ./go-controller/... ./test/harness/ ./test/cluster/... ./hack/...
 
 ## fuzz: a short run of every fuzz target (seed corpora in testdata/fuzz; FUZZTIME=1000000x for longer)
 # A count, not a duration: with a duration, Go 1.26's fuzz coordinator can report
@@ -133,7 +134,17 @@ images: deps build
 $(BIN)/ovnk-cluster: $(GO_SOURCES) $(shell find test/harness test/cluster -name '*.go')
 	$(GO) build -o $@ ./test/cluster/cmd/ovnk-cluster
 
-## conformance: a real cluster (kubelet, containerd, CoreDNS) on ovn-k8s, Kubernetes' [sig-network] [Conformance] tests and its other tests of Services, Conntrack, DNS, EndpointSlices, proxying, pod lifecycle and the granular service checks, teardown (FOCUS=, SKIP=, PARALLEL=)
+## NPAPI: 1 (the default) has `make conformance` run SIG Network's network-policy-api conformance suites after Kubernetes' tests, on the same cluster (docs/conformance.md, "Cluster-wide admin policy"); NPAPI=0 leaves them out
+NPAPI ?= 1
+# One tools module per version (test/tools/npapi-<version>), each built into
+# upstream's suite and, for a kernel without SCTP, into the same suite whose
+# pods serve no SCTP (hack/npapi nosctp; the runner picks by the kernel).
+NPAPI_VERSIONS := v0.2.0 v0.1.7
+NPAPI_SUITES := $(subst $(eval) ,$(comma),$(NPAPI_VERSIONS))
+NPAPI_TOOLS := $(foreach v,$(NPAPI_VERSIONS),$(BIN)/npapi-conformance-$(v) $(BIN)/npapi-conformance-$(v)-nosctp)
+NPAPI_RUN ?=
+
+## conformance: a real cluster (kubelet, containerd, CoreDNS) on ovn-k8s, Kubernetes' [sig-network] [Conformance] tests and its other tests of Services, Conntrack, DNS, EndpointSlices, proxying, pod lifecycle and the granular service checks, then on the same cluster SIG Network's network-policy-api conformance suites (NPAPI=0 leaves them out), teardown (FOCUS=, SKIP=, PARALLEL=)
 # Not selected, as upstream's CI leaves them out of a default run: [Slow],
 # [Serial], [Disruptive], feature-gated, alpha/beta and cloud-provider tests
 # (a cloud load balancer, the internet, kube-proxy itself, SCTP).
@@ -153,18 +164,34 @@ NOT_SELECTED = \[Slow\]|\[Serial\]|\[Disruptive\]|\[Feature:([^I]|I[^P])|\[Featu
 NOT_PASSING = should be able to handle large requests: udp|should function for service endpoints using hostNetwork|HealthCheckNodePort correctly when ExternalTrafficPolicy changes|should not be vulnerable to the invalid conntrack state bug
 SKIP ?=
 PARALLEL ?= 4
-conformance: deps build images $(BIN)/ovnk-cluster
-	$(BIN)/ovnk-cluster -ip-family $(IP_FAMILY) -focus '$(FOCUS)' -skip '$(NOT_SELECTED)|$(NOT_PASSING)$(if $(SKIP),|$(SKIP))' -parallel $(PARALLEL) conformance
+conformance: deps build images $(BIN)/ovnk-cluster $(if $(filter 1,$(NPAPI)),npapi-tools)
+	$(BIN)/ovnk-cluster -ip-family $(IP_FAMILY) -focus '$(FOCUS)' -skip '$(NOT_SELECTED)|$(NOT_PASSING)$(if $(SKIP),|$(SKIP))' -parallel $(PARALLEL) \
+		-npapi $(if $(filter 1,$(NPAPI)),$(NPAPI_SUITES),none) conformance
+
+## npapi-tools: the network-policy-api conformance suites' binaries (about 3 minutes on a cold build cache)
+npapi-tools: $(NPAPI_TOOLS)
+
+$(BIN)/npapi-conformance-%-nosctp: test/tools/npapi-%/go.mod test/tools/npapi-%/go.sum hack/npapi/main.go
+	$(GO) run ./hack/npapi nosctp -tools test/tools/npapi-$* -out $(OUT)/npapi/$*-nosctp
+	cd test/tools/npapi-$* && $(GO) test -c -modfile=$(CURDIR)/$(OUT)/npapi/$*-nosctp/go.mod -o $(CURDIR)/$@ sigs.k8s.io/network-policy-api/conformance
+
+$(BIN)/npapi-conformance-%: test/tools/npapi-%/go.mod test/tools/npapi-%/go.sum
+	@echo "building the network-policy-api $* conformance suite"
+	cd test/tools/npapi-$* && $(GO) test -c -o $(CURDIR)/$@ sigs.k8s.io/network-policy-api/conformance
+
+## npapi: the network-policy-api conformance suites against the running cluster (make cluster-up first; NPAPI_RUN= narrows them, e.g. NPAPI_RUN=CNPAdminTierIngressTCP)
+npapi: npapi-tools $(BIN)/ovnk-cluster
+	$(BIN)/ovnk-cluster -npapi $(NPAPI_SUITES) $(if $(NPAPI_RUN),-npapi-run '$(NPAPI_RUN)') npapi
 
 ## netpol: the real cluster, Kubernetes' whole NetworkPolicy e2e suite (Netpol [Feature:NetworkPolicy]), teardown; about an hour on 2 cores
 NETPOL_FOCUS ?= Netpol.*\[Feature:NetworkPolicy\]
 netpol: deps build images $(BIN)/ovnk-cluster
-	$(BIN)/ovnk-cluster -ip-family $(IP_FAMILY) -focus '$(NETPOL_FOCUS)' -skip '$(SKIP)' -parallel $(PARALLEL) conformance
+	$(BIN)/ovnk-cluster -ip-family $(IP_FAMILY) -focus '$(NETPOL_FOCUS)' -skip '$(SKIP)' -parallel $(PARALLEL) -npapi none conformance
 
 ## netpol-subset: nine of the suite's tests, one of each kind (named ports, ipBlock except, pod+namespace selectors, egress deny, relabelled pods, default deny, stacked policies, ports over TCP and UDP); part of `make test`
 NETPOL_SUBSET = Netpol.*(should allow ingress access on one named port|should enforce except clause while egress access|should enforce policy based on PodSelector and NamespaceSelector|should deny egress from all pods in a namespace|should allow ingress access from updated pod|default-deny-all. policy|stacked policies with overlapping podSelectors|should enforce policy based on Ports)
 netpol-subset: deps build images $(BIN)/ovnk-cluster
-	$(BIN)/ovnk-cluster -ip-family $(IP_FAMILY) -focus '$(NETPOL_SUBSET)' -parallel $(PARALLEL) conformance
+	$(BIN)/ovnk-cluster -ip-family $(IP_FAMILY) -focus '$(NETPOL_SUBSET)' -parallel $(PARALLEL) -npapi none conformance
 
 ## northsouth: the real cluster with a shared gateway on every node and an external host: every north-south path, a gateway removed and restored, teardown
 northsouth: deps build images $(BIN)/ovnk-cluster
@@ -201,7 +228,7 @@ bench: deps build $(BIN)/ovnk-bench
 
 ## bench-quick: the same scenarios at small sizes on every stack (about 30 s each); a smoke test, no timing asserted
 bench-quick: deps build $(BIN)/ovnk-bench
-	$(BIN)/ovnk-bench -stacks $(BENCH_STACKS) -ip-families ipv4,dual -nodes 10 -pods 500 -latency-rate 50 -latency-duration 5s -services 100 -namespaces 10 -policies 50 -label-changes 20 -cni-pods 10 -limit-ports 2000 -limit-patches 500 -limit-services 100 -out _output/bench-quick
+	$(BIN)/ovnk-bench -stacks $(BENCH_STACKS) -ip-families ipv4,dual -nodes 10 -pods 500 -latency-rate 50 -latency-duration 5s -services 100 -namespaces 10 -policies 50 -label-changes 20 -admin-policies 10 -cni-pods 10 -limit-ports 2000 -limit-patches 500 -limit-services 100 -out _output/bench-quick
 
 ## test: everything CI checks: the whole suite and Kubernetes' network conformance on the current stack; on every other, what differs between stacks (the models against its schemas, ovn-trace of its logical flows) and the e2e data paths
 # What differs between stacks: the NB/OVS models against the stack's own

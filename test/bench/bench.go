@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/informers"
 	listerscorev1 "k8s.io/client-go/listers/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
+	npclient "sigs.k8s.io/network-policy-api/pkg/client/clientset/versioned"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
@@ -49,6 +50,8 @@ type bench struct {
 	podLSPs     atomic.Int64         // pod LSPs added since the last reset
 	lbFull      map[string]bool      // service load balancer UUID → has all its backends
 	policyTrack *policyTracker
+	adminTrack  *adminTracker
+	np          npclient.Interface // the admin policies' API (nil: CRDs not installed)
 
 	idleRSS          float64
 	podCount         int
@@ -57,6 +60,10 @@ type bench struct {
 	serviceCount     int     // Services the services scenario created
 	policyCount      int     // NetworkPolicies the policies scenario created
 	policyRSS        float64 // master RSS (KiB) the policies scenario added
+	adminRan         bool    // the adminpolicies scenario ran
+	adminTiers       bool    // the NB has ACL tiers: admin policies are programmed
+	adminCount       int     // admin policies programmed in the NB
+	adminRSS         float64 // master RSS (KiB) the adminpolicies scenario added
 	apiCPUPerPod     float64 // API server + etcd CPU ms of a bare pod CREATE + PATCH
 	apiCPUPerService float64 // the same for a bare Service + EndpointSlice CREATE
 	serviceLimit     float64 // bare Service + EndpointSlice CREATEs per second
@@ -72,7 +79,7 @@ func newBench(s *harness.Session, o options) *bench {
 	}
 	b := &bench{s: s, o: o, ovn: harness.StartOVNCentral(s), kube: harness.StartKubeAPI(s), logDir: logDir,
 		created: map[string]time.Time{}, watched: map[string]time.Time{}, annotated: map[string]time.Time{}, lspSeen: map[string]time.Time{}, lbFull: map[string]bool{},
-		policyTrack: newPolicyTracker()}
+		policyTrack: newPolicyTracker(), adminTrack: newAdminTracker()}
 	// The logs of etcd, the API server and OVN central are kept too (a stall
 	// seen in a figure can then be looked for in them).
 	s.Cleanup(func() {
@@ -126,7 +133,8 @@ func (b *bench) watchNB() client.Client {
 	b.s.Cleanup(c.Close)
 	count := func(table string) {
 		switch table {
-		case nbdb.LogicalSwitchTable, nbdb.LogicalSwitchPortTable, nbdb.LogicalRouterTable, nbdb.LogicalRouterPortTable, nbdb.LoadBalancerTable, nbdb.LoadBalancerGroupTable:
+		case nbdb.LogicalSwitchTable, nbdb.LogicalSwitchPortTable, nbdb.LogicalRouterTable, nbdb.LogicalRouterPortTable, nbdb.LoadBalancerTable, nbdb.LoadBalancerGroupTable,
+			nbdb.PortGroupTable, nbdb.ACLTable, nbdb.AddressSetTable:
 			b.nbEvents.Add(1)
 		}
 	}
@@ -135,6 +143,7 @@ func (b *bench) watchNB() client.Client {
 			count(table)
 			b.trackLB(row, false)
 			b.policyTrack.row(row)
+			b.adminTrack.row(row)
 			if lsp, ok := row.(*nbdb.LogicalSwitchPort); ok {
 				if o, ok := topology.OwnerOf(lsp.ExternalIDs); ok && o.Type == topology.OwnerPod {
 					b.podLSPs.Add(1)
@@ -150,6 +159,7 @@ func (b *bench) watchNB() client.Client {
 		UpdateFunc: func(table string, old, cur model.Model) {
 			b.trackLB(cur, false)
 			b.policyTrack.row(cur)
+			b.adminTrack.row(cur)
 			// ovn-northd writes the up column of ports; that is not ours.
 			if o, ok := old.(*nbdb.LogicalSwitchPort); ok {
 				n := *cur.(*nbdb.LogicalSwitchPort)

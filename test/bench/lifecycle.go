@@ -19,14 +19,14 @@ func (b *bench) memory() Result {
 	rss, hwm := procStatus(pid, "VmRSS"), procStatus(pid, "VmHWM")
 	cpu := procCPU(pid)
 	// What the policies added is theirs (reported per policy), not the pods'.
-	perPod := (rss - b.idleRSS - b.policyRSS) / float64(b.podCount)
+	perPod := (rss - b.idleRSS - b.policyRSS - b.adminRSS) / float64(b.podCount)
 	cpuPerPod := 1000 * b.podCPU / float64(max(b.podsTimed, 1))
 	say("== memory/CPU: master RSS %.1f MiB (idle %.1f MiB, peak %.1f MiB) → %.1f KiB per pod above idle", rss/1024, b.idleRSS/1024, hwm/1024, perPod)
 	say("  master CPU: %.1f s in the scenarios that created %d pods = %.2f ms per pod; %.1f s since it started (services and policies included) = %.2f ms per pod held",
 		b.podCPU, b.podsTimed, cpuPerPod, cpu, 1000*cpu/float64(b.podCount))
 	r := Result{Scenario: "memory", Metrics: map[string]float64{"pods": float64(b.podCount), "rss_kib": rss, "idle_rss_kib": b.idleRSS,
 		"peak_rss_kib": hwm, "kib_per_pod": perPod, "cpu_s": cpu, "cpu_ms_per_pod_held": 1000 * cpu / float64(b.podCount),
-		"policy_rss_kib": b.policyRSS, "pod_scenarios_cpu_s": b.podCPU, "pod_scenarios_pods": float64(b.podsTimed)}}
+		"policy_rss_kib": b.policyRSS, "admin_policy_rss_kib": b.adminRSS, "pod_scenarios_cpu_s": b.podCPU, "pod_scenarios_pods": float64(b.podsTimed)}}
 	if b.podsTimed > 0 { // else no scenario created pods: no figure
 		r.Metrics["cpu_ms_per_pod"] = cpuPerPod
 	}
@@ -94,11 +94,12 @@ func (b *bench) cold() Result {
 	b.lbFull = map[string]bool{}
 	b.mu.Unlock()
 	b.policyTrack.reset()
+	b.adminTrack.reset()
 	start, cpu := time.Now(), cpuSnapshot()
 	b.master = harness.StartMaster(b.s, b.logDir, fmt.Sprintf("master-%d", time.Now().UnixNano()), b.ovn, b.kube, b.masterArgs()...)
 	stopProfile := b.profile("cold")
 	defer stopProfile()
-	var done, lspsDone, lbsDone, policiesDone time.Duration
+	var done, lspsDone, lbsDone, policiesDone, adminDone time.Duration
 	harness.Eventually(b.s, 300*time.Second, "everything programmed into the empty NB", func() error {
 		lsps := int(b.podLSPs.Load())
 		full, _ := b.programmedServices()
@@ -112,8 +113,13 @@ func (b *bench) cold() Result {
 		if policiesDone == 0 && policies >= b.policyCount {
 			policiesDone = time.Since(start)
 		}
-		if lsps < b.podCount || full < b.serviceCount || policies < b.policyCount {
-			return fmt.Errorf("%d/%d LSPs, %d/%d load balancers, %d/%d policies", lsps, b.podCount, full, b.serviceCount, policies, b.policyCount)
+		admins := b.adminTrack.programmed()
+		if adminDone == 0 && admins >= b.adminCount {
+			adminDone = time.Since(start)
+		}
+		if lsps < b.podCount || full < b.serviceCount || policies < b.policyCount || admins < b.adminCount {
+			return fmt.Errorf("%d/%d LSPs, %d/%d load balancers, %d/%d policies, %d/%d admin policies",
+				lsps, b.podCount, full, b.serviceCount, policies, b.policyCount, admins, b.adminCount)
 		}
 		done = time.Since(start)
 		return nil
@@ -126,9 +132,18 @@ func (b *bench) cold() Result {
 	if b.policyCount > 0 {
 		say("  all %d policies (port groups with their ACLs) programmed %.2fs after start", b.policyCount, policiesDone.Seconds())
 	}
+	if b.adminCount > 0 {
+		say("  all %d admin policies (port groups with all their ACLs) programmed %.2fs after start", b.adminCount, adminDone.Seconds())
+	}
 	m := map[string]float64{"pods": float64(b.podCount), "services": float64(b.serviceCount), "programmed_s": done.Seconds(),
 		"services_programmed_s": lbsDone.Seconds(), "lsps_programmed_s": lspsDone.Seconds(), "lsps_per_s": lspRate, "ratio_to_nb_limit": lspRate / b.nbLimit,
 		"policies": float64(b.policyCount), "policies_programmed_s": policiesDone.Seconds()}
+	if b.adminRan { // without ACL tiers there is nothing of theirs to wait for
+		m["admin_policies"], m["acl_tiers"] = float64(b.adminCount), 0
+		if b.adminTiers {
+			m["acl_tiers"], m["admin_policies_programmed_s"] = 1, adminDone.Seconds()
+		}
+	}
 	used.metrics(m, done.Seconds())
 	return Result{Scenario: "cold", Metrics: m}
 }

@@ -24,9 +24,11 @@ func podObject(name, node string, labels map[string]string) *corev1.Pod {
 // burst: Nodes, then Pods created as fast as the API takes them.
 func (b *bench) burst(patchLimit, createLimit float64) Result {
 	say("== burst: %d nodes, then %d pods as fast as the API takes them", b.o.nodes, b.o.pods)
+	// The nodes are labelled zone=z0..z3, for the adminpolicies scenario's node peers.
 	ctx := context.Background()
 	parallel(b.o.nodes, b.o.workers, func(i int) {
-		if _, err := b.kube.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node%03d", i)}}, metav1.CreateOptions{}); err != nil {
+		if _, err := b.kube.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node%03d", i),
+			Labels: map[string]string{"zone": fmt.Sprintf("z%d", i%4)}}}, metav1.CreateOptions{}); err != nil {
 			b.s.Fatal(err)
 		}
 	})

@@ -95,6 +95,9 @@ func sideBySide(all []stackResults, fullSize bool) string {
 		fmt.Fprintf(&b, "  %-62s", t.what)
 		for _, s := range all {
 			cell := "-"
+			if tiers, ok := metric(s.Results, t.scenario, "acl_tiers"); ok && tiers == 0 {
+				cell = absent(Result{Metrics: map[string]float64{"acl_tiers": 0}})
+			}
 			if v, ok := metric(s.Results, t.scenario, t.metric); ok {
 				cell = t.format(v)
 				if t.met != nil && fullSize {

@@ -54,6 +54,20 @@ var targets = []target{
 		func(v float64) string { return fmt.Sprintf("%.1f KiB", v) }, nil},
 	{"cold", "policies_programmed_s", "cold: every policy programmed (≤ 10 s)",
 		func(v float64) string { return fmt.Sprintf("%.2f s", v) }, func(v float64) bool { return v <= 10 }},
+	// Issue 34's, for the cluster-wide admin policies (ACL tiers: OVN 23.09
+	// and later; on 23.03 the policies are refused, which is checked).
+	{"adminpolicies", "create_to_acls_p99_ms", "p99 admin policy created → port group + ACLs (≤ 100 ms)",
+		func(v float64) string { return fmt.Sprintf("%.0f ms", v) }, func(v float64) bool { return v <= 100 }},
+	{"adminpolicies", "ns_label_to_address_sets_p99_ms", "p99 namespace relabelled → admin peer sets updated (≤ 100 ms)",
+		func(v float64) string { return fmt.Sprintf("%.0f ms", v) }, func(v float64) bool { return v <= 100 }},
+	{"adminpolicies", "rows_per_rule", "NB rows per admin policy rule (independent of the pods)",
+		func(v float64) string { return fmt.Sprintf("%.2f", v) }, nil},
+	{"adminpolicies", "create_to_condition_p99_ms", "p99 admin policy created → Ready condition (23.03: refused)",
+		func(v float64) string { return fmt.Sprintf("%.0f ms", v) }, nil},
+	{"adminpolicies", "kib_per_admin_policy", "master RSS per admin policy",
+		func(v float64) string { return fmt.Sprintf("%.1f KiB", v) }, nil},
+	{"cold", "admin_policies_programmed_s", "cold: every admin policy programmed",
+		func(v float64) string { return fmt.Sprintf("%.2f s", v) }, nil},
 	{"memory", "cpu_ms_per_pod", "master CPU per pod created (≤ 0.5 ms)",
 		func(v float64) string { return fmt.Sprintf("%.2f ms", v) }, func(v float64) bool { return v <= 0.5 }},
 	{"memory", "kib_per_pod", "master RSS per pod above idle (≤ 8 KiB)",
@@ -84,7 +98,7 @@ func summary(results []Result, fullSize bool) string {
 		}
 		v, ok := r.Metrics[t.metric]
 		if !ok { // the scenario ran but could not measure it: say so, never 0
-			fmt.Fprintf(&b, "  %-62s %10s\n", t.what, "not measured")
+			fmt.Fprintf(&b, "  %-62s %10s\n", t.what, absent(r))
 			continue
 		}
 		verdict := ""
@@ -108,6 +122,15 @@ func summary(results []Result, fullSize bool) string {
 		}
 	}
 	return b.String()
+}
+
+// absent says why a scenario that ran has no figure for a target: admin
+// policies are not programmed where the NB has no ACL tiers (acl_tiers 0).
+func absent(r Result) string {
+	if v, ok := r.Metrics["acl_tiers"]; ok && v == 0 {
+		return "no ACL tiers"
+	}
+	return "not measured"
 }
 
 // bound names the processes that used the most CPU in a scenario, as shares

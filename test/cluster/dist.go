@@ -46,7 +46,8 @@ func (c *Cluster) distConfig() *corev1.ConfigMap {
 	}
 }
 
-// installDist applies dist/kubernetes/ in file order, with distConfig in
+// installDist applies dist/kubernetes/ in file order (the network-policy-api
+// CRDs first, each waited for until it is served), with distConfig in
 // place of the example ConfigMap and, beside it, the Secret holding the
 // master's NB client certificate (dbtls.go).
 func (c *Cluster) installDist(ctx context.Context) error {
@@ -69,8 +70,13 @@ func (c *Cluster) installDist(ctx context.Context) error {
 			}
 			continue
 		}
-		if out, err := c.Exec(c.ControlPlane(), c.bin("kubectl"), "--kubeconfig", Kubeconfig, "apply", "-f", f); err != nil {
-			return fmt.Errorf("kubectl apply -f %s: %w: %s", f, err, out)
+		if err := c.kubectlApply(f); err != nil {
+			return err
+		}
+		if strings.HasPrefix(filepath.Base(f), "05-crd-") {
+			if err := c.waitEstablished([]string{f}); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -108,9 +108,11 @@ func (c *Cluster) Up(ctx context.Context) error {
 		return err
 	}
 	c.Log("cluster: control plane up after %s", time.Since(start).Round(time.Second))
+	// The network-policy-api CRDs (dist/kubernetes/05-crd-*.yaml) are
+	// served before the master starts, so that it finds their APIs.
 	if c.Dist {
-		err = c.installDist(ctx)
-	} else {
+		err = c.installDist(ctx) // they come first in file order
+	} else if err = c.installPolicyCRDs(); err == nil {
 		err = c.startMaster(cp)
 	}
 	if err != nil {

@@ -10,19 +10,24 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
@@ -118,14 +123,38 @@ func tokenKubeconfig(t *testing.T, kube *harness.KubeAPI, sa, token string) stri
 
 // masterConverges checks, for round i, what the master must do with its
 // permissions: a new node gets its subnet (nodes: list, watch, patch; every
-// informer synced), a pod its address (pods), a node with a malformed gateway
-// annotation an Event (events), all as the leader (leases).
+// informer synced, the admin policies' too), a pod its address (pods), a
+// node with a malformed gateway annotation an Event (events), a new
+// ClusterNetworkPolicy and AdminNetworkPolicy their status (their /status),
+// all as the leader (leases).
 func masterConverges(c *cluster, i int) func() error {
 	node, bad, pod := fmt.Sprintf("rbac-n%d", i), fmt.Sprintf("rbac-bad%d", i), fmt.Sprintf("rbac-p%d", i)
 	c.createNode(node, nil)
 	c.createNode(bad, map[string]string{annotations.NodeL3GatewayConfig: "{not json"})
 	c.createPod("default", pod, node)
+	admin := dynamicFor(c.t, c.kube.Config)
+	policies := policyResources[:2] // one of each API version; the BaselineAdminNetworkPolicy is a singleton
+	name := fmt.Sprintf("rbac-%d", i)
+	for _, r := range policies {
+		o := r.object(name)
+		if err := unstructured.SetNestedField(o.Object, int64(i), "spec", "priority"); err != nil {
+			c.t.Fatal(err)
+		}
+		if _, err := admin.Resource(r.gvr).Create(c.ctx(), o, metav1.CreateOptions{}); err != nil {
+			c.t.Fatal(err)
+		}
+	}
 	return func() error {
+		for _, r := range policies {
+			o, err := admin.Resource(r.gvr).Get(c.ctx(), name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
+			if len(conds) == 0 {
+				return fmt.Errorf("%s %s has no status", r.kind, name)
+			}
+		}
 		n, err := c.kube.Client.CoreV1().Nodes().Get(c.ctx(), node, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -146,12 +175,14 @@ func masterConverges(c *cluster, i int) func() error {
 
 // Every manifest of dist/kubernetes passes server-side dry-run; the master
 // runs with exactly its ServiceAccount's permissions, the admission policies
-// in force, and works; and with any one rule of its roles removed it does not
-// (no rule is superfluous: the k8s.ovn.org one through the policies).
+// in force and the network-policy-api CRDs served, and works; and with any
+// one rule of its roles removed it does not (no rule is superfluous: the
+// k8s.ovn.org one through the policies).
 func TestDistManifestsAndMasterRBAC(t *testing.T) {
 	c := newCluster(t)
 	objs := distObjects(t)
 	applyObjects(t, c.kube, objs, true)
+	c.kube.InstallAdminPolicyCRDs(t) // before the master starts: it follows the kinds served then
 	kubeconfig := applyRBAC(t, c.kube, objs, "ovnkube-master")
 	round := 0
 	run := func() *harness.Process {
@@ -178,6 +209,241 @@ func TestDistManifestsAndMasterRBAC(t *testing.T) {
 			setRoleRules(t, c, ref.namespace, ref.name, rules)
 		}
 	}
+}
+
+// policyAPIGroup is SIG Network's network-policy-api, whose CRDs
+// dist/kubernetes ships (05-crd-*.yaml, from the modules: hack/npapi).
+const policyAPIGroup = "policy.networking.k8s.io"
+
+// policyResource is one of the cluster-wide policies the master reads and
+// reports on, with a minimal valid object of it.
+type policyResource struct {
+	gvr  schema.GroupVersionResource
+	kind string
+	name string // BaselineAdminNetworkPolicy's must be "default"
+	spec map[string]any
+}
+
+var policyResources = []policyResource{
+	{schema.GroupVersionResource{Group: policyAPIGroup, Version: "v1alpha2", Resource: "clusternetworkpolicies"}, "ClusterNetworkPolicy", "rbac-probe",
+		map[string]any{"tier": "Admin", "priority": int64(10), "subject": map[string]any{"namespaces": map[string]any{}}}},
+	{schema.GroupVersionResource{Group: policyAPIGroup, Version: "v1alpha1", Resource: "adminnetworkpolicies"}, "AdminNetworkPolicy", "rbac-probe",
+		map[string]any{"priority": int64(10), "subject": map[string]any{"namespaces": map[string]any{}}}},
+	{schema.GroupVersionResource{Group: policyAPIGroup, Version: "v1alpha1", Resource: "baselineadminnetworkpolicies"}, "BaselineAdminNetworkPolicy", "default",
+		map[string]any{"subject": map[string]any{"namespaces": map[string]any{}}}},
+}
+
+func (r policyResource) object(name string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": r.gvr.GroupVersion().String(), "kind": r.kind,
+		"metadata": map[string]any{"name": name}, "spec": r.spec}}
+}
+
+// statusCondition is a status the policy API accepts (conditions are required).
+func statusCondition(reason string) map[string]any {
+	return map[string]any{"conditions": []any{map[string]any{"type": "Ready", "status": "True", "reason": reason,
+		"message": "set by " + reason, "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}}
+}
+
+// policyAccess does one request on r as client: get, list, watch,
+// "update status", "patch status", and the writes the master may not do:
+// create, update (its spec), delete. admin reads what an update starts from.
+func policyAccess(ctx context.Context, client, admin dynamic.Interface, r policyResource, access string) error {
+	ri := client.Resource(r.gvr)
+	switch access {
+	case "get":
+		_, err := ri.Get(ctx, r.name, metav1.GetOptions{})
+		return err
+	case "list":
+		_, err := ri.List(ctx, metav1.ListOptions{})
+		return err
+	case "watch":
+		w, err := ri.Watch(ctx, metav1.ListOptions{TimeoutSeconds: ptr(int64(1))})
+		if err == nil {
+			w.Stop()
+		}
+		return err
+	case "update status", "update":
+		o, err := admin.Resource(r.gvr).Get(ctx, r.name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("admin get: %w", err)
+		}
+		if access == "update" {
+			o.SetLabels(map[string]string{"changed": "yes"})
+			_, err = ri.Update(ctx, o, metav1.UpdateOptions{})
+			return err
+		}
+		o.Object["status"] = statusCondition("UpdateStatus")
+		_, err = ri.UpdateStatus(ctx, o, metav1.UpdateOptions{})
+		return err
+	case "patch status":
+		b, _ := json.Marshal(map[string]any{"status": statusCondition("PatchStatus")})
+		_, err := ri.Patch(ctx, r.name, types.MergePatchType, b, metav1.PatchOptions{}, "status")
+		return err
+	case "create":
+		_, err := ri.Create(ctx, r.object(r.name), metav1.CreateOptions{})
+		return err
+	case "delete":
+		return ri.Delete(ctx, r.name, metav1.DeleteOptions{})
+	}
+	panic("unknown access " + access)
+}
+
+// grantedAccesses are the accesses a rule on the policy API grants.
+func grantedAccesses(rule rbacv1.PolicyRule) map[string][]string {
+	out := map[string][]string{}
+	for _, res := range rule.Resources {
+		res, sub, _ := strings.Cut(res, "/")
+		for _, verb := range rule.Verbs {
+			if sub != "" {
+				verb += " " + sub
+			}
+			out[res] = append(out[res], verb)
+		}
+	}
+	return out
+}
+
+func dynamicFor(t *testing.T, cfg *rest.Config) dynamic.Interface {
+	t.Helper()
+	d, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// The network-policy-api's ClusterNetworkPolicy, AdminNetworkPolicy and
+// BaselineAdminNetworkPolicy, served from dist/kubernetes's CRDs (issue 34):
+// the master's ServiceAccount may list and watch them (its informers) and
+// update their status, and not get, create, change or delete them, nor
+// patch their status; with each of
+// its rules on them removed in turn, exactly what that rule grants is
+// refused and the other rule's still works. The node daemon's identity (its
+// DaemonSet pod's token on n1) and a user with no grant may do none of it:
+// only the master reports a policy's status.
+func TestDistPolicyAPIRBAC(t *testing.T) {
+	kube := harness.StartKubeAPI(t)
+	c := &cluster{t: t, kube: kube}
+	ctx := context.Background()
+	objs := distObjects(t)
+	kube.InstallAdminPolicyCRDs(t)
+	applyDistAccess(t, kube, objs)
+	admin := dynamicFor(t, kube.Config)
+	for _, r := range policyResources {
+		if _, err := admin.Resource(r.gvr).Create(ctx, r.object(r.name), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := kube.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tokenConfig := func(token string) *rest.Config {
+		return &rest.Config{Host: kube.URL, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
+	}
+	master := dynamicFor(t, tokenConfig(serviceAccountToken(t, kube, "ovn-kubernetes", "ovnkube-master", nil)))
+	nodeDaemon := dynamicFor(t, tokenConfig(nodeDaemonToken(t, kube, "n1")))
+	nobodyCfg := rest.CopyConfig(kube.Config)
+	nobodyCfg.Impersonate = rest.ImpersonationConfig{UserName: "mallory", Groups: []string{"system:authenticated"}}
+	nobody := dynamicFor(t, nobodyCfg)
+
+	masterMay := []string{"list", "watch", "update status"}
+	check := func(who string, client dynamic.Interface, r policyResource, access string, allowed bool) error {
+		err := policyAccess(ctx, client, admin, r, access)
+		switch {
+		case allowed && err != nil:
+			return fmt.Errorf("%s: %s %s refused, want allowed: %v", who, access, r.gvr.Resource, err)
+		case !allowed && !apierrors.IsForbidden(err):
+			return fmt.Errorf("%s: %s %s: %v, want forbidden", who, access, r.gvr.Resource, err)
+		}
+		return nil
+	}
+	for _, r := range policyResources {
+		for _, access := range append(slices.Clone(masterMay), "get", "patch status", "create", "update", "delete") {
+			if err := check("the master", master, r, access, slices.Contains(masterMay, access)); err != nil {
+				t.Error(err)
+			}
+		}
+		for _, access := range masterMay {
+			for who, client := range map[string]dynamic.Interface{"the node daemon of n1": nodeDaemon, "a user with no grant": nobody} {
+				if err := check(who, client, r, access, false); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+		// What the master wrote is there: the status, not the labels.
+		o, err := admin.Resource(r.gvr).Get(ctx, r.name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
+		if len(conds) != 1 || conds[0].(map[string]any)["reason"] != "UpdateStatus" || o.GetLabels()["changed"] != "" {
+			t.Errorf("%s after the master's writes: status %v, labels %v; want its updated status, no label", r.kind, conds, o.GetLabels())
+		}
+	}
+	if t.Failed() {
+		return
+	}
+
+	rules := roleRules(t, c, "", "ovnkube-master")
+	var policyRules []int
+	for i, rule := range rules {
+		if slices.Contains(rule.APIGroups, policyAPIGroup) {
+			policyRules = append(policyRules, i)
+		}
+	}
+	if len(policyRules) != 2 {
+		t.Fatalf("ovnkube-master has %d rules on %s, want 2 (read; write status)", len(policyRules), policyAPIGroup)
+	}
+	// every access of the master's, as granted by rules
+	accessesOf := func(rules []rbacv1.PolicyRule) map[string][]string {
+		out := map[string][]string{}
+		for _, rule := range rules {
+			if !slices.Contains(rule.APIGroups, policyAPIGroup) {
+				continue
+			}
+			for res, acc := range grantedAccesses(rule) {
+				out[res] = append(out[res], acc...)
+			}
+		}
+		return out
+	}
+	all := accessesOf(rules)
+	for _, r := range policyResources {
+		if got := all[r.gvr.Resource]; !slices.Equal(sortedCopy(got), sortedCopy(masterMay)) {
+			t.Fatalf("ovnkube-master's rules grant %v on %s, want %v", got, r.gvr.Resource, masterMay)
+		}
+	}
+	for _, i := range policyRules {
+		without := append(append([]rbacv1.PolicyRule{}, rules[:i]...), rules[i+1:]...)
+		setRoleRules(t, c, "", "ovnkube-master", without)
+		kept := accessesOf(without)
+		harness.Eventually(t, 30*time.Second, fmt.Sprintf("the master without rule %v", rules[i]), func() error {
+			var errs []error
+			for _, r := range policyResources {
+				for _, access := range masterMay {
+					errs = append(errs, check("the master", master, r, access, slices.Contains(kept[r.gvr.Resource], access)))
+				}
+			}
+			return errors.Join(errs...)
+		})
+		setRoleRules(t, c, "", "ovnkube-master", rules)
+		harness.Eventually(t, 30*time.Second, "the master with every rule again", func() error {
+			var errs []error
+			for _, r := range policyResources {
+				for _, access := range masterMay {
+					errs = append(errs, check("the master", master, r, access, true))
+				}
+			}
+			return errors.Join(errs...)
+		})
+	}
+}
+
+func sortedCopy(s []string) []string {
+	c := slices.Clone(s)
+	sort.Strings(c)
+	return c
 }
 
 // neverWithin reports failure if cond holds at any time within 12 s: far

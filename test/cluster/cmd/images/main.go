@@ -6,7 +6,8 @@
 //	agnhost.tar  a Debian minbase root with the network tools the e2e suite
 //	             runs (curl, nc, dig, wget, ip, ...), /agnhost and /coredns
 //	             (as upstream's agnhost image has it): every
-//	             e2e-test-images tag the network suite pulls
+//	             e2e-test-images tag the network suite and the
+//	             network-policy-api suites pull
 //	coredns.tar  /coredns (test/tools/coredns, built by make deps)
 //	regression-issue-74839.tar  /regression-issue-74839 (Kubernetes' test
 //	             server for the invalid conntrack state bug, built by make deps)
@@ -75,9 +76,12 @@ var ovnkubeRoot = rootSpec{
 
 // agnhostTags are the images the network e2e suite runs; agnhost serves them
 // all (its subcommands stand in for nginx, busybox and jessie-dnsutils, whose
-// commands are the Debian root's).
+// commands are the Debian root's). agnhost:2.45 is what the network-policy-api
+// conformance suites (v0.2.0 and v0.1.7) run: serve-hostname, porter, netexec
+// and connect, which this agnhost has too.
 var agnhostTags = []string{
 	"registry.k8s.io/e2e-test-images/agnhost:2.56",
+	"registry.k8s.io/e2e-test-images/agnhost:2.45",
 	"registry.k8s.io/e2e-test-images/jessie-dnsutils:1.7",
 	"registry.k8s.io/e2e-test-images/nginx:1.14-4",
 	"registry.k8s.io/e2e-test-images/nginx:1.15-4",

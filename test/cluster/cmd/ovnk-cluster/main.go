@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -16,13 +17,16 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/test/cluster"
 )
 
-const usage = `usage: ovnk-cluster [flags] up|down|kubectl ARGS...|e2e|conformance|demo|northsouth|install
+const usage = `usage: ovnk-cluster [flags] up|down|kubectl ARGS...|e2e|npapi|conformance|demo|northsouth|install
 
   up           build the cluster (control plane + workers) and wait until it is Ready
   down         stop everything the cluster started and undo every host change
   kubectl ...  run kubectl inside the control-plane node
   e2e          run the e2e tests (-focus, -skip) against the running cluster
-  conformance  up, e2e, down (down also on failure or interrupt)
+  npapi        run the network-policy-api conformance suites (-npapi, -npapi-run)
+               against the running cluster
+  conformance  up, e2e, the network-policy-api suites (-npapi), down (down also
+               on failure or interrupt)
   demo         up (unless running), a Deployment, a Service and a client pod, and a report
   northsouth   up, the demo's paths, a node's gateway removed and restored, down
   install      up with ovn-k8s installed from dist/kubernetes/ and the ovnkube image
@@ -41,11 +45,18 @@ func main() {
 	fs.StringVar(&e2eCfg.Focus, "focus", cluster.ConformanceFocus, "ginkgo focus regexp")
 	fs.StringVar(&e2eCfg.Skip, "skip", "", "ginkgo skip regexp (added to the documented skips)")
 	fs.IntVar(&e2eCfg.Parallel, "parallel", 4, "ginkgo processes")
+	npapiCfg := cluster.NPAPIConfig{}
+	fs.StringVar(&npapiCfg.Suites, "npapi", "all", "network-policy-api conformance suites to run after the e2e tests: all (every one built), none, or versions separated by commas")
+	fs.StringVar(&npapiCfg.Run, "npapi-run", "", "narrow the network-policy-api suites' tests: a -test.run pattern after TestConformance/")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
 	}
 	if fs.NArg() < 1 {
 		fs.Usage()
+		os.Exit(2)
+	}
+	if _, _, err := cluster.SelectNPAPISuites(npapiCfg.Suites); err != nil {
+		fmt.Fprintln(os.Stderr, "ovnk-cluster: -npapi:", err)
 		os.Exit(2)
 	}
 	if !slices.Contains(cluster.Families, *family) {
@@ -59,6 +70,7 @@ func main() {
 	}
 	c := cluster.New(cluster.Config{Repo: repo, Dir: filepath.Join(repo, "_output", "cluster"), Workers: *workers, Dist: *dist, IPFamily: *family})
 	e2eCfg.Out = filepath.Join(repo, "_output", "conformance")
+	npapiCfg.Out = e2eCfg.Out
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	code := 0
@@ -83,6 +95,15 @@ func main() {
 		}
 		if err := c.E2E(ctx, e2eCfg); err != nil {
 			fmt.Fprintln(os.Stderr, "ovnk-cluster e2e:", err)
+			code = 1
+		}
+	case "npapi":
+		if err := c.Attach(); err != nil {
+			fmt.Fprintln(os.Stderr, "ovnk-cluster npapi:", err)
+			os.Exit(1)
+		}
+		if err := c.NPAPI(ctx, npapiCfg); err != nil {
+			fmt.Fprintln(os.Stderr, "ovnk-cluster npapi:", err)
 			code = 1
 		}
 	case "demo":
@@ -113,7 +134,15 @@ func main() {
 			return err
 		})
 	case "conformance":
-		code = upRunDown(ctx, c, "conformance", func() error { return c.E2E(ctx, e2eCfg) })
+		// The network-policy-api suites run on the same cluster after the
+		// e2e tests, whatever those gave.
+		code = upRunDown(ctx, c, "conformance", func() error {
+			err := c.E2E(ctx, e2eCfg)
+			if ctx.Err() != nil {
+				return err
+			}
+			return errors.Join(err, c.NPAPI(ctx, npapiCfg))
+		})
 	default:
 		fs.Usage()
 		code = 2

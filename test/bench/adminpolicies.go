@@ -1,0 +1,560 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ovn-org/libovsdb/model"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	cnpv1alpha2 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+	npinformers "sigs.k8s.io/network-policy-api/pkg/client/informers/externalversions"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/policy"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
+	"github.com/ovn-k8s/ovn-k8s/test/harness"
+)
+
+// maxAdminPolicies: each benchmark policy has a priority of its own (the
+// APIs allow 0–1000), so that none is refused for a priority collision.
+const maxAdminPolicies = policy.MaxAdminPriority + 1
+
+// adminRules is the number of rules of each benchmark policy.
+const adminRules = 10
+
+// adminTracker follows, from the benchmark's NB watcher, when each admin
+// policy's port group appears with all its ACLs (created in one
+// transaction), and when a relabelled namespace's pod addresses reach every
+// peer address set its new labels put them in.
+type adminTracker struct {
+	mu    sync.Mutex
+	want  map[string]int        // ClusterNetworkPolicy name → the ACLs its port group carries
+	seen  map[string]time.Time  // name → its port group first seen with all of them
+	waits map[string][]*setWait // address set name → namespace moves waiting for addresses in it
+	moves map[*nsMove]struct{}  // moves not done yet
+}
+
+// nsMove is one namespace's label change: done when every peer set its new
+// labels put it in holds its pods' addresses.
+type nsMove struct {
+	ns          string
+	sets        int // address sets still to receive the addresses
+	start, done time.Time
+}
+
+type setWait struct {
+	move  *nsMove
+	addrs []string
+}
+
+func newAdminTracker() *adminTracker {
+	return &adminTracker{want: map[string]int{}, seen: map[string]time.Time{}, waits: map[string][]*setWait{}, moves: map[*nsMove]struct{}{}}
+}
+
+func (a *adminTracker) row(row model.Model) {
+	switch r := row.(type) {
+	case *nbdb.PortGroup:
+		o, ok := topology.OwnerOf(r.ExternalIDs)
+		if !ok || o.Type != policy.KindCNP {
+			return
+		}
+		now := time.Now()
+		a.mu.Lock()
+		if want, ok := a.want[o.Name]; ok && len(r.ACLs) >= want {
+			if _, seen := a.seen[o.Name]; !seen {
+				a.seen[o.Name] = now
+			}
+		}
+		a.mu.Unlock()
+	case *nbdb.AddressSet:
+		now := time.Now()
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		waits := a.waits[r.Name]
+		if len(waits) == 0 {
+			return
+		}
+		have := make(map[string]bool, len(r.Addresses))
+		for _, addr := range r.Addresses {
+			have[addr] = true
+		}
+		var left []*setWait
+		for _, w := range waits {
+			if !containsAll(have, w.addrs) {
+				left = append(left, w)
+				continue
+			}
+			if w.move.sets--; w.move.sets == 0 {
+				w.move.done = now
+				delete(a.moves, w.move)
+			}
+		}
+		if len(left) == 0 {
+			delete(a.waits, r.Name)
+		} else {
+			a.waits[r.Name] = left
+		}
+	}
+}
+
+func containsAll(have map[string]bool, addrs []string) bool {
+	for _, a := range addrs {
+		if !have[a] {
+			return false
+		}
+	}
+	return true
+}
+
+// expect starts a namespace move: the addresses each named set must receive.
+func (a *adminTracker) expect(mv *nsMove, sets map[string][]string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	mv.start, mv.sets = time.Now(), len(sets)
+	a.moves[mv] = struct{}{}
+	for name, addrs := range sets {
+		a.waits[name] = append(a.waits[name], &setWait{move: mv, addrs: addrs})
+	}
+}
+
+func (a *adminTracker) programmed() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.seen)
+}
+
+func (a *adminTracker) reset() {
+	a.mu.Lock()
+	a.seen = map[string]time.Time{}
+	a.mu.Unlock()
+}
+
+// conditionTracker follows, from the benchmark's own informer, when each
+// admin policy's status first carries the Ready condition the stack should
+// give it: True with ACL tiers, False for ACLTiersNotSupported without.
+type conditionTracker struct {
+	tiers   bool
+	mu      sync.Mutex
+	seen    map[string]time.Time // policy name → the expected condition first seen
+	reasons map[string]string    // policy name → its latest Ready status and reason
+}
+
+func (b *bench) watchAdminStatus(tiers bool) *conditionTracker {
+	c := &conditionTracker{tiers: tiers, seen: map[string]time.Time{}, reasons: map[string]string{}}
+	f := npinformers.NewSharedInformerFactory(b.np, 0)
+	inf := f.Policy().V1alpha2().ClusterNetworkPolicies().Informer()
+	_, _ = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    c.update,
+		UpdateFunc: func(_, obj any) { c.update(obj) },
+	})
+	stop := make(chan struct{})
+	b.s.Cleanup(func() { close(stop) })
+	f.Start(stop)
+	f.WaitForCacheSync(stop)
+	return c
+}
+
+func (c *conditionTracker) update(obj any) {
+	cnp, ok := obj.(*cnpv1alpha2.ClusterNetworkPolicy)
+	if !ok {
+		return
+	}
+	cond := meta.FindStatusCondition(cnp.Status.Conditions, policy.ConditionReady)
+	if cond == nil || cond.ObservedGeneration != cnp.Generation {
+		return
+	}
+	now := time.Now()
+	expected := cond.Status == metav1.ConditionTrue
+	if !c.tiers {
+		expected = cond.Status == metav1.ConditionFalse && cond.Reason == policy.ReasonNoTiers
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reasons[cnp.Name] = string(cond.Status) + "/" + cond.Reason
+	if _, seen := c.seen[cnp.Name]; expected && !seen {
+		c.seen[cnp.Name] = now
+	}
+}
+
+// tally counts the policies by Ready status and reason.
+func (c *conditionTracker) tally() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{}
+	for _, r := range c.reasons {
+		out[r]++
+	}
+	return out
+}
+
+// benchCNP is ClusterNetworkPolicy k: every fifth in the Baseline tier, the
+// others in the Admin tier, each with priority k (distinct within its
+// tier). Its subject is the app=a<k/10> pods of the namespaces of team
+// t<k>; its 10 rules take peers from teams further on (namespace selectors,
+// pods by label in a team's namespaces, a set of teams by expression), from
+// CIDRs and from nodes by label, on TCP ports, TCP ranges and UDP ports, or
+// every port.
+func benchCNP(k int) *cnpv1alpha2.ClusterNetworkPolicy {
+	team := func(j int) string { return fmt.Sprintf("t%d", (k+j)%10) }
+	sel := func(key, value string) metav1.LabelSelector {
+		return metav1.LabelSelector{MatchLabels: map[string]string{key: value}}
+	}
+	nsSel := func(j int) *metav1.LabelSelector { s := sel("team", team(j)); return &s }
+	pods := func(j int, key, value string) *cnpv1alpha2.NamespacedPod {
+		return &cnpv1alpha2.NamespacedPod{NamespaceSelector: sel("team", team(j)), PodSelector: sel(key, value)}
+	}
+	port := func(n int32) *cnpv1alpha2.Port { return &cnpv1alpha2.Port{Number: n} }
+	span := func(start, end int32) *cnpv1alpha2.Port {
+		return &cnpv1alpha2.Port{Range: &cnpv1alpha2.PortRange{Start: start, End: end}}
+	}
+	tcp := func(p *cnpv1alpha2.Port) cnpv1alpha2.ClusterNetworkPolicyProtocol {
+		return cnpv1alpha2.ClusterNetworkPolicyProtocol{TCP: &cnpv1alpha2.ClusterNetworkPolicyProtocolTCP{DestinationPort: p}}
+	}
+	udp := func(p *cnpv1alpha2.Port) cnpv1alpha2.ClusterNetworkPolicyProtocol {
+		return cnpv1alpha2.ClusterNetworkPolicyProtocol{UDP: &cnpv1alpha2.ClusterNetworkPolicyProtocolUDP{DestinationPort: p}}
+	}
+	protos := func(ps ...cnpv1alpha2.ClusterNetworkPolicyProtocol) []cnpv1alpha2.ClusterNetworkPolicyProtocol {
+		return ps
+	}
+	accept, deny, pass := cnpv1alpha2.ClusterNetworkPolicyRuleActionAccept, cnpv1alpha2.ClusterNetworkPolicyRuleActionDeny, cnpv1alpha2.ClusterNetworkPolicyRuleActionPass
+	tier := cnpv1alpha2.AdminTier
+	if k%5 == 4 {
+		tier, pass = cnpv1alpha2.BaselineTier, accept // Pass hands over to the tier below; Baseline is the last
+	}
+	type in = cnpv1alpha2.ClusterNetworkPolicyIngressPeer
+	type out = cnpv1alpha2.ClusterNetworkPolicyEgressPeer
+	teams := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: "team", Operator: metav1.LabelSelectorOpIn, Values: []string{team(5), team(6)}}}}
+	return &cnpv1alpha2.ClusterNetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bench-%04d", k)},
+		Spec: cnpv1alpha2.ClusterNetworkPolicySpec{
+			Tier:     tier,
+			Priority: int32(k),
+			Subject:  cnpv1alpha2.ClusterNetworkPolicySubject{Pods: pods(0, "app", fmt.Sprintf("a%d", (k/10)%10))},
+			Ingress: []cnpv1alpha2.ClusterNetworkPolicyIngressRule{
+				{Name: "team-web", Action: accept, From: []in{{Namespaces: nsSel(1)}}, Protocols: protos(tcp(port(80)))},
+				{Name: "app-range", Action: deny, From: []in{{Pods: pods(2, "app", fmt.Sprintf("a%d", k%10))}}, Protocols: protos(tcp(span(8000, 8100)))},
+				{Name: "team-dns", Action: pass, From: []in{{Namespaces: nsSel(3)}}, Protocols: protos(udp(port(53)))},
+				{Name: "clients", Action: accept, From: []in{{Pods: pods(4, "role", "client")}}, Protocols: protos(tcp(port(443)), tcp(span(9000, 9100)))},
+				{Name: "teams-all", Action: deny, From: []in{{Namespaces: teams}}},
+			},
+			Egress: []cnpv1alpha2.ClusterNetworkPolicyEgressRule{
+				{Name: "team-web", Action: accept, To: []out{{Namespaces: nsSel(5)}}, Protocols: protos(tcp(port(80)), tcp(port(8080)))},
+				{Name: "app-dns", Action: accept, To: []out{{Pods: pods(6, "app", fmt.Sprintf("a%d", (k+1)%10))}}, Protocols: protos(udp(port(53)), tcp(port(53)))},
+				{Name: "networks", Action: accept, To: []out{{Networks: []cnpv1alpha2.CIDR{cnpv1alpha2.CIDR(fmt.Sprintf("192.168.%d.0/24", k%256)), "172.16.0.0/12"}}},
+					Protocols: protos(tcp(port(443)))},
+				{Name: "nodes", Action: pass, To: []out{{Nodes: &metav1.LabelSelector{MatchLabels: map[string]string{"zone": fmt.Sprintf("z%d", k%4)}}}},
+					Protocols: protos(tcp(port(6443)), tcp(span(10250, 10260)))},
+				{Name: "internet", Action: deny, To: []out{{Networks: []cnpv1alpha2.CIDR{"0.0.0.0/0"}}}},
+			},
+		},
+	}
+}
+
+func noResolve(policy.PeerSet, string, corev1.Protocol) []int32 { return nil }
+
+// adminPolicies: ClusterNetworkPolicies over the pods in place at a steady
+// rate (creation → port group with all its ACLs committed, creation →
+// Ready condition), NB rows per rule, then namespaces moved to another team
+// at the same rate (label change → every peer set the new team puts the
+// namespace's pods in holds their addresses). Without ACL tiers (OVN 23.03)
+// every policy must get Ready=False ACLTiersNotSupported and no rows.
+func (b *bench) adminPolicies() Result {
+	n := b.o.adminPolicies
+	if b.np == nil {
+		b.s.Fatal("adminpolicies: the admin policy CRDs were not installed before the master started")
+	}
+	if b.podCount == 0 {
+		b.s.Fatal("adminpolicies selects the burst scenario's pods and namespaces: run burst too")
+	}
+	b.adminRan = true
+	b.adminTiers = ovndb.HasACLTiers(b.nb)
+	baseline := (n + 1) / 5
+	say("== adminpolicies: %d ClusterNetworkPolicies of %d rules (%d Admin tier, %d Baseline) at %d/s over %d pods in %d namespaces, then %d namespaces moved to another team at %d/s",
+		n, adminRules, n-baseline, baseline, b.o.policyRate, b.podCount, b.o.namespaces, b.o.labelChanges, b.o.policyRate)
+	if !b.adminTiers {
+		say("  the NB has no ACL tiers (OVN %s): every policy must be refused (Ready=False, %s) and get no rows", harness.CurrentStack.Name, policy.ReasonNoTiers)
+	}
+	cnps := make([]*cnpv1alpha2.ClusterNetworkPolicy, n)
+	sets := map[string]policy.PeerSet{}
+	nodeSets := map[string]bool{}
+	b.adminTrack.mu.Lock()
+	for k := range cnps {
+		cnps[k] = benchCNP(k)
+		rows := policy.AdminRows(policy.FromCNP(cnps[k]), noResolve, policy.AdminLogging{}, topology.IPv4Only)
+		if rows.Refused != "" || len(rows.Problems) > 0 || len(rows.ACLs) != adminRules {
+			b.s.Fatalf("benchmark policy %s: %d ACLs, refused %q, problems %v", cnps[k].Name, len(rows.ACLs), rows.Refused, rows.Problems)
+		}
+		b.adminTrack.want[cnps[k].Name] = len(rows.ACLs)
+		for _, s := range rows.PeerSets {
+			sets[s.Name()] = s
+		}
+		for _, s := range rows.NodeSets {
+			nodeSets[s.Name()] = true
+		}
+	}
+	b.adminTrack.mu.Unlock()
+	conds := b.watchAdminStatus(b.adminTiers)
+
+	ctx := context.Background()
+	rssBefore := procStatus(b.master.Cmd.Process.Pid, "VmRSS")
+	stopProfile := b.profile("adminpolicies")
+	created := map[string]time.Time{}
+	var createCall []float64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	interval := time.Second / time.Duration(b.o.policyRate)
+	start, cpu := time.Now(), cpuSnapshot()
+	for k, cnp := range cnps {
+		time.Sleep(time.Until(start.Add(time.Duration(k) * interval)))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t0 := time.Now()
+			if _, err := b.np.PolicyV1alpha2().ClusterNetworkPolicies().Create(ctx, cnp, metav1.CreateOptions{}); err != nil {
+				b.s.Fatal(err)
+			}
+			mu.Lock()
+			created[cnp.Name] = t0
+			createCall = append(createCall, float64(time.Since(t0).Microseconds())/1000)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if b.adminTiers {
+		harness.Eventually(b.s, 120*time.Second, "every admin policy's port group with all its ACLs in the NB", func() error {
+			if got := b.adminTrack.programmed(); got < n {
+				return fmt.Errorf("%d of %d", got, n)
+			}
+			return nil
+		})
+	}
+	harness.Eventually(b.s, 120*time.Second, "every admin policy's expected Ready condition", func() error {
+		conds.mu.Lock()
+		got := len(conds.seen)
+		conds.mu.Unlock()
+		if got < n {
+			return fmt.Errorf("%d of %d; Ready conditions seen by status/reason: %v", got, n, conds.tally())
+		}
+		return nil
+	})
+	used, wall := cpuSnapshot().since(cpu), time.Since(start).Seconds()
+	stopProfile()
+	sort.Float64s(createCall)
+	m := map[string]float64{"admin_policies": float64(n), "rules": float64(n * adminRules), "pods": float64(b.podCount), "rate_per_s": float64(b.o.policyRate),
+		"admin_tier": float64(n - baseline), "baseline_tier": float64(baseline),
+		"api_create_call_p50_ms": pct(createCall, 0.5), "api_create_call_p99_ms": pct(createCall, 0.99), "acl_tiers": 0}
+	latencies := func(seen map[string]time.Time) []float64 {
+		var lat []float64
+		for name, t0 := range created {
+			lat = append(lat, float64(seen[name].Sub(t0).Microseconds())/1000)
+		}
+		sort.Float64s(lat)
+		return lat
+	}
+	conds.mu.Lock()
+	lat := latencies(conds.seen)
+	m["expected_conditions"] = float64(len(conds.seen)) // Ready=True, or ACLTiersNotSupported without tiers
+	conds.mu.Unlock()
+	m["create_to_condition_p50_ms"], m["create_to_condition_p99_ms"], m["create_to_condition_max_ms"] = pct(lat, 0.5), pct(lat, 0.99), lat[len(lat)-1]
+	if b.adminTiers {
+		m["acl_tiers"] = 1
+		b.adminTrack.mu.Lock()
+		lat = latencies(b.adminTrack.seen)
+		b.adminTrack.mu.Unlock()
+		m["create_to_acls_p50_ms"], m["create_to_acls_p99_ms"], m["create_to_acls_max_ms"] = pct(lat, 0.5), pct(lat, 0.99), lat[len(lat)-1]
+		m["create_to_acls_p99_ratio_to_target"] = m["create_to_acls_p99_ms"] / 100
+		say("  creation → port group with its %d ACLs committed: p50 %.0f ms, p99 %.0f ms (%.2f × the 100 ms target), max %.0f ms (the API's CREATE call alone: p50 %.0f ms, p99 %.0f ms)",
+			adminRules, m["create_to_acls_p50_ms"], m["create_to_acls_p99_ms"], m["create_to_acls_p99_ratio_to_target"], m["create_to_acls_max_ms"],
+			m["api_create_call_p50_ms"], m["api_create_call_p99_ms"])
+	}
+	say("  creation → Ready condition in the policy's status (%v): p50 %.0f ms, p99 %.0f ms, max %.0f ms",
+		conds.tally(), m["create_to_condition_p50_ms"], m["create_to_condition_p99_ms"], m["create_to_condition_max_ms"])
+	used.metrics(m, wall)
+	say("  CPU: %s", used.describe(wall))
+
+	r := b.adminRows(sets, nodeSets)
+	if b.adminTiers {
+		maps.Copy(m, r)
+	} else { // the sets are NetworkPolicy's, if any: only the policies' own rows count
+		m["port_groups"], m["acls"] = r["port_groups"], r["acls"]
+	}
+	time.Sleep(2 * time.Second) // let the Go runtime settle before reading RSS
+	b.adminRSS = procStatus(b.master.Cmd.Process.Pid, "VmRSS") - rssBefore
+	m["kib_per_admin_policy"] = b.adminRSS / float64(n)
+	if !b.adminTiers {
+		if rows := r["port_groups"] + r["acls"]; rows > 0 {
+			say("  WRONG: %.0f port groups and ACLs of admin policies in an NB without ACL tiers", rows)
+		} else {
+			say("  all %d refused (%s); no port group or ACL of theirs in the NB; master RSS +%.1f KiB per policy", n, policy.ReasonNoTiers, m["kib_per_admin_policy"])
+		}
+		return Result{Scenario: "adminpolicies", Metrics: m,
+			Notes: "no ACL tiers in this NB: every policy refused with " + policy.ReasonNoTiers + ", nothing programmed, no namespace moves"}
+	}
+	m["rows_per_rule"] = (r["port_groups"] + r["acls"] + r["peer_sets"] + r["node_sets"]) / float64(n*adminRules)
+	m["acls_per_rule"] = r["acls"] / float64(n*adminRules)
+	say("  NB rows: %.0f port groups, %.0f ACLs, %.0f peer address sets (shared with NetworkPolicy), %.0f node address sets = %.2f rows and %.2f ACLs per rule,",
+		r["port_groups"], r["acls"], r["peer_sets"], r["node_sets"], m["rows_per_rule"], m["acls_per_rule"])
+	say("    while the port groups hold %.0f pod ports and the sets %.0f addresses (none is a row); master RSS +%.1f KiB per policy",
+		r["subject_ports"], r["set_addresses"], m["kib_per_admin_policy"])
+
+	stopProfile = b.profile("adminpolicies-moves")
+	b.moveNamespaces(m, sets)
+	stopProfile()
+	b.adminCount = n
+	return Result{Scenario: "adminpolicies", Metrics: m,
+		Notes: "latencies from the client sending CREATE/PATCH to the benchmark's NB watcher (rows) or CNP informer (status) seeing them"}
+}
+
+// adminRows counts the NB rows of the admin policies: their port groups and
+// ACLs, and the peer and node address sets they name, with the pod ports
+// and addresses those hold.
+func (b *bench) adminRows(sets map[string]policy.PeerSet, nodeSets map[string]bool) map[string]float64 {
+	ours := func(ids map[string]string) bool {
+		o, ok := topology.OwnerOf(ids)
+		return ok && o.Type == policy.KindCNP
+	}
+	var pgs []nbdb.PortGroup
+	var acls []nbdb.ACL
+	var ass []nbdb.AddressSet
+	ctx := context.Background()
+	_ = b.nb.WhereCache(func(r *nbdb.PortGroup) bool { return ours(r.ExternalIDs) }).List(ctx, &pgs)
+	_ = b.nb.WhereCache(func(r *nbdb.ACL) bool { return ours(r.ExternalIDs) }).List(ctx, &acls)
+	_ = b.nb.WhereCache(func(r *nbdb.AddressSet) bool { _, ok := sets[r.Name]; return ok || nodeSets[r.Name] }).List(ctx, &ass)
+	m := map[string]float64{"port_groups": float64(len(pgs)), "acls": float64(len(acls))}
+	for _, pg := range pgs {
+		m["subject_ports"] += float64(len(pg.Ports))
+	}
+	for _, as := range ass {
+		if nodeSets[as.Name] {
+			m["node_sets"]++
+		} else {
+			m["peer_sets"]++
+		}
+		m["set_addresses"] += float64(len(as.Addresses))
+	}
+	return m
+}
+
+// moveNamespaces moves namespaces to the next team (team=t<i> →
+// t<i+1 mod 10>) at the policy rate, -label-changes of them in rounds of at
+// most one move per namespace; each round is waited for before the next
+// moves a namespace again. A move is timed from its PATCH until every peer
+// set its new team puts the namespace's pods in (and its old team did not)
+// holds their addresses.
+func (b *bench) moveNamespaces(m map[string]float64, sets map[string]policy.PeerSet) {
+	ctx := context.Background()
+	cl := b.kube.Client.CoreV1().Namespaces()
+	nsLabels := make([]labels.Set, b.o.namespaces)
+	for i := range nsLabels {
+		ns, err := cl.Get(ctx, burstNamespace(i), metav1.GetOptions{})
+		if err != nil {
+			b.s.Fatal(err)
+		}
+		nsLabels[i] = labels.Set(ns.Labels)
+	}
+	var moves []*nsMove
+	setsMoved := 0
+	interval := time.Second / time.Duration(b.o.policyRate)
+	for done := 0; done < b.o.labelChanges; {
+		round := min(b.o.namespaces, b.o.labelChanges-done)
+		var wg sync.WaitGroup
+		start := time.Now()
+		for i := 0; i < round; i++ {
+			old := nsLabels[i]
+			cur := maps.Clone(old)
+			t, _ := strconv.Atoi(strings.TrimPrefix(old["team"], "t"))
+			cur["team"] = fmt.Sprintf("t%d", (t+1)%10)
+			nsLabels[i] = cur
+			ns := burstNamespace(i)
+			want := map[string][]string{}
+			for name, s := range sets {
+				if s.Namespaces.Matches(cur) && !s.Namespaces.Matches(old) {
+					if addrs := b.addressesIn(ns, s.Pods); len(addrs) > 0 {
+						want[name] = addrs
+					}
+				}
+			}
+			mv := &nsMove{ns: ns}
+			if len(want) > 0 {
+				moves = append(moves, mv)
+				setsMoved += len(want)
+			}
+			patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{"team":%q}}}`, cur["team"]))
+			time.Sleep(time.Until(start.Add(time.Duration(i) * interval)))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if len(want) > 0 {
+					b.adminTrack.expect(mv, want)
+				}
+				if _, err := cl.Patch(ctx, ns, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+					b.s.Fatal(err)
+				}
+			}()
+		}
+		wg.Wait()
+		harness.Eventually(b.s, 60*time.Second, "every moved namespace's pods in the peer sets of its new team", func() error {
+			b.adminTrack.mu.Lock()
+			defer b.adminTrack.mu.Unlock()
+			if left := len(b.adminTrack.moves); left > 0 {
+				return fmt.Errorf("%d namespaces not yet in all their sets", left)
+			}
+			return nil
+		})
+		done += round
+	}
+	if len(moves) == 0 {
+		say("  namespace moves: none changed the members of a peer set (no pods with addresses?)")
+		return
+	}
+	var lat []float64
+	b.adminTrack.mu.Lock()
+	for _, mv := range moves {
+		lat = append(lat, float64(mv.done.Sub(mv.start).Microseconds())/1000)
+	}
+	b.adminTrack.mu.Unlock()
+	sort.Float64s(lat)
+	m["namespace_moves"] = float64(len(lat))
+	m["sets_per_move"] = float64(setsMoved) / float64(len(lat))
+	m["ns_label_to_address_sets_p50_ms"], m["ns_label_to_address_sets_p99_ms"], m["ns_label_to_address_sets_max_ms"] = pct(lat, 0.5), pct(lat, 0.99), lat[len(lat)-1]
+	m["ns_label_to_address_sets_p99_ratio_to_target"] = m["ns_label_to_address_sets_p99_ms"] / 100
+	say("  namespace label change → every peer set of its new team updated (%.1f sets per move): p50 %.0f ms, p99 %.0f ms (%.2f × the 100 ms target), max %.0f ms (%d moves)",
+		m["sets_per_move"], m["ns_label_to_address_sets_p50_ms"], m["ns_label_to_address_sets_p99_ms"], m["ns_label_to_address_sets_p99_ratio_to_target"],
+		m["ns_label_to_address_sets_max_ms"], len(lat))
+}
+
+// addressesIn are the IPv4 addresses of a namespace's annotated pods that
+// match a selector, from the benchmark's pod informer.
+func (b *bench) addressesIn(ns string, sel labels.Selector) []string {
+	pods, err := b.pods.Pods(ns).List(sel)
+	if err != nil {
+		b.s.Fatal(err)
+	}
+	var out []string
+	for _, p := range pods {
+		pn, err := annotations.ParsePodNetworks(p.Annotations[annotations.PodNetworks])
+		if err != nil {
+			continue
+		}
+		for _, ip := range pn.IPs {
+			if ip.Addr().Is4() {
+				out = append(out, ip.Addr().String())
+			}
+		}
+	}
+	return out
+}
