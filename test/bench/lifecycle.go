@@ -50,6 +50,19 @@ var syncLine = regexp.MustCompile(`initial sync done.*nbTransactions=(\d+)`)
 // restart: with everything in place, restart the master.
 func (b *bench) restart() Result {
 	say("== restart with %d pods and %d services in place", b.podCount, b.serviceCount)
+	// The running master first finishes what earlier scenarios queued
+	// (a scenario waits for the rows it measures, not for every other row
+	// the change touches): the NB quiet for a second.
+	last, since := b.nbEvents.Load(), time.Now()
+	harness.Eventually(b.s, 120*time.Second, "the NB quiet for a second before the restart", func() error {
+		if n := b.nbEvents.Load(); n != last {
+			last, since = n, time.Now()
+		}
+		if time.Since(since) < time.Second {
+			return fmt.Errorf("a row changed %v ago", time.Since(since).Round(time.Millisecond))
+		}
+		return nil
+	})
 	b.master.Stop()
 	time.Sleep(500 * time.Millisecond)
 	before := b.nbEvents.Load()

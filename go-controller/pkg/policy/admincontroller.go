@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -89,8 +90,15 @@ const (
 func (c *Controller) watchAdmin(api *AdminAPI) {
 	c.admin = adminSources{api: api}
 	handler := func(kind string) cache.ResourceEventHandlerFuncs {
-		changed := func(obj any) { c.adminChanged(kind, obj) }
-		return cache.ResourceEventHandlerFuncs{AddFunc: changed, UpdateFunc: func(_, cur any) { changed(cur) }, DeleteFunc: changed}
+		return cache.ResourceEventHandlerFuncs{
+			AddFunc: func(obj any) { c.adminChanged(kind, obj, false) },
+			UpdateFunc: func(old, cur any) {
+				if !statusOnly(old, cur) { // our own status writes come back here
+					c.adminChanged(kind, cur, false)
+				}
+			},
+			DeleteFunc: func(obj any) { c.adminChanged(kind, obj, true) },
+		}
 	}
 	if api.CNP {
 		inf := api.Factory.Policy().V1alpha2().ClusterNetworkPolicies()
@@ -158,28 +166,70 @@ func (c *Controller) listAdmin() []*adminObject {
 	return out
 }
 
-// adminChanged queues the policy, and the policies whose priority
-// collision its change may start or end.
-func (c *Controller) adminChanged(kind string, obj any) {
+// tierPriority is where a policy ranks: its tier and priority.
+type tierPriority struct {
+	tier     int
+	priority int32
+}
+
+// rankOf reads an admin policy object's tier and priority (what the
+// priority index needs, without converting the whole policy).
+func rankOf(obj any) (tierPriority, bool) {
+	switch o := obj.(type) {
+	case *cnpv1alpha2.ClusterNetworkPolicy:
+		if o.Spec.Tier == cnpv1alpha2.BaselineTier {
+			return tierPriority{TierBaseline, o.Spec.Priority}, true
+		}
+		return tierPriority{TierAdmin, o.Spec.Priority}, true
+	case *anpv1alpha1.AdminNetworkPolicy:
+		return tierPriority{TierAdmin, o.Spec.Priority}, true
+	case *anpv1alpha1.BaselineAdminNetworkPolicy:
+		return tierPriority{TierBaseline, BaselinePriority}, true
+	}
+	return tierPriority{}, false
+}
+
+// statusOnly says whether an update changed neither spec nor annotations
+// (the ACL logging) of a policy: its status alone, which we write.
+func statusOnly(old, cur any) bool {
+	o, ok1 := old.(metav1.Object)
+	n, ok2 := cur.(metav1.Object)
+	return ok1 && ok2 && o.GetGeneration() == n.GetGeneration() && o.GetUID() == n.GetUID() &&
+		maps.Equal(o.GetAnnotations(), n.GetAnnotations())
+}
+
+// adminChanged records the policy's rank and queues it, with the policies
+// whose priority collision its change may start or end: those refused for
+// one and those sharing its rank.
+func (c *Controller) adminChanged(kind string, obj any, deleted bool) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
+		obj, deleted = t.Obj, true
 	}
 	o, ok := obj.(metav1.Object)
 	if !ok {
 		return
 	}
-	c.queue.Add(adminKey + kind + "/" + o.GetName())
-	c.mu.RLock()
-	for key := range c.collided {
-		c.queue.Add(adminKey + key)
+	key := kind + "/" + o.GetName()
+	rank, _ := rankOf(obj)
+	c.mu.Lock()
+	if deleted {
+		delete(c.ranks, key)
+	} else {
+		c.ranks[key] = rank
 	}
-	c.mu.RUnlock()
-	if a := c.getAdmin(kind, o.GetName()); a != nil {
-		for _, other := range c.listAdmin() {
-			if other.policy.Tier == a.policy.Tier && other.policy.Priority == a.policy.Priority {
-				c.queue.Add(adminKey + other.policy.Key())
-			}
+	var also []string
+	for k := range c.collided {
+		also = append(also, k)
+	}
+	for k, r := range c.ranks {
+		if r == rank && k != key {
+			also = append(also, k)
 		}
+	}
+	c.mu.Unlock()
+	c.queue.Add(adminKey + key)
+	for _, k := range also {
+		c.queue.Add(adminKey + k)
 	}
 }
 
@@ -188,9 +238,22 @@ func (c *Controller) adminChanged(kind string, obj any) {
 // group is in the NB), so that a newcomer never displaces it; otherwise the
 // oldest, then by kind and name.
 func (c *Controller) collisionWinner(a *adminObject) *adminObject {
-	var same []*adminObject
-	for _, o := range c.listAdmin() {
-		if o.policy.Tier == a.policy.Tier && o.policy.Priority == a.policy.Priority {
+	rank := tierPriority{a.policy.Tier, a.policy.Priority}
+	c.mu.RLock()
+	var keys []string
+	for k, r := range c.ranks {
+		if r == rank && k != a.policy.Key() {
+			keys = append(keys, k)
+		}
+	}
+	c.mu.RUnlock()
+	if len(keys) == 0 {
+		return nil
+	}
+	same := []*adminObject{a}
+	for _, k := range keys {
+		kind, name, _ := strings.Cut(k, "/")
+		if o := c.getAdmin(kind, name); o != nil {
 			same = append(same, o)
 		}
 	}
@@ -251,36 +314,45 @@ func (c *Controller) syncAdmin(ctx context.Context, key string) error {
 	}
 	c.mu.Unlock()
 	unused, collisions := c.register(adminKey+key, "", rows)
-	t := ovndb.NewTxn(c.nb)
-	if rows == nil {
-		if pg := ovndb.Lookup(t, &nbdb.PortGroup{Name: AdminPortGroup(kind, name)}); pg != nil && ownedBy(pg.ExternalIDs, owner) {
-			t.Delete(pg) // its ACLs go with it
-		}
-	} else {
-		if len(collisions) > 0 {
-			c.log.Error(nil, "a peer selector's address set name is another selector's; the rules naming it are left out", "policy", key, "addressSets", collisions)
-			rows.dropCollisions(collisions)
-		}
-		c.ensureSets(t, rows)
-		c.ensurePortGroup(t, rows.PortGroup, rows.ACLs, c.subjectPorts(t, *rows.Subject))
+	if rows != nil && len(collisions) > 0 {
+		c.log.Error(nil, "a peer selector's address set name is another selector's; the rules naming it are left out", "policy", key, "addressSets", collisions)
+		rows.dropCollisions(collisions)
 	}
-	if err := c.commitTxn(ctx, t); err != nil {
+	members := memberMemo{}
+	err := c.commitBuilt(ctx, func(t *ovndb.Txn) {
+		if rows == nil {
+			if pg := ovndb.Lookup(t, &nbdb.PortGroup{Name: AdminPortGroup(kind, name)}); pg != nil && ownedBy(pg.ExternalIDs, owner) {
+				t.Delete(pg) // its ACLs go with it
+			}
+			return
+		}
+		c.ensureSets(t, rows, members)
+		c.ensurePortGroup(t, rows.PortGroup, rows.ACLs, c.subjectPorts(t, *rows.Subject))
+	})
+	if err != nil {
 		return fmt.Errorf("%s %s: %w", kind, name, err)
 	}
 	for _, k := range unused {
 		c.queue.Add(k)
 	}
+	c.mu.Lock()
 	if a == nil {
-		return nil
+		delete(c.wantStatus, key)
+	} else {
+		c.wantStatus[key] = cond
 	}
-	return c.reportAdmin(ctx, kind, a.obj, cond)
+	c.mu.Unlock()
+	if a != nil {
+		c.statusQueue.Add(key)
+	}
+	return nil
 }
 
 // ensureSets creates the address sets a policy's rows name that do not
 // exist yet (their own keys keep them up to date).
-func (c *Controller) ensureSets(t *ovndb.Txn, rows *Rows) {
+func (c *Controller) ensureSets(t *ovndb.Txn, rows *Rows, members memberMemo) {
 	for _, s := range rows.PeerSets {
-		c.ensurePeerSet(t, s)
+		c.ensurePeerSet(t, s, members)
 	}
 	for _, s := range rows.NodeSets {
 		for _, v6 := range []bool{false, true} {
@@ -291,7 +363,7 @@ func (c *Controller) ensureSets(t *ovndb.Txn, rows *Rows) {
 			if cached != nil && cached.ExternalIDs[PeersKey] == s.Key() {
 				continue
 			}
-			ensureAddressSet(t, cached, NodeSetRow(s, v6, c.nodeMembers(s, v6)))
+			ensureAddressSet(t, cached, NodeSetRow(s, v6, members.get(topology.FamilySetName(s.Name(), v6), func() []string { return c.nodeMembers(s, v6) })))
 		}
 	}
 }
@@ -312,9 +384,20 @@ func programmedCondition(r *Rows) metav1.Condition {
 		Message: fmt.Sprintf("%d ACLs programmed", len(r.ACLs))}
 }
 
-// reportAdmin writes the policy's Ready condition when it differs from the
-// one it carries (an idle restart writes nothing).
-func (c *Controller) reportAdmin(ctx context.Context, kind string, obj metav1.Object, cond metav1.Condition) error {
+// syncAdminStatus writes a policy's Ready condition, as its last sync
+// computed it, when it differs from the one it carries (an idle restart
+// writes nothing). Status writes have a queue of their own, so that the
+// NB's workers never wait on the API server.
+func (c *Controller) syncAdminStatus(ctx context.Context, key string) error {
+	kind, name, _ := strings.Cut(key, "/")
+	c.mu.RLock()
+	cond, ok := c.wantStatus[key]
+	c.mu.RUnlock()
+	a := c.getAdmin(kind, name)
+	if !ok || a == nil {
+		return nil
+	}
+	obj := a.obj
 	cond.ObservedGeneration = obj.GetGeneration()
 	var conds *[]metav1.Condition
 	var update func() error

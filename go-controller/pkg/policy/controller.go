@@ -77,7 +77,7 @@ type Controller struct {
 	npLister  networkinglisters.NetworkPolicyLister
 	podLister slim.Lister
 	nsLister  corelisters.NamespaceLister
-	queue     *controller.Queue
+	queue     *queues
 	// started: events before the first full queueing are covered by it.
 	started atomic.Bool
 
@@ -112,6 +112,20 @@ type Controller struct {
 	admins     map[string]*adminEntry
 	collided   map[string]bool
 	nodeSets   map[string]*nodeSetEntry
+	// ranks holds every admin policy's tier and priority (collisions);
+	// wantStatus the condition each one's last sync computed, which
+	// statusQueue writes.
+	ranks       map[string]tierPriority
+	wantStatus  map[string]metav1.Condition
+	statusQueue *controller.Queue
+
+	// podPorts indexes the UUIDs of pods' ports by namespace/name, from
+	// the NB cache's events: reading a port from the cache copies it, and
+	// a port group's sync reads every port it holds.
+	podPorts sync.Map
+	// setLocks hold a mutex per address set name, taken by the
+	// transactions creating that set (commitBuilt).
+	setLocks sync.Map
 }
 
 type nodeSetEntry struct {
@@ -156,8 +170,11 @@ func New(factory informers.SharedInformerFactory, nb libovsdbclient.Client, comm
 		admins:     map[string]*adminEntry{},
 		collided:   map[string]bool{},
 		nodeSets:   map[string]*nodeSetEntry{},
+		ranks:      map[string]tierPriority{},
+		wantStatus: map[string]metav1.Condition{},
 	}
-	c.queue = controller.NewQueue("networkpolicies", maxDelay, c.sync, log)
+	c.queue = &queues{rows: controller.NewQueue("networkpolicies", maxDelay, c.sync, log),
+		sets: controller.NewQueue("policyaddresssets", maxDelay, c.sync, log)}
 	_, _ = factory.Networking().V1().NetworkPolicies().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.policyChanged,
 		UpdateFunc: func(_, cur any) { c.policyChanged(cur) },
@@ -174,6 +191,7 @@ func New(factory informers.SharedInformerFactory, nb libovsdbclient.Client, comm
 		DeleteFunc: func(obj any) { c.namespaceChanged(nsOf(obj), nil) },
 	})
 	if opts.Admin != nil {
+		c.statusQueue = controller.NewQueue("adminpolicystatus", maxDelay, c.syncAdminStatus, log)
 		c.watchAdmin(opts.Admin)
 		nodes := factory.Core().V1().Nodes()
 		c.nodeLister = nodes.Lister()
@@ -196,11 +214,16 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	c.registerAll()
 	c.started.Store(true)
 	c.enqueueAll(c.queue.Add)
+	if c.statusQueue != nil {
+		go c.statusQueue.Run(ctx, 2)
+	}
 	c.queue.Run(ctx, workers)
 }
 
 // Idle reports whether nothing is queued or being synced.
-func (c *Controller) Idle() bool { return c.queue.Idle() }
+func (c *Controller) Idle() bool {
+	return c.queue.Idle() && (c.statusQueue == nil || c.statusQueue.Idle())
+}
 
 // Resync queues everything for a check whose repairs are logged.
 func (c *Controller) Resync() int { return c.enqueueAll(c.queue.Resync) }
@@ -213,7 +236,13 @@ func (c *Controller) registerAll() {
 		rows := Policy(np, c.resolve, Logging{}, c.fams)
 		c.register(np.Namespace+"/"+np.Name, np.Namespace, &rows)
 	}
+	if !ovndb.HasACLTiers(c.nb) {
+		return // no admin policy has rows
+	}
 	for _, a := range c.listAdmin() {
+		if w := c.collisionWinner(a); w != nil && w.policy.Key() != a.policy.Key() {
+			continue // refused: it has no rows
+		}
 		rows := AdminRows(a.policy, c.resolve, AdminLogging{}, c.fams)
 		if rows.Refused == "" {
 			c.register(adminKey+a.policy.Key(), "", &rows)
@@ -260,6 +289,28 @@ func (c *Controller) enqueueAll(add func(string)) int {
 		add(k)
 	}
 	return n
+}
+
+// queues route each key to its queue: address sets (peers/, nodes/) have
+// their own, so that a pod or label change reaches the sets without
+// waiting behind the policies' port group syncs it also queues.
+type queues struct{ rows, sets *controller.Queue }
+
+func (q *queues) pick(key string) *controller.Queue {
+	if strings.HasPrefix(key, peersKey) || strings.HasPrefix(key, nodesKey) {
+		return q.sets
+	}
+	return q.rows
+}
+
+func (q *queues) Add(key string)    { q.pick(key).Add(key) }
+func (q *queues) Resync(key string) { q.pick(key).Resync(key) }
+func (q *queues) Idle() bool        { return q.rows.Idle() && q.sets.Idle() }
+
+// Run runs workers on each queue until ctx ends.
+func (q *queues) Run(ctx context.Context, workers int) {
+	go q.sets.Run(ctx, workers)
+	q.rows.Run(ctx, workers)
 }
 
 // ownerKey is the queue key of a row of ours.
@@ -422,13 +473,15 @@ func (c *Controller) syncPolicy(ctx context.Context, key string) error {
 		return err
 	}
 	owner := topology.Owner{Type: OwnerPolicy, Name: key}
-	t := ovndb.NewTxn(c.nb)
 	var unused []string
+	var build func(t *ovndb.Txn)
 	if np == nil {
 		c.reportRefusal(&networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, "")
 		unused, _ = c.register(key, ns, nil)
-		if pg := ovndb.Lookup(t, &nbdb.PortGroup{Name: PolicyPortGroup(ns, name)}); pg != nil && ownedBy(pg.ExternalIDs, owner) {
-			t.Delete(pg) // its ACLs go with it
+		build = func(t *ovndb.Txn) {
+			if pg := ovndb.Lookup(t, &nbdb.PortGroup{Name: PolicyPortGroup(ns, name)}); pg != nil && ownedBy(pg.ExternalIDs, owner) {
+				t.Delete(pg) // its ACLs go with it
+			}
 		}
 	} else {
 		rows := Policy(np, c.resolve, c.logging(ns), c.fams)
@@ -443,14 +496,17 @@ func (c *Controller) syncPolicy(ctx context.Context, key string) error {
 				"policy", key, "addressSets", collisions)
 			rows.dropCollisions(collisions)
 		}
-		for _, s := range rows.PeerSets {
-			c.ensurePeerSet(t, s)
+		members := memberMemo{}
+		build = func(t *ovndb.Txn) {
+			for _, s := range rows.PeerSets {
+				c.ensurePeerSet(t, s, members)
+			}
+			c.ensurePortGroup(t, rows.PortGroup, rows.ACLs, c.selectedPorts(t, ns, func(p *slim.Pod) bool {
+				return rows.PodSelector.Matches(labels.Set(p.Labels))
+			}))
 		}
-		c.ensurePortGroup(t, rows.PortGroup, rows.ACLs, c.selectedPorts(t, ns, func(p *slim.Pod) bool {
-			return rows.PodSelector.Matches(labels.Set(p.Labels))
-		}))
 	}
-	if err := c.commitTxn(ctx, t); err != nil {
+	if err := c.commitBuilt(ctx, build); err != nil {
 		return fmt.Errorf("network policy %s: %w", key, err)
 	}
 	for _, k := range unused {
@@ -482,6 +538,41 @@ func (c *Controller) reportRefusal(np *networkingv1.NetworkPolicy, why string) {
 	}
 }
 
+// commitBuilt commits the operations build makes. Those creating address
+// sets, which policies share, are built again and committed holding a lock
+// on each set's name: a second policy creating the same set meanwhile then
+// finds it in the cache instead of failing on its name.
+func (c *Controller) commitBuilt(ctx context.Context, build func(*ovndb.Txn)) error {
+	t := ovndb.NewTxn(c.nb)
+	build(t)
+	if names := createdAddressSets(t); len(names) > 0 {
+		for _, n := range names { // sorted: no two syncs wait on each other in a circle
+			mu, _ := c.setLocks.LoadOrStore(n, &sync.Mutex{})
+			mu.(*sync.Mutex).Lock()
+			defer mu.(*sync.Mutex).Unlock()
+		}
+		t = ovndb.NewTxn(c.nb)
+		build(t)
+	}
+	return c.commitTxn(ctx, t)
+}
+
+// createdAddressSets are the names of the address sets a transaction
+// inserts, sorted.
+func createdAddressSets(t *ovndb.Txn) []string {
+	ops, _ := t.Ops()
+	var names []string
+	for _, op := range ops {
+		if op.Op == ovsdb.OperationInsert && op.Table == nbdb.AddressSetTable {
+			if n, ok := op.Row["name"].(string); ok {
+				names = append(names, n)
+			}
+		}
+	}
+	sort.Strings(names)
+	return slices.Compact(names)
+}
+
 func (c *Controller) commitTxn(ctx context.Context, t *ovndb.Txn) error {
 	ops, err := t.Ops()
 	if err != nil {
@@ -494,7 +585,7 @@ func (c *Controller) commitTxn(ctx context.Context, t *ovndb.Txn) error {
 // not exist yet, with their members; an existing one recording this
 // selector is kept up to date by its own key, and one recording another is
 // rewritten here, never reused.
-func (c *Controller) ensurePeerSet(t *ovndb.Txn, s PeerSet) {
+func (c *Controller) ensurePeerSet(t *ovndb.Txn, s PeerSet, members memberMemo) {
 	for _, v6 := range []bool{false, true} {
 		if !c.fams.Has(v6) {
 			continue
@@ -503,8 +594,21 @@ func (c *Controller) ensurePeerSet(t *ovndb.Txn, s PeerSet) {
 		if cached != nil && cached.ExternalIDs[PeersKey] == s.Key() {
 			continue
 		}
-		ensureAddressSet(t, cached, s.AddressSet(v6, c.members(s, v6)))
+		ensureAddressSet(t, cached, s.AddressSet(v6, members.get(topology.FamilySetName(s.Name(), v6), func() []string { return c.members(s, v6) })))
 	}
+}
+
+// memberMemo keeps the members computed for new address sets during one
+// sync, whose transaction may be built twice (commitBuilt).
+type memberMemo map[string][]string
+
+func (m memberMemo) get(name string, compute func() []string) []string {
+	if v, ok := m[name]; ok {
+		return v
+	}
+	v := compute()
+	m[name] = v
+	return v
 }
 
 // syncPeers makes one peer address set's rows hold the addresses of
@@ -597,15 +701,50 @@ func podAddrs(p *slim.Pod) []netip.Addr {
 	if !p.Networked() || !p.Annotated {
 		return nil
 	}
-	pn, err := annotations.ParsePodNetworks(p.Networks)
-	if err != nil || !pn.WrittenFor(string(p.UID)) {
+	a := parsedAddrs.get(p.Networks)
+	if a.uid == "" || a.uid != string(p.UID) {
 		return nil
 	}
-	out := make([]netip.Addr, 0, len(pn.IPs))
-	for _, ip := range pn.IPs {
-		out = append(out, ip.Addr())
+	return a.addrs
+}
+
+// parsedAddrs memoizes the addresses of pod-networks annotations by their
+// text: a peer set's sync reads those of every pod it selects, and parsing
+// the JSON each time was a quarter of the master's CPU under policy churn.
+var parsedAddrs = &addrMemo{max: 1 << 17}
+
+type addrMemo struct {
+	mu  sync.RWMutex
+	m   map[string]memoAddrs
+	max int // entries kept at most: past it the memo starts afresh
+}
+
+// memoAddrs is one annotation's pod UID ("" when malformed) and addresses.
+type memoAddrs struct {
+	uid   string
+	addrs []netip.Addr
+}
+
+func (a *addrMemo) get(value string) memoAddrs {
+	a.mu.RLock()
+	e, ok := a.m[value]
+	a.mu.RUnlock()
+	if ok {
+		return e
 	}
-	return out
+	if pn, err := annotations.ParsePodNetworks(value); err == nil {
+		e.uid = pn.PodUID
+		for _, ip := range pn.IPs {
+			e.addrs = append(e.addrs, ip.Addr())
+		}
+	}
+	a.mu.Lock()
+	if a.m == nil || len(a.m) >= a.max {
+		a.m = map[string]memoAddrs{}
+	}
+	a.m[value] = e
+	a.mu.Unlock()
+	return e
 }
 
 // podIPs are a pod's addresses of one family (see podAddrs).
@@ -623,14 +762,21 @@ func podIPs(p *slim.Pod, v6 bool) []string {
 // match, among those whose port exists.
 func (c *Controller) selectedPorts(t *ovndb.Txn, ns string, match func(*slim.Pod) bool) []string {
 	var out []string
+	lsps := c.nb.Cache().Table(nbdb.LogicalSwitchPortTable)
 	for _, p := range c.podLister.List(ns, labels.Everything()) {
 		// The port's existence (its add event queues what selects the pod)
 		// says the pod is networked; its annotation need not be parsed.
 		if !match(p) || !p.Networked() {
 			continue
 		}
+		key := p.Namespace + "/" + p.Name
+		if uuid, ok := c.podPorts.Load(key); ok && lsps != nil && lsps.HasRow(uuid.(string)) {
+			out = append(out, uuid.(string))
+			continue
+		}
 		lsp := ovndb.Lookup(t, &nbdb.LogicalSwitchPort{Name: topology.PodPort(p.Namespace, p.Name)})
-		if lsp != nil && ownedBy(lsp.ExternalIDs, topology.Owner{Type: topology.OwnerPod, Name: p.Namespace + "/" + p.Name}) {
+		if lsp != nil && ownedBy(lsp.ExternalIDs, topology.Owner{Type: topology.OwnerPod, Name: key}) {
+			c.podPorts.Store(key, lsp.UUID)
 			out = append(out, lsp.UUID)
 		}
 	}
@@ -640,6 +786,13 @@ func (c *Controller) selectedPorts(t *ovndb.Txn, ns string, match func(*slim.Pod
 // ensurePortGroup makes a port group exist with exactly these ports and
 // ACLs of ours (ACLs found by their id; stale ones removed, which deletes them).
 func (c *Controller) ensurePortGroup(t *ovndb.Txn, want *nbdb.PortGroup, acls []*nbdb.ACL, ports []string) {
+	// The transaction writes UUIDs into the rows it is given: it gets
+	// copies, so that the desired rows can be built into another one.
+	want = want.DeepCopy()
+	acls = slices.Clone(acls)
+	for i, a := range acls {
+		acls[i] = a.DeepCopy()
+	}
 	cached := ovndb.Lookup(t, &nbdb.PortGroup{Name: want.Name})
 	if t.Err() != nil {
 		return
@@ -915,9 +1068,14 @@ func (c *Controller) nbRowChanged(m model.Model, deleted bool) {
 	switch row := m.(type) {
 	case *nbdb.LogicalSwitchPort:
 		o, ok := topology.OwnerOf(row.ExternalIDs)
-		if !ok || o.Type != topology.OwnerPod || deleted {
-			return // a deleted port leaves port groups by itself
+		if !ok || o.Type != topology.OwnerPod {
+			return
 		}
+		if deleted { // it leaves port groups by itself
+			c.podPorts.CompareAndDelete(o.Name, row.UUID)
+			return
+		}
+		c.podPorts.Store(o.Name, row.UUID)
 		ns, name, _ := strings.Cut(o.Name, "/")
 		if pod := c.podLister.Get(ns, name); pod != nil {
 			c.podChanged(nil, pod)
