@@ -111,6 +111,26 @@ func TestOVNTraceAdminTiers(t *testing.T) {
 	tr.expect("Admin Deny over a NetworkPolicy allow: client → server:8080 dropped", tr.to("client", "server", 8080), false)
 	c.cnpCondition(np, "deny-b", policy.ReasonProgrammed)
 
+	// ACL logging: the policy's own annotation, a severity per action.
+	cur, err := np.PolicyV1alpha2().ClusterNetworkPolicies().Get(c.ctx(), "deny-b", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Annotations = map[string]string{"k8s.ovn.org/acl-logging": `{"deny": "alert"}`}
+	if _, err := np.PolicyV1alpha2().ClusterNetworkPolicies().Update(c.ctx(), cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, 20*time.Second, "the admin Deny logged in the SB", func() error {
+		flows, err := c.ovn.SBCtl("lflow-list", "n2")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(flows, `name="cnp:deny_b", severity=alert, verdict=drop, meter="acl-logging`) {
+			return fmt.Errorf("no logging drop flow of cnp:deny_b")
+		}
+		return nil
+	})
+
 	// Admin Pass (higher precedence) on 8080 hands it to the NetworkPolicy.
 	pass := cnp("pass-8080", cnpv1alpha2.AdminTier, 10, aTenant)
 	pass.Spec.Ingress = []cnpv1alpha2.ClusterNetworkPolicyIngressRule{cnpIngress(cnpv1alpha2.ClusterNetworkPolicyRuleActionPass, sel("tenant", "b"), 8080)}
