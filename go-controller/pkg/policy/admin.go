@@ -114,15 +114,7 @@ func FromANP(anp *anpv1alpha1.AdminNetworkPolicy) *AdminPolicy {
 		p.Ingress = append(p.Ingress, p.anpIngress(i, string(r.Action), r.Name, r.From, r.Ports))
 	}
 	for i, r := range anp.Spec.Egress {
-		rule := AdminRule{Name: r.Name, Action: anpAction(string(r.Action)), Ports: anpPorts(r.Ports)}
-		for j, peer := range r.To {
-			where := fmt.Sprintf("egress[%d].to[%d]", i, j)
-			p.addPods(&rule, where, peer.Namespaces, anpPodSel(peer.Pods))
-			p.addNodes(&rule, where, peer.Nodes)
-			p.addNetworks(&rule, where, anpCIDRs(peer.Networks))
-			p.domainNames(where, len(peer.DomainNames))
-		}
-		p.Egress = append(p.Egress, rule)
+		p.Egress = append(p.Egress, p.anpEgress(i, string(r.Action), r.Name, r.To, r.Ports))
 	}
 	return p
 }
@@ -136,16 +128,25 @@ func FromBANP(banp *anpv1alpha1.BaselineAdminNetworkPolicy) *AdminPolicy {
 		p.Ingress = append(p.Ingress, p.anpIngress(i, string(r.Action), r.Name, r.From, r.Ports))
 	}
 	for i, r := range banp.Spec.Egress {
-		rule := AdminRule{Name: r.Name, Action: anpAction(string(r.Action)), Ports: anpPorts(r.Ports)}
+		to := make([]anpv1alpha1.AdminNetworkPolicyEgressPeer, len(r.To)) // the same peers but domain names
 		for j, peer := range r.To {
-			where := fmt.Sprintf("egress[%d].to[%d]", i, j)
-			p.addPods(&rule, where, peer.Namespaces, anpPodSel(peer.Pods))
-			p.addNodes(&rule, where, peer.Nodes)
-			p.addNetworks(&rule, where, anpCIDRs(peer.Networks))
+			to[j] = anpv1alpha1.AdminNetworkPolicyEgressPeer{Namespaces: peer.Namespaces, Pods: peer.Pods, Nodes: peer.Nodes, Networks: peer.Networks}
 		}
-		p.Egress = append(p.Egress, rule)
+		p.Egress = append(p.Egress, p.anpEgress(i, string(r.Action), r.Name, to, r.Ports))
 	}
 	return p
+}
+
+func (p *AdminPolicy) anpEgress(i int, action, name string, to []anpv1alpha1.AdminNetworkPolicyEgressPeer, ports *[]anpv1alpha1.AdminNetworkPolicyPort) AdminRule {
+	rule := AdminRule{Name: name, Action: anpAction(action), Ports: anpPorts(ports)}
+	for j, peer := range to {
+		where := fmt.Sprintf("egress[%d].to[%d]", i, j)
+		p.addPods(&rule, where, peer.Namespaces, anpPodSel(peer.Pods))
+		p.addNodes(&rule, where, peer.Nodes)
+		p.addNetworks(&rule, where, anpCIDRs(peer.Networks))
+		p.domainNames(where, len(peer.DomainNames))
+	}
+	return rule
 }
 
 func (p *AdminPolicy) anpIngress(i int, action, name string, from []anpv1alpha1.AdminNetworkPolicyIngressPeer, ports *[]anpv1alpha1.AdminNetworkPolicyPort) AdminRule {

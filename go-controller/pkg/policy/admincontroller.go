@@ -355,16 +355,9 @@ func (c *Controller) ensureSets(t *ovndb.Txn, rows *Rows, members memberMemo) {
 		c.ensurePeerSet(t, s, members)
 	}
 	for _, s := range rows.NodeSets {
-		for _, v6 := range []bool{false, true} {
-			if !c.fams.Has(v6) {
-				continue
-			}
-			cached := ovndb.Lookup(t, &nbdb.AddressSet{Name: topology.FamilySetName(s.Name(), v6)})
-			if cached != nil && cached.ExternalIDs[PeersKey] == s.Key() {
-				continue
-			}
-			ensureAddressSet(t, cached, NodeSetRow(s, v6, members.get(topology.FamilySetName(s.Name(), v6), func() []string { return c.nodeMembers(s, v6) })))
-		}
+		c.ensureNewSet(t, s.Name(), s.Key(), func(v6 bool) *nbdb.AddressSet {
+			return NodeSetRow(s, v6, members.get(topology.FamilySetName(s.Name(), v6), func() []string { return c.nodeMembers(s, v6) }))
+		})
 	}
 }
 
@@ -473,20 +466,11 @@ func (c *Controller) syncNodeSet(ctx context.Context, name string) error {
 	c.mu.RLock()
 	e := c.nodeSets[name]
 	c.mu.RUnlock()
-	t := ovndb.NewTxn(c.nb)
-	for _, v6 := range []bool{false, true} {
-		cached := ovndb.Lookup(t, &nbdb.AddressSet{Name: topology.FamilySetName(name, v6)})
-		switch {
-		case e != nil && c.fams.Has(v6):
-			ensureAddressSet(t, cached, NodeSetRow(e.set, v6, c.nodeMembers(e.set, v6)))
-		case cached != nil && ownedBy(cached.ExternalIDs, topology.Owner{Type: OwnerNodePeers, Name: name}):
-			t.Delete(cached)
-		}
+	var row setRow
+	if e != nil {
+		row = func(v6 bool) *nbdb.AddressSet { return NodeSetRow(e.set, v6, c.nodeMembers(e.set, v6)) }
 	}
-	if err := c.commitTxn(ctx, t); err != nil {
-		return fmt.Errorf("address set %s: %w", name, err)
-	}
-	return nil
+	return c.syncSet(ctx, name, topology.Owner{Type: OwnerNodePeers, Name: name}, row)
 }
 
 func (c *Controller) nodeMembers(s NodeSet, v6 bool) []string {

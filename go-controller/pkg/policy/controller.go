@@ -586,16 +586,48 @@ func (c *Controller) commitTxn(ctx context.Context, t *ovndb.Txn) error {
 // selector is kept up to date by its own key, and one recording another is
 // rewritten here, never reused.
 func (c *Controller) ensurePeerSet(t *ovndb.Txn, s PeerSet, members memberMemo) {
+	c.ensureNewSet(t, s.Name(), s.Key(), func(v6 bool) *nbdb.AddressSet {
+		return s.AddressSet(v6, members.get(topology.FamilySetName(s.Name(), v6), func() []string { return c.members(s, v6) }))
+	})
+}
+
+// setRow is an address set's desired row of one family.
+type setRow func(v6 bool) *nbdb.AddressSet
+
+// ensureNewSet creates a shared address set's rows (one per family of the
+// cluster) that do not exist yet or record another selector than key; one
+// recording key is kept up to date by the set's own queue key.
+func (c *Controller) ensureNewSet(t *ovndb.Txn, name, key string, row setRow) {
 	for _, v6 := range []bool{false, true} {
 		if !c.fams.Has(v6) {
 			continue
 		}
-		cached := ovndb.Lookup(t, &nbdb.AddressSet{Name: topology.FamilySetName(s.Name(), v6)})
-		if cached != nil && cached.ExternalIDs[PeersKey] == s.Key() {
+		cached := ovndb.Lookup(t, &nbdb.AddressSet{Name: topology.FamilySetName(name, v6)})
+		if cached != nil && cached.ExternalIDs[PeersKey] == key {
 			continue
 		}
-		ensureAddressSet(t, cached, s.AddressSet(v6, members.get(topology.FamilySetName(s.Name(), v6), func() []string { return c.members(s, v6) })))
+		ensureAddressSet(t, cached, row(v6))
 	}
+}
+
+// syncSet makes a shared address set's rows those row gives, one per
+// family of the cluster, or deletes the rows owner owns when row is nil
+// (no policy names the set).
+func (c *Controller) syncSet(ctx context.Context, name string, owner topology.Owner, row setRow) error {
+	t := ovndb.NewTxn(c.nb)
+	for _, v6 := range []bool{false, true} {
+		cached := ovndb.Lookup(t, &nbdb.AddressSet{Name: topology.FamilySetName(name, v6)})
+		switch {
+		case row != nil && c.fams.Has(v6):
+			ensureAddressSet(t, cached, row(v6))
+		case cached != nil && ownedBy(cached.ExternalIDs, owner):
+			t.Delete(cached)
+		}
+	}
+	if err := c.commitTxn(ctx, t); err != nil {
+		return fmt.Errorf("address set %s: %w", name, err)
+	}
+	return nil
 }
 
 // memberMemo keeps the members computed for new address sets during one
@@ -618,20 +650,11 @@ func (c *Controller) syncPeers(ctx context.Context, name string) error {
 	c.mu.RLock()
 	e := c.sets[name]
 	c.mu.RUnlock()
-	t := ovndb.NewTxn(c.nb)
-	for _, v6 := range []bool{false, true} {
-		cached := ovndb.Lookup(t, &nbdb.AddressSet{Name: topology.FamilySetName(name, v6)})
-		switch {
-		case e != nil && c.fams.Has(v6):
-			ensureAddressSet(t, cached, e.set.AddressSet(v6, c.members(e.set, v6)))
-		case cached != nil && ownedBy(cached.ExternalIDs, topology.Owner{Type: OwnerPeers, Name: name}):
-			t.Delete(cached)
-		}
+	var row setRow
+	if e != nil {
+		row = func(v6 bool) *nbdb.AddressSet { return e.set.AddressSet(v6, c.members(e.set, v6)) }
 	}
-	if err := c.commitTxn(ctx, t); err != nil {
-		return fmt.Errorf("address set %s: %w", name, err)
-	}
-	return nil
+	return c.syncSet(ctx, name, topology.Owner{Type: OwnerPeers, Name: name}, row)
 }
 
 // ensureAddressSet makes an address set exist with exactly want's
