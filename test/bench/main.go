@@ -213,7 +213,7 @@ func run(s *harness.Session, o options) {
 	if slices.Contains(o.scenarioList(), "adminpolicies") {
 		// The master follows the admin policy kinds the API server serves
 		// when it starts.
-		b.np = b.kube.InstallAdminPolicyCRDs(s)
+		b.np = b.kube.InstallCRDs(s)
 	}
 	b.startMaster()
 	for _, sc := range []struct {

@@ -483,8 +483,8 @@ func oneLine(s string) string {
 	return s
 }
 
-// policyCRDs are the files of dist/kubernetes holding the network-policy-api
-// CustomResourceDefinitions (hack/npapi crds writes them).
+// policyCRDs are the files of dist/kubernetes holding CustomResourceDefinitions:
+// the network-policy-api's (hack/npapi crds writes them) and EgressFirewall's.
 func (c *Cluster) policyCRDs() ([]string, error) {
 	files, err := filepath.Glob(filepath.Join(c.Repo, "dist", "kubernetes", "05-crd-*.yaml"))
 	if err != nil || len(files) == 0 {
@@ -494,7 +494,7 @@ func (c *Cluster) policyCRDs() ([]string, error) {
 	return files, nil
 }
 
-// installPolicyCRDs applies the network-policy-api CRDs as an operator
+// installPolicyCRDs applies the CRDs of dist/kubernetes as an operator
 // would and waits until the API serves them, before the master starts.
 func (c *Cluster) installPolicyCRDs() error {
 	files, err := c.policyCRDs()

@@ -108,8 +108,9 @@ func (c *Cluster) Up(ctx context.Context) error {
 		return err
 	}
 	c.Log("cluster: control plane up after %s", time.Since(start).Round(time.Second))
-	// The network-policy-api CRDs (dist/kubernetes/05-crd-*.yaml) are
-	// served before the master starts, so that it finds their APIs.
+	// The CRDs (dist/kubernetes/05-crd-*.yaml: the network-policy-api's,
+	// EgressFirewall's) are served before the master starts, so that it
+	// finds their APIs.
 	if c.Dist {
 		err = c.installDist(ctx) // they come first in file order
 	} else if err = c.installPolicyCRDs(); err == nil {

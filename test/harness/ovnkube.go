@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -22,8 +23,15 @@ func StartMaster(t T, logDir, name string, ovn *OVNCentral, kube *KubeAPI, extra
 	t.Helper()
 	args := append([]string{Binary(t, "ovnkube"), "--loglevel", "4", "master",
 		"--kubeconfig", kube.Kubeconfig, "--nb-address", ovn.NBAddress()}, extra...)
+	if !slices.Contains(extra, "--dns-servers") {
+		args = append(args, "--dns-servers", NoDNS) // never the host's resolvers
+	}
 	return Start(t, logDir, name, args...)
 }
+
+// NoDNS is a DNS server address on loopback where nothing answers: a
+// master of a test resolves no name, and never asks the host's resolvers.
+const NoDNS = "127.0.0.1:1"
 
 // WaitForLog waits until the process log contains text.
 func WaitForLog(t T, p *Process, text string, timeout time.Duration) {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -21,6 +22,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -31,6 +33,7 @@ import (
 	"k8s.io/client-go/restmapper"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	k8sovnv1 "github.com/ovn-k8s/ovn-k8s/go-controller/pkg/k8sovn/v1"
 	"github.com/ovn-k8s/ovn-k8s/test/harness"
 )
 
@@ -126,7 +129,8 @@ func tokenKubeconfig(t *testing.T, kube *harness.KubeAPI, sa, token string) stri
 // informer synced, the admin policies' too), a pod its address (pods), a
 // node with a malformed gateway annotation an Event (events), a new
 // ClusterNetworkPolicy and AdminNetworkPolicy their status (their /status),
-// all as the leader (leases).
+// as an EgressFirewall in a new namespace (egressfirewalls), all as the
+// leader (leases).
 func masterConverges(c *cluster, i int) func() error {
 	node, bad, pod := fmt.Sprintf("rbac-n%d", i), fmt.Sprintf("rbac-bad%d", i), fmt.Sprintf("rbac-p%d", i)
 	c.createNode(node, nil)
@@ -144,7 +148,21 @@ func masterConverges(c *cluster, i int) func() error {
 			c.t.Fatal(err)
 		}
 	}
+	efNS := fmt.Sprintf("rbac-ef%d", i) // one EgressFirewall per namespace
+	c.namespace(efNS, nil)
+	ef := upstreamEgressFirewallObject(c.t)
+	ef.SetNamespace(efNS)
+	if _, err := admin.Resource(k8sovnv1.EgressFirewallResource).Namespace(efNS).Create(c.ctx(), ef, metav1.CreateOptions{}); err != nil {
+		c.t.Fatal(err)
+	}
 	return func() error {
+		o, err := admin.Resource(k8sovnv1.EgressFirewallResource).Namespace(efNS).Get(c.ctx(), k8sovnv1.EgressFirewallName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if st, _, _ := unstructured.NestedString(o.Object, "status", "status"); st == "" {
+			return fmt.Errorf("EgressFirewall %s/default has no status", efNS)
+		}
 		for _, r := range policies {
 			o, err := admin.Resource(r.gvr).Get(c.ctx(), name, metav1.GetOptions{})
 			if err != nil {
@@ -175,20 +193,20 @@ func masterConverges(c *cluster, i int) func() error {
 
 // Every manifest of dist/kubernetes passes server-side dry-run; the master
 // runs with exactly its ServiceAccount's permissions, the admission policies
-// in force and the network-policy-api CRDs served, and works; and with any
+// in force and the CRDs of dist/kubernetes served, and works; and with any
 // one rule of its roles removed it does not (no rule is superfluous: the
-// k8s.ovn.org one through the policies).
+// k8s.ovn.org one on podnetworks and nodeallocations through the policies).
 func TestDistManifestsAndMasterRBAC(t *testing.T) {
 	c := newCluster(t)
 	objs := distObjects(t)
 	applyObjects(t, c.kube, objs, true)
-	c.kube.InstallAdminPolicyCRDs(t) // before the master starts: it follows the kinds served then
+	c.kube.InstallCRDs(t) // before the master starts: it follows the kinds served then
 	kubeconfig := applyRBAC(t, c.kube, objs, "ovnkube-master")
 	round := 0
 	run := func() *harness.Process {
 		round++
 		return harness.Start(t, c.logDir, fmt.Sprintf("master-sa-%d", round), harness.Binary(t, "ovnkube"), "--loglevel", "4", "master",
-			"--kubeconfig", kubeconfig, "--nb-address", c.ovn.NBAddress())
+			"--kubeconfig", kubeconfig, "--nb-address", c.ovn.NBAddress(), "--dns-servers", harness.NoDNS)
 	}
 
 	p := run()
@@ -327,7 +345,7 @@ func TestDistPolicyAPIRBAC(t *testing.T) {
 	c := &cluster{t: t, kube: kube}
 	ctx := context.Background()
 	objs := distObjects(t)
-	kube.InstallAdminPolicyCRDs(t)
+	kube.InstallCRDs(t)
 	applyDistAccess(t, kube, objs)
 	admin := dynamicFor(t, kube.Config)
 	for _, r := range policyResources {
@@ -633,4 +651,401 @@ func TestDistCommandsUseRealFlags(t *testing.T) {
 			t.Errorf("%s: no flags found in %v", c.where, c.flags)
 		}
 	}
+}
+
+// upstreamEgressFirewall is an EgressFirewall as upstream OVN-Kubernetes's
+// documentation writes one: 05-crd-egressfirewalls.yaml must take it as is.
+const upstreamEgressFirewall = `
+kind: EgressFirewall
+apiVersion: k8s.ovn.org/v1
+metadata: {name: default, namespace: default}
+spec:
+  egress:
+  - type: Allow
+    to: {cidrSelector: 1.2.3.0/24}
+  - type: Allow
+    to: {dnsName: www.openvswitch.org}
+  - type: Allow
+    to: {cidrSelector: 4.5.6.0/24}
+    ports: [{protocol: UDP, port: 55}]
+  - type: Allow
+    to: {nodeSelector: {matchLabels: {region: east}}}
+  - type: Deny
+    to: {cidrSelector: 0.0.0.0/0}
+`
+
+func upstreamEgressFirewallObject(t *testing.T) *unstructured.Unstructured {
+	t.Helper()
+	var m map[string]any
+	if err := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(upstreamEgressFirewall), 4096).Decode(&m); err != nil {
+		t.Fatal(err)
+	}
+	return &unstructured.Unstructured{Object: m}
+}
+
+// egressFirewallRBACRule says whether rule is on egressfirewalls (or their
+// status).
+func egressFirewallRBACRule(rule rbacv1.PolicyRule) bool {
+	return slices.Contains(rule.APIGroups, k8sovnv1.GroupVersion.Group) && slices.ContainsFunc(rule.Resources, func(r string) bool {
+		res, _, _ := strings.Cut(r, "/")
+		return res == k8sovnv1.EgressFirewallResource.Resource
+	})
+}
+
+// egressFirewallAccess does one request on the EgressFirewall default/default
+// as client: get, list and watch (of every namespace, as the informer does),
+// "patch status" (WriteEgressFirewallStatus, as the master writes it),
+// "update status", and the writes of the object: create, update (its spec),
+// patch (its spec), delete. admin reads what an update starts from.
+func egressFirewallAccess(ctx context.Context, t *testing.T, client, admin dynamic.Interface, access string) error {
+	gvr := k8sovnv1.EgressFirewallResource
+	ri := client.Resource(gvr).Namespace("default")
+	name := k8sovnv1.EgressFirewallName
+	switch access {
+	case "get":
+		_, err := ri.Get(ctx, name, metav1.GetOptions{})
+		return err
+	case "list":
+		_, err := client.Resource(gvr).List(ctx, metav1.ListOptions{})
+		return err
+	case "watch":
+		w, err := client.Resource(gvr).Watch(ctx, metav1.ListOptions{TimeoutSeconds: ptr(int64(1))})
+		if err == nil {
+			w.Stop()
+		}
+		return err
+	case "patch status":
+		return k8sovnv1.WriteEgressFirewallStatus(ctx, client, "default", name,
+			k8sovnv1.EgressFirewallStatus{Status: k8sovnv1.EgressFirewallNotApplied, Messages: []string{"patched status"}})
+	case "update status", "update":
+		o, err := admin.Resource(gvr).Namespace("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("admin get: %w", err)
+		}
+		if access == "update" {
+			o.SetLabels(map[string]string{"changed": "yes"})
+			egress, _, _ := unstructured.NestedSlice(o.Object, "spec", "egress")
+			egress[0].(map[string]any)["type"] = "Deny"
+			_ = unstructured.SetNestedSlice(o.Object, egress, "spec", "egress")
+			_, err = ri.Update(ctx, o, metav1.UpdateOptions{})
+			return err
+		}
+		o.Object["status"] = map[string]any{"status": "updated status"}
+		_, err = ri.UpdateStatus(ctx, o, metav1.UpdateOptions{})
+		return err
+	case "patch":
+		_, err := ri.Patch(ctx, name, types.MergePatchType, []byte(`{"spec":{"egress":[{"type":"Allow","to":{"cidrSelector":"0.0.0.0/0"}}]}}`), metav1.PatchOptions{})
+		return err
+	case "create":
+		_, err := ri.Create(ctx, upstreamEgressFirewallObject(t), metav1.CreateOptions{})
+		return err
+	case "delete":
+		return ri.Delete(ctx, name, metav1.DeleteOptions{})
+	}
+	panic("unknown access " + access)
+}
+
+// EgressFirewall (k8s.ovn.org/v1), served from dist/kubernetes's CRD: the
+// master's ServiceAccount may list and watch them (its informer, which
+// syncs with that identity) and patch their status (WriteEgressFirewallStatus),
+// and not get, create, update, patch or delete one, nor update its status;
+// with each of its two rules on them removed in turn, exactly what that rule
+// grants is refused and the other rule's still works. The node daemon's
+// identity (its DaemonSet pod's token on n1) and a user with no grant may do
+// none of it: a namespace's tenant cannot loosen the firewall its admin set,
+// and only the master reports whether it is in force.
+func TestDistEgressFirewallRBAC(t *testing.T) {
+	kube := harness.StartKubeAPI(t)
+	c := &cluster{t: t, kube: kube}
+	ctx := context.Background()
+	kube.InstallCRDs(t)
+	applyDistAccess(t, kube, distObjects(t))
+	admin := dynamicFor(t, kube.Config)
+	gvr := k8sovnv1.EgressFirewallResource
+	if _, err := admin.Resource(gvr).Namespace("default").Create(ctx, upstreamEgressFirewallObject(t), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tokenConfig := func(token string) *rest.Config {
+		return &rest.Config{Host: kube.URL, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
+	}
+	master := dynamicFor(t, tokenConfig(serviceAccountToken(t, kube, "ovn-kubernetes", "ovnkube-master", nil)))
+	nodeDaemon := dynamicFor(t, tokenConfig(nodeDaemonToken(t, kube, "n1")))
+	nobodyCfg := rest.CopyConfig(kube.Config)
+	nobodyCfg.Impersonate = rest.ImpersonationConfig{UserName: "mallory", Groups: []string{"system:authenticated"}}
+	nobody := dynamicFor(t, nobodyCfg)
+
+	masterMay := []string{"list", "watch", "patch status"}
+	every := append(slices.Clone(masterMay), "get", "create", "update", "update status", "patch", "delete")
+	check := func(who string, client dynamic.Interface, access string, allowed bool) error {
+		err := egressFirewallAccess(ctx, t, client, admin, access)
+		switch {
+		case allowed && err != nil:
+			return fmt.Errorf("%s: %s egressfirewalls refused, want allowed: %v", who, access, err)
+		case !allowed && !apierrors.IsForbidden(err):
+			return fmt.Errorf("%s: %s egressfirewalls: %v, want forbidden", who, access, err)
+		}
+		return nil
+	}
+	for _, access := range every {
+		if err := check("the master", master, access, slices.Contains(masterMay, access)); err != nil {
+			t.Error(err)
+		}
+		for who, client := range map[string]dynamic.Interface{"the node daemon of n1": nodeDaemon, "a user with no grant": nobody} {
+			if err := check(who, client, access, false); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	// What the master wrote is there: the status, not the spec or labels.
+	o, err := admin.Resource(gvr).Namespace("default").Get(ctx, k8sovnv1.EgressFirewallName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, _, _ := unstructured.NestedMap(o.Object, "status")
+	wantStatus := map[string]any{"status": k8sovnv1.EgressFirewallNotApplied, "messages": []any{"patched status"}}
+	if !equalJSON(status, wantStatus) || !equalJSON(o.Object["spec"], upstreamEgressFirewallObject(t).Object["spec"]) || len(o.GetLabels()) != 0 {
+		t.Errorf("after the master's writes: status %v (want %v), spec %v, labels %v", status, wantStatus, o.Object["spec"], o.GetLabels())
+	}
+
+	// The master's informer, with its identity: typed, synced, following.
+	inf := k8sovnv1.NewEgressFirewallInformer(master, 0)
+	infCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go inf.RunWithContext(infCtx)
+	harness.Eventually(t, 30*time.Second, "the master's EgressFirewall informer synced", func() error {
+		if !inf.HasSynced() {
+			return fmt.Errorf("not synced")
+		}
+		obj, ok, _ := inf.GetIndexer().GetByKey("default/default")
+		ef, _ := obj.(*k8sovnv1.EgressFirewall)
+		if !ok || ef == nil || len(ef.Spec.Egress) != 5 || ef.Spec.Egress[3].To.NodeSelector.MatchLabels["region"] != "east" ||
+			ef.Spec.Egress[2].Ports[0] != (k8sovnv1.EgressFirewallPort{Protocol: "UDP", Port: 55}) || ef.Status.Status != k8sovnv1.EgressFirewallNotApplied {
+			return fmt.Errorf("store: %#v", obj)
+		}
+		return nil
+	})
+	if err := k8sovnv1.WriteEgressFirewallStatus(ctx, master, "default", "default", k8sovnv1.EgressFirewallStatus{Status: k8sovnv1.EgressFirewallApplied}); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, 30*time.Second, "the informer following the master's status write", func() error {
+		obj, _, _ := inf.GetIndexer().GetByKey("default/default")
+		if ef, _ := obj.(*k8sovnv1.EgressFirewall); ef == nil || ef.Status.Status != k8sovnv1.EgressFirewallApplied || ef.Status.Messages != nil {
+			return fmt.Errorf("store: %#v", obj)
+		}
+		return nil
+	})
+	stop()
+	if t.Failed() {
+		return
+	}
+
+	rules := roleRules(t, c, "", "ovnkube-master")
+	var efRules []int
+	for i, rule := range rules {
+		if egressFirewallRBACRule(rule) {
+			efRules = append(efRules, i)
+		}
+	}
+	if len(efRules) != 2 {
+		t.Fatalf("ovnkube-master has %d rules on egressfirewalls, want 2 (read; patch status)", len(efRules))
+	}
+	accessesOf := func(rules []rbacv1.PolicyRule) []string {
+		var out []string
+		for _, rule := range rules {
+			if egressFirewallRBACRule(rule) {
+				out = append(out, grantedAccesses(rule)[gvr.Resource]...)
+			}
+		}
+		return out
+	}
+	if got := accessesOf(rules); !slices.Equal(sortedCopy(got), sortedCopy(masterMay)) {
+		t.Fatalf("ovnkube-master's rules grant %v on egressfirewalls, want %v", got, masterMay)
+	}
+	for _, i := range efRules {
+		without := append(append([]rbacv1.PolicyRule{}, rules[:i]...), rules[i+1:]...)
+		setRoleRules(t, c, "", "ovnkube-master", without)
+		kept := accessesOf(without)
+		harness.Eventually(t, 30*time.Second, fmt.Sprintf("the master without rule %v", rules[i]), func() error {
+			var errs []error
+			for _, access := range masterMay {
+				errs = append(errs, check("the master", master, access, slices.Contains(kept, access)))
+			}
+			return errors.Join(errs...)
+		})
+		setRoleRules(t, c, "", "ovnkube-master", rules)
+		harness.Eventually(t, 30*time.Second, "the master with every rule again", func() error {
+			var errs []error
+			for _, access := range masterMay {
+				errs = append(errs, check("the master", master, access, true))
+			}
+			return errors.Join(errs...)
+		})
+	}
+}
+
+// equalJSON compares two values as their JSON.
+func equalJSON(a, b any) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
+}
+
+// 05-crd-egressfirewalls.yaml takes upstream's example unchanged (every
+// field kept, the status column shown) and the variants upstream allows,
+// and refuses, each with its rule's message, what upstream's validation
+// refuses: a second EgressFirewall in a namespace, a rule with no or two
+// destinations, an unknown rule type or protocol, a port out of range or
+// missing, a malformed DNS name or CIDR, more than 8000 rules.
+func TestDistEgressFirewallCRD(t *testing.T) {
+	kube := harness.StartKubeAPI(t)
+	kube.InstallCRDs(t)
+	ctx := context.Background()
+	dyn := dynamicFor(t, kube.Config)
+	gvr := k8sovnv1.EgressFirewallResource
+	created, err := dyn.Resource(gvr).Namespace("default").Create(ctx, upstreamEgressFirewallObject(t), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ef k8sovnv1.EgressFirewall
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(created.Object, &ef); err != nil {
+		t.Fatal(err)
+	}
+	if !equalJSON(created.Object["spec"], upstreamEgressFirewallObject(t).Object["spec"]) || len(ef.Spec.Egress) != 5 {
+		t.Fatalf("stored spec %v, want the manifest's", created.Object["spec"])
+	}
+	// The printer column shows the status the master writes.
+	if err := k8sovnv1.WriteEgressFirewallStatus(ctx, dyn, "default", "default", k8sovnv1.EgressFirewallStatus{Status: k8sovnv1.EgressFirewallApplied}); err != nil {
+		t.Fatal(err)
+	}
+	if cols, cells := egressFirewallTable(t, kube); !slices.Contains(cols, "EgressFirewall Status") || !slices.Contains(cells, k8sovnv1.EgressFirewallApplied) {
+		t.Errorf("table: columns %v, cells %v; want an EgressFirewall Status column showing %q", cols, cells, k8sovnv1.EgressFirewallApplied)
+	}
+
+	// variants: the example with its first rule replaced (dry run, in a
+	// namespace without one)
+	if _, err := kube.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ef"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	withRule := func(rule map[string]any) *unstructured.Unstructured {
+		o := upstreamEgressFirewallObject(t)
+		o.SetNamespace("ef")
+		egress, _, _ := unstructured.NestedSlice(o.Object, "spec", "egress")
+		egress[0] = rule
+		if err := unstructured.SetNestedSlice(o.Object, egress, "spec", "egress"); err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	withRules := func(n int) *unstructured.Unstructured {
+		o := upstreamEgressFirewallObject(t)
+		o.SetNamespace("ef")
+		egress := make([]any, n)
+		for i := range egress {
+			egress[i] = map[string]any{"type": "Deny", "to": map[string]any{"cidrSelector": fmt.Sprintf("10.%d.%d.0/24", i/256, i%256)}}
+		}
+		_ = unstructured.SetNestedSlice(o.Object, egress, "spec", "egress")
+		return o
+	}
+	to := func(dest map[string]any) map[string]any { return map[string]any{"type": "Allow", "to": dest} }
+	ports := func(p ...any) map[string]any {
+		return map[string]any{"type": "Allow", "to": map[string]any{"cidrSelector": "4.5.6.0/24"}, "ports": p}
+	}
+	port := func(protocol string, n int64) map[string]any { return map[string]any{"protocol": protocol, "port": n} }
+	accepted := map[string]*unstructured.Unstructured{
+		"an IPv6 CIDR":                   withRule(to(map[string]any{"cidrSelector": "2001:db8::/32"})),
+		"the longest CIDR":               withRule(to(map[string]any{"cidrSelector": "2001:0db8:0000:0000:0000:0000:255.255.255.255/128"})),
+		"a wildcard DNS name":            withRule(to(map[string]any{"dnsName": "*.example.com"})),
+		"a DNS name with a trailing dot": withRule(to(map[string]any{"dnsName": "example.com."})),
+		"a DNS name of 253 characters":   withRule(to(map[string]any{"dnsName": strings.Repeat("a", 249) + ".com"})),
+		"an empty node selector":         withRule(to(map[string]any{"nodeSelector": map[string]any{}})),
+		"a node selector's expression": withRule(to(map[string]any{"nodeSelector": map[string]any{"matchExpressions": []any{
+			map[string]any{"key": "zone", "operator": "In", "values": []any{"a", "b"}}}}})),
+		"every protocol, the extreme ports": withRule(ports(port("TCP", 1), port("UDP", 65535), port("SCTP", 9))),
+		"8000 rules":                        withRules(8000),
+	}
+	for what, o := range accepted {
+		if _, err := dyn.Resource(gvr).Namespace("ef").Create(ctx, o, dry); err != nil {
+			t.Errorf("%s refused: %v", what, err)
+		}
+	}
+
+	other, noSpec, noEgress := withRules(1), withRules(1), withRules(1)
+	other.SetName("other")
+	delete(noSpec.Object, "spec")
+	noEgress.Object["spec"] = map[string]any{}
+	refused := []struct {
+		what string
+		obj  *unstructured.Unstructured
+		msg  string // in the error
+	}{
+		{"a second name", other, "only one EgressFirewall per namespace, named default"},
+		{"no spec", noSpec, "spec: Required value"},
+		{"no rules", noEgress, "spec.egress: Required value"},
+		{"more than 8000 rules", withRules(8001), "spec.egress: Too many"},
+		{"two destinations", withRule(to(map[string]any{"cidrSelector": "1.2.3.0/24", "dnsName": "www.openvswitch.org"})), "spec.egress[0].to: Too many"},
+		{"three destinations", withRule(to(map[string]any{"cidrSelector": "1.2.3.0/24", "dnsName": "a.org", "nodeSelector": map[string]any{}})), "spec.egress[0].to: Too many"},
+		{"no destination", withRule(to(map[string]any{})), "spec.egress[0].to: Invalid value"},
+		{"a rule without to", withRule(map[string]any{"type": "Allow"}), "spec.egress[0].to: Required value"},
+		{"a rule without type", withRule(map[string]any{"to": map[string]any{"cidrSelector": "1.2.3.0/24"}}), "spec.egress[0].type: Required value"},
+		{"type Allowed", withRule(map[string]any{"type": "Allowed", "to": map[string]any{"cidrSelector": "1.2.3.0/24"}}), `spec.egress[0].type: Unsupported value: "Allowed"`},
+		{"type allow", withRule(map[string]any{"type": "allow", "to": map[string]any{"cidrSelector": "1.2.3.0/24"}}), `spec.egress[0].type: Unsupported value: "allow"`},
+		{"protocol ICMP", withRule(ports(port("ICMP", 1))), `spec.egress[0].ports[0].protocol: Unsupported value: "ICMP"`},
+		{"protocol tcp", withRule(ports(port("tcp", 80))), `spec.egress[0].ports[0].protocol: Unsupported value: "tcp"`},
+		{"protocol xUDP", withRule(ports(port("xUDP", 80))), `spec.egress[0].ports[0].protocol: Unsupported value: "xUDP"`},
+		{"port 0", withRule(ports(port("TCP", 0))), "spec.egress[0].ports[0].port: Invalid value: 0"},
+		{"port 65536", withRule(ports(port("TCP", 65536))), "spec.egress[0].ports[0].port: Invalid value: 65536"},
+		{"a port without its number", withRule(ports(map[string]any{"protocol": "TCP"})), "spec.egress[0].ports[0].port: Required value"},
+		{"a port without its protocol", withRule(ports(map[string]any{"port": int64(80)})), "spec.egress[0].ports[0].protocol: Required value"},
+		{"a DNS name with an underscore", withRule(to(map[string]any{"dnsName": "bad_name.example.com"})), "spec.egress[0].to.dnsName: Invalid value"},
+		{"a DNS name with two wildcards", withRule(to(map[string]any{"dnsName": "*.*.example.com"})), "spec.egress[0].to.dnsName: Invalid value"},
+		{"a DNS name with an empty label", withRule(to(map[string]any{"dnsName": "a..example.com"})), "spec.egress[0].to.dnsName: Invalid value"},
+		{"a DNS name of 254 characters", withRule(to(map[string]any{"dnsName": strings.Repeat("a", 250) + ".com"})), "spec.egress[0].to.dnsName: Too long"},
+		{"a CIDR with prefix 33", withRule(to(map[string]any{"cidrSelector": "1.2.3.0/33"})), "cidrSelector must be a CIDR"},
+		{"an address without a prefix", withRule(to(map[string]any{"cidrSelector": "1.2.3.4"})), "cidrSelector must be a CIDR"},
+		{"not a CIDR", withRule(to(map[string]any{"cidrSelector": "www.openvswitch.org/24"})), "cidrSelector must be a CIDR"},
+		{"an empty CIDR", withRule(to(map[string]any{"cidrSelector": ""})), "cidrSelector must be a CIDR"},
+	}
+	for _, r := range refused {
+		_, err := dyn.Resource(gvr).Namespace("ef").Create(ctx, r.obj, dry)
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), r.msg) {
+			t.Errorf("%s: %v, want invalid: %s", r.what, err, r.msg)
+		}
+	}
+}
+
+// egressFirewallTable is what kubectl get egressfirewalls -n default shows:
+// the column names and every row's cells.
+func egressFirewallTable(t *testing.T, kube *harness.KubeAPI) (cols []string, cells []string) {
+	t.Helper()
+	hc, err := rest.HTTPClientFor(kube.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodGet, kube.URL+"/apis/k8s.ovn.org/v1/namespaces/default/egressfirewalls", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var table metav1.Table
+	if err := json.NewDecoder(resp.Body).Decode(&table); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range table.ColumnDefinitions {
+		cols = append(cols, c.Name)
+	}
+	for _, r := range table.Rows {
+		for _, c := range r.Cells {
+			cells = append(cells, fmt.Sprint(c))
+		}
+	}
+	return cols, cells
 }

@@ -29,6 +29,8 @@ type cluster struct {
 	logDir string
 	master *harness.Process
 	starts int
+	// masterArgs are the flags of the master's last start.
+	masterArgs []string
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -67,6 +69,7 @@ func (c *cluster) checkReferences() {
 
 func (c *cluster) startMaster(extra ...string) {
 	c.starts++
+	c.masterArgs = extra
 	c.master = harness.StartMaster(c.t, c.logDir, fmt.Sprintf("master-%d", c.starts), c.ovn, c.kube, extra...)
 }
 

@@ -53,6 +53,9 @@ type Master struct {
 	// GuardedDBs are the NB's and SB's IP endpoints, which an ACL on every
 	// node switch keeps pods from (topology.DBGuard).
 	GuardedDBs []netip.AddrPort
+	// DNSServers ("host:port") resolve the DNS names of egress firewalls
+	// and admin policies (--dns-servers; none: such names match nothing).
+	DNSServers []string
 }
 
 // DefaultResyncInterval is the master's periodic full resync.

@@ -29,6 +29,7 @@ import (
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/controller"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/dnsname"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/metrics"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
@@ -52,6 +53,7 @@ type Master struct {
 
 	factory    informers.SharedInformerFactory
 	admin      *policy.AdminAPI
+	dns        *dnsname.Resolver // nil: no DNS servers configured
 	nodeLister corelisters.NodeLister
 	podLister  slim.Lister
 	nodeQueue  *controller.Queue
@@ -170,9 +172,13 @@ func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client,
 		podRanges = append(podRanges, s.CIDR)
 		nodeSources = append(nodeSources, topology.ManagementAddresses(s.CIDR, s.HostSubnetLength))
 	}
-	m.policies = policy.New(factory, nb, m.committer.Commit, policy.Options{Isolation: cfg.NamespaceIsolation, ClusterSubnets: podRanges,
-		NodeSources: nodeSources, Events: m.recorder, Admin: admin},
-		log.WithName("policy"), cfg.RetryMaxDelay)
+	popts := policy.Options{Isolation: cfg.NamespaceIsolation, ClusterSubnets: podRanges,
+		NodeSources: nodeSources, Events: m.recorder, Admin: admin}
+	if len(cfg.DNSServers) > 0 {
+		m.dns = dnsname.New(dnsname.Options{Servers: cfg.DNSServers}, func(name string) { m.policies.DomainChanged(name) }, log.WithName("dns"))
+		popts.DNS = m.dns
+	}
+	m.policies = policy.New(factory, nb, m.committer.Commit, popts, log.WithName("policy"), cfg.RetryMaxDelay)
 	return m
 }
 
@@ -257,12 +263,12 @@ func (m *Master) Run(ctx context.Context) error {
 		}
 	}
 	if m.admin != nil {
-		m.admin.Factory.Start(ctx.Done())
-		for typ, ok := range m.admin.Factory.WaitForCacheSync(ctx.Done()) {
-			if !ok {
-				return fmt.Errorf("informer cache for %v did not sync", typ)
-			}
+		if err := m.admin.Start(ctx); err != nil {
+			return err
 		}
+	}
+	if m.dns != nil {
+		go m.dns.Run(ctx)
 	}
 	if err := m.ensureClusterWithRetry(ctx); err != nil {
 		return err

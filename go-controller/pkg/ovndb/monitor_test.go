@@ -53,8 +53,8 @@ func TestPortUpIsNotMonitored(t *testing.T) {
 	transact(t, writer)(writer.Where(ext).Update(ext, &ext.ExternalIDs))
 	harness.Eventually(t, 5*time.Second, "external_ids change in the watcher's cache", func() error {
 		p, err := cached()
-		if err != nil || p.ExternalIDs["k"] != "v" {
-			return fmt.Errorf("cached port %+v, %v", p, err)
+		if err != nil || p.ExternalIDs["k"] != "v" || updates.Load() == 0 { // the cache is filled before its handlers run
+			return fmt.Errorf("cached port %+v, %v, %d updates seen", p, err, updates.Load())
 		}
 		return nil
 	})

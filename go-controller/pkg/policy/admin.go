@@ -8,6 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/dnsname"
+
 	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
 	cnpv1alpha2 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
 )
@@ -67,6 +70,7 @@ type AdminRule struct {
 	Pods     []PeerSet
 	Nodes    []NodeSet
 	Networks []netip.Prefix
+	Domains  []DomainSet
 	Ports    []AdminPort
 }
 
@@ -99,7 +103,7 @@ func FromCNP(cnp *cnpv1alpha2.ClusterNetworkPolicy) *AdminPolicy {
 			p.addPods(&rule, where, peer.Namespaces, podSel(peer.Pods))
 			p.addNodes(&rule, where, peer.Nodes)
 			p.addNetworks(&rule, where, cidrStrings(peer.Networks))
-			p.domainNames(where, len(peer.DomainNames))
+			p.addDomains(&rule, where+".domainNames", domainStrings(peer.DomainNames))
 		}
 		p.Egress = append(p.Egress, rule)
 	}
@@ -144,7 +148,7 @@ func (p *AdminPolicy) anpEgress(i int, action, name string, to []anpv1alpha1.Adm
 		p.addPods(&rule, where, peer.Namespaces, anpPodSel(peer.Pods))
 		p.addNodes(&rule, where, peer.Nodes)
 		p.addNetworks(&rule, where, anpCIDRs(peer.Networks))
-		p.domainNames(where, len(peer.DomainNames))
+		p.addDomains(&rule, where+".domainNames", domainStrings(peer.DomainNames))
 	}
 	return rule
 }
@@ -234,12 +238,29 @@ func (p *AdminPolicy) addNetworks(r *AdminRule, where string, cidrs []string) {
 	}
 }
 
-// domainNames: not supported yet. The APIs allow them only in Accept rules,
-// so leaving them out accepts less, never more.
-func (p *AdminPolicy) domainNames(where string, n int) {
-	if n > 0 {
-		p.Problems = append(p.Problems, fmt.Sprintf("%s.domainNames: domain name peers are not supported; they match nothing", where))
+// addDomains adds DNS name peers (domains.go). A wildcard name
+// ("*.example.com") cannot be resolved by asking for it: it matches
+// nothing, and the policy says so.
+func (p *AdminPolicy) addDomains(r *AdminRule, where string, names []string) {
+	for _, n := range names {
+		d, ok := dnsname.Normalize(n)
+		switch {
+		case strings.HasPrefix(n, "*."):
+			p.Problems = append(p.Problems, fmt.Sprintf("%s: wildcard name %q is not supported; it matches nothing", where, n))
+		case !ok:
+			p.Problems = append(p.Problems, fmt.Sprintf("%s: %q is not a DNS name; it matches nothing", where, n))
+		default:
+			r.Domains = append(r.Domains, DomainSet{Domain: d})
+		}
 	}
+}
+
+func domainStrings[S ~string](names []S) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = string(n)
+	}
+	return out
 }
 
 func cidrStrings(cs []cnpv1alpha2.CIDR) []string {

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
 	cnpv1alpha2 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
@@ -23,6 +24,7 @@ import (
 	cnplisters "sigs.k8s.io/network-policy-api/pkg/client/listers/apis/v1alpha2"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	k8sovnv1 "github.com/ovn-k8s/ovn-k8s/go-controller/pkg/k8sovn/v1"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/slim"
@@ -35,12 +37,19 @@ type AdminAPI struct {
 	Client         npclient.Interface
 	Factory        npinformers.SharedInformerFactory
 	CNP, ANP, BANP bool
+	// EgressFirewalls (k8s.ovn.org/v1), through the dynamic client (nil:
+	// not served).
+	Dynamic    dynamic.Interface
+	EFInformer cache.SharedIndexInformer
 }
 
 // DiscoverAdminAPI asks the API server which admin policy kinds it serves
 // (their CRDs are installed); a kind it does not serve is not followed.
-func DiscoverAdminAPI(d discovery.DiscoveryInterface, client npclient.Interface) *AdminAPI {
-	a := &AdminAPI{Client: client, Factory: npinformers.NewSharedInformerFactory(client, 0)}
+func DiscoverAdminAPI(d discovery.DiscoveryInterface, client npclient.Interface, dyn dynamic.Interface) *AdminAPI {
+	a := &AdminAPI{Client: client, Factory: npinformers.NewSharedInformerFactory(client, 0), Dynamic: dyn}
+	if dyn != nil && k8sovnv1.ServesEgressFirewall(d) {
+		a.EFInformer = k8sovnv1.NewEgressFirewallInformer(dyn, 0)
+	}
 	serves := func(gv, resource string) bool {
 		list, err := d.ServerResourcesForGroupVersion(gv)
 		return err == nil && slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == resource })
@@ -54,7 +63,7 @@ func DiscoverAdminAPI(d discovery.DiscoveryInterface, client npclient.Interface)
 // Kinds lists the kinds followed.
 func (a *AdminAPI) Kinds() []string {
 	var out []string
-	for kind, on := range map[string]bool{KindCNP: a.CNP, KindANP: a.ANP, KindBANP: a.BANP} {
+	for kind, on := range map[string]bool{KindCNP: a.CNP, KindANP: a.ANP, KindBANP: a.BANP, KindEF: a.EFInformer != nil} {
 		if on {
 			out = append(out, kind)
 		}
@@ -63,12 +72,31 @@ func (a *AdminAPI) Kinds() []string {
 	return out
 }
 
+// Start starts the informers of the kinds followed and waits for their
+// caches.
+func (a *AdminAPI) Start(ctx context.Context) error {
+	a.Factory.Start(ctx.Done())
+	for typ, ok := range a.Factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("informer cache for %v did not sync", typ)
+		}
+	}
+	if a.EFInformer != nil {
+		go a.EFInformer.RunWithContext(ctx)
+		if !cache.WaitForCacheSync(ctx.Done(), a.EFInformer.HasSynced) {
+			return fmt.Errorf("informer cache for egressfirewalls did not sync")
+		}
+	}
+	return nil
+}
+
 // adminSources are the listers of the kinds followed (nil: not followed).
 type adminSources struct {
 	api  *AdminAPI
 	cnp  cnplisters.ClusterNetworkPolicyLister
 	anp  anplisters.AdminNetworkPolicyLister
 	banp anplisters.BaselineAdminNetworkPolicyLister
+	ef   cache.Indexer
 }
 
 // adminEntry is what pod and namespace events need of an admin policy.
@@ -115,6 +143,10 @@ func (c *Controller) watchAdmin(api *AdminAPI) {
 		c.admin.banp = inf.Lister()
 		_, _ = inf.Informer().AddEventHandler(handler(KindBANP))
 	}
+	if api.EFInformer != nil {
+		c.admin.ef = api.EFInformer.GetIndexer()
+		_, _ = api.EFInformer.AddEventHandler(handler(KindEF))
+	}
 }
 
 // adminObject is one admin policy as its API object and its conversion.
@@ -137,6 +169,12 @@ func (c *Controller) getAdmin(kind, name string) *adminObject {
 	case kind == KindBANP && c.admin.banp != nil:
 		if o, err := c.admin.banp.Get(name); err == nil {
 			return &adminObject{o, FromBANP(o)}
+		}
+	case kind == KindEF && c.admin.ef != nil: // by namespace: one per namespace
+		if o, ok, _ := c.admin.ef.GetByKey(name + "/" + k8sovnv1.EgressFirewallName); ok {
+			if ef, ok := o.(*k8sovnv1.EgressFirewall); ok {
+				return &adminObject{ef, FromEF(ef, c.opts.ClusterSubnets)}
+			}
 		}
 	}
 	return nil
@@ -161,6 +199,13 @@ func (c *Controller) listAdmin() []*adminObject {
 		l, _ := c.admin.banp.List(labels.Everything())
 		for _, o := range l {
 			out = append(out, &adminObject{o, FromBANP(o)})
+		}
+	}
+	if c.admin.ef != nil {
+		for _, o := range c.admin.ef.List() {
+			if ef, ok := o.(*k8sovnv1.EgressFirewall); ok && ef.Name == k8sovnv1.EgressFirewallName {
+				out = append(out, &adminObject{ef, FromEF(ef, c.opts.ClusterSubnets)})
+			}
 		}
 	}
 	return out
@@ -207,6 +252,12 @@ func (c *Controller) adminChanged(kind string, obj any, deleted bool) {
 	}
 	o, ok := obj.(metav1.Object)
 	if !ok {
+		return
+	}
+	if kind == KindEF { // one per namespace, which names it
+		if o.GetName() == k8sovnv1.EgressFirewallName {
+			c.queue.Add(adminKey + kind + "/" + o.GetNamespace())
+		}
 		return
 	}
 	key := kind + "/" + o.GetName()
@@ -300,7 +351,7 @@ func (c *Controller) syncAdmin(ctx context.Context, key string) error {
 			cond = refusedCondition(ReasonPriorityCollision, fmt.Sprintf("priority %d of this tier is %s's (created first); nothing is programmed until one of them changes priority", a.policy.Priority, w.policy.Key()))
 			break
 		}
-		r := AdminRows(a.policy, c.resolve, c.adminLogging(a.obj), c.fams)
+		r := AdminRows(a.policy, c.resolve, c.adminLogging(kind, a.obj), c.fams)
 		cond = programmedCondition(&r)
 		if r.Refused == "" {
 			rows = &r
@@ -359,6 +410,11 @@ func (c *Controller) ensureSets(t *ovndb.Txn, rows *Rows, members memberMemo) {
 			return NodeSetRow(s, v6, members.get(topology.FamilySetName(s.Name(), v6), func() []string { return c.nodeMembers(s, v6) }))
 		})
 	}
+	for _, s := range rows.DomainSets {
+		c.ensureNewSet(t, s.Name(), s.Key(), func(v6 bool) *nbdb.AddressSet {
+			return DomainSetRow(s, v6, members.get(topology.FamilySetName(s.Name(), v6), func() []string { return c.domainMembers(s, v6) }))
+		})
+	}
 }
 
 func refusedCondition(reason, msg string) metav1.Condition {
@@ -389,6 +445,9 @@ func (c *Controller) syncAdminStatus(ctx context.Context, key string) error {
 	a := c.getAdmin(kind, name)
 	if !ok || a == nil {
 		return nil
+	}
+	if ef, ok := a.obj.(*k8sovnv1.EgressFirewall); ok {
+		return c.writeEFStatus(ctx, ef, cond)
 	}
 	obj := a.obj
 	cond.ObservedGeneration = obj.GetGeneration()
@@ -433,9 +492,36 @@ func (c *Controller) syncAdminStatus(ctx context.Context, key string) error {
 	return nil
 }
 
+// writeEFStatus writes an egress firewall's status, upstream's words for
+// the condition its last sync computed, when it differs from the one it
+// carries.
+func (c *Controller) writeEFStatus(ctx context.Context, ef *k8sovnv1.EgressFirewall, cond metav1.Condition) error {
+	want := k8sovnv1.EgressFirewallStatus{Status: k8sovnv1.EgressFirewallApplied}
+	if cond.Reason != ReasonProgrammed {
+		want = k8sovnv1.EgressFirewallStatus{Status: k8sovnv1.EgressFirewallNotApplied, Messages: []string{cond.Message}}
+		if ef.Status.Status != want.Status {
+			c.log.Info("egress firewall not applied", "namespace", ef.Namespace, "reason", cond.Reason, "message", cond.Message)
+		}
+	}
+	if ef.Status.Status == want.Status && slices.Equal(ef.Status.Messages, want.Messages) {
+		return nil
+	}
+	err := k8sovnv1.WriteEgressFirewallStatus(ctx, c.admin.api.Dynamic, ef.Namespace, ef.Name, want)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("EgressFirewall %s/%s: writing its status: %w", ef.Namespace, ef.Name, err)
+	}
+	return nil
+}
+
 // adminLogging is an admin policy's ACL logging, from its
-// k8s.ovn.org/acl-logging annotation; a malformed one logs nothing.
-func (c *Controller) adminLogging(obj metav1.Object) AdminLogging {
+// k8s.ovn.org/acl-logging annotation; a malformed one logs nothing. An
+// egress firewall logs as its namespace's NetworkPolicies do (its Allow
+// with their allow severity), as upstream's does.
+func (c *Controller) adminLogging(kind string, obj metav1.Object) AdminLogging {
+	if kind == KindEF {
+		l := c.logging(obj.GetNamespace())
+		return AdminLogging{Pass: l.Allow, Deny: l.Deny, Meter: l.Meter}
+	}
 	v, ok := obj.GetAnnotations()[annotations.NamespaceACLLogging]
 	if !ok {
 		return AdminLogging{}
@@ -451,10 +537,17 @@ func (c *Controller) adminLogging(obj metav1.Object) AdminLogging {
 // subjectPorts are the UUIDs of the ports of the pods a subject selects,
 // across the namespaces it selects.
 func (c *Controller) subjectPorts(t *ovndb.Txn, s PeerSet) []string {
-	nss, _ := c.nsLister.List(s.Namespaces)
+	names := []string{s.Namespace}
+	if s.Namespace == "" {
+		nss, _ := c.nsLister.List(s.Namespaces)
+		names = names[:0]
+		for _, ns := range nss {
+			names = append(names, ns.Name)
+		}
+	}
 	var out []string
-	for _, ns := range nss {
-		out = append(out, c.selectedPorts(t, ns.Name, func(p *slim.Pod) bool { return s.Pods.Matches(labels.Set(p.Labels)) })...)
+	for _, ns := range names {
+		out = append(out, c.selectedPorts(t, ns, func(p *slim.Pod) bool { return s.Pods.Matches(labels.Set(p.Labels)) })...)
 	}
 	sort.Strings(out)
 	return out
@@ -517,7 +610,7 @@ func (c *Controller) adminPodChanged(old, cur *slim.Pod, nsLabels labels.Set) {
 // namespace's label change moves it into or out of (c.mu held for reading).
 func (c *Controller) adminNamespaceChanged(oldL, curL labels.Set) {
 	for key, e := range c.admins {
-		if e.subject.Namespaces.Matches(oldL) != e.subject.Namespaces.Matches(curL) {
+		if e.subject.Namespace == "" && e.subject.Namespaces.Matches(oldL) != e.subject.Namespaces.Matches(curL) {
 			c.queue.Add(adminKey + key)
 		}
 	}

@@ -33,7 +33,7 @@ func AdminACLPriority(p int32, i int) int { return adminPriorityTop - int(p)*Adm
 
 // AdminPortGroup is the port group of an admin policy's subject.
 func AdminPortGroup(kind, name string) string {
-	prefix := map[string]string{KindCNP: "cnp.", KindANP: "anp.", KindBANP: "banp."}[kind]
+	prefix := map[string]string{KindCNP: "cnp.", KindANP: "anp.", KindBANP: "banp.", KindEF: "ef."}[kind]
 	return prefix + identifier(name)
 }
 
@@ -85,28 +85,48 @@ func AdminRows(p *AdminPolicy, resolve Resolver, log AdminLogging, fams topology
 	for d, rules := range map[Direction][]AdminRule{Ingress: p.Ingress, Egress: p.Egress} {
 		for i, rule := range rules {
 			where := fmt.Sprintf("%s[%d]", d, i)
+			ps := peers{sets: rule.Pods, nodes: rule.Nodes, domains: rule.Domains, blocks: networkGroups(rule.Networks)}
+			if ps.empty() {
+				continue // peers that all match nothing
+			}
 			action, ok := ovnAction(rule.Action)
 			if !ok {
 				r.Problems = append(r.Problems, fmt.Sprintf("%s: action %q is not Accept, Deny or Pass; the rule is left out", where, rule.Action))
 				continue
 			}
-			ps := peers{sets: rule.Pods, nodes: rule.Nodes, blocks: networkGroups(rule.Networks)}
-			if ps.empty() {
-				continue // peers that all match nothing
-			}
 			numbered, named := b.adminPorts(where, rule.Ports)
 			b.emit(d, where, ps, len(rule.Ports) == 0, numbered, named, verdict{action: action, tier: p.Tier,
-				priority: AdminACLPriority(p.Priority, i), severity: log.severity(rule.Action), meter: log.Meter})
+				priority: p.rulePriority(i), severity: log.severity(rule.Action), meter: log.Meter})
 		}
 	}
-	if len(r.ACLs) > MaxACLsPerPolicy {
-		r.refuse(fmt.Sprintf("%d ACLs (rules times the numbers its named ports resolve to), more than %d; split it into several policies", len(r.ACLs), MaxACLsPerPolicy))
+	if limit := p.maxACLs(); len(r.ACLs) > limit {
+		r.refuse(fmt.Sprintf("%d ACLs (rules times the numbers its named ports resolve to), more than %d; split it into several policies", len(r.ACLs), limit))
 	}
 	return r
 }
 
+// rulePriority is the OVN priority of the policy's rule i.
+func (p *AdminPolicy) rulePriority(i int) int {
+	if p.Kind == KindEF {
+		return efPriorityTop - i
+	}
+	return AdminACLPriority(p.Priority, i)
+}
+
+// maxACLs bounds the ACLs one policy may have: an egress firewall's rules
+// have one each.
+func (p *AdminPolicy) maxACLs() int {
+	if p.Kind == KindEF {
+		return MaxEgressFirewallRules
+	}
+	return MaxACLsPerPolicy
+}
+
 // adminTooLarge says why a policy cannot be programmed whole ("" when it can).
 func adminTooLarge(p *AdminPolicy) string {
+	if p.Kind == KindEF {
+		return efTooLarge(p)
+	}
 	switch {
 	case p.Priority < 0 || p.Priority > BaselinePriority:
 		return fmt.Sprintf("priority %d is outside 0–%d", p.Priority, MaxAdminPriority)
@@ -116,7 +136,7 @@ func adminTooLarge(p *AdminPolicy) string {
 	}
 	peers, ports := 0, 0
 	for _, r := range append(append([]AdminRule(nil), p.Ingress...), p.Egress...) {
-		peers += len(r.Pods) + len(r.Nodes) + len(r.Networks)
+		peers += len(r.Pods) + len(r.Nodes) + len(r.Networks) + len(r.Domains)
 		ports += len(r.Ports)
 	}
 	switch {

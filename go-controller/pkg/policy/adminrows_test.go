@@ -162,11 +162,11 @@ func TestAdminNamedPortsLimitsAndProblems(t *testing.T) {
 			From:      []cnpv1alpha2.ClusterNetworkPolicyIngressPeer{{Namespaces: &metav1.LabelSelector{}}},
 			Protocols: []cnpv1alpha2.ClusterNetworkPolicyProtocol{{DestinationNamedPort: "web"}}}},
 		Egress: []cnpv1alpha2.ClusterNetworkPolicyEgressRule{{Action: cnpv1alpha2.ClusterNetworkPolicyRuleActionAccept,
-			To: []cnpv1alpha2.ClusterNetworkPolicyEgressPeer{{DomainNames: []cnpv1alpha2.DomainName{"example.com"}}}}},
+			To: []cnpv1alpha2.ClusterNetworkPolicyEgressPeer{{DomainNames: []cnpv1alpha2.DomainName{"*.example.com"}}}}},
 	}}
 	r := AdminRows(FromCNP(cnp), resolve, AdminLogging{}, topology.IPv4Only)
 	if len(r.ACLs) != 1 {
-		t.Fatalf("ACLs %v, want only the resolved named port (the domain-name rule has no peer left)", viewACLs(r.ACLs))
+		t.Fatalf("ACLs %v, want only the resolved named port (the wildcard domain-name rule has no peer left)", viewACLs(r.ACLs))
 	}
 	if a := r.ACLs[0]; !strings.Contains(a.Match, "tcp && tcp.dst == 8080") || a.ExternalIDs[ovndb.ACLTierKey] != "3" {
 		t.Errorf("named port ACL %q tier %s", a.Match, a.ExternalIDs[ovndb.ACLTierKey])
@@ -175,7 +175,7 @@ func TestAdminNamedPortsLimitsAndProblems(t *testing.T) {
 		t.Errorf("named ports %v", r.NamedPorts)
 	}
 	if len(r.Problems) != 1 || !strings.Contains(r.Problems[0], "domainNames") {
-		t.Errorf("problems %v, want the domain names", r.Problems)
+		t.Errorf("problems %v, want the wildcard domain name", r.Problems)
 	}
 	if c := programmedCondition(&r); c.Status != metav1.ConditionTrue || c.Reason != ReasonPartlyProgrammed {
 		t.Errorf("condition %+v", c)

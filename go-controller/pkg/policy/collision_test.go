@@ -35,9 +35,9 @@ func forceCollisions(t *testing.T) {
 }
 
 func emptyController() *Controller {
-	return &Controller{sets: map[string]*peerEntry{}, policies: map[string]*policyEntry{},
+	return &Controller{sets: map[string]*setEntry[PeerSet]{}, nodeSets: map[string]*setEntry[NodeSet]{}, domainSets: map[string]*setEntry[DomainSet]{}, policies: map[string]*policyEntry{},
 		nsPolicies: map[string]map[string]bool{}, nsSets: map[string]map[string]bool{}, crossSets: map[string]bool{},
-		namedPorts: map[string]map[string]bool{}, refused: map[string]string{}}
+		namedPorts: map[string]map[string]bool{}, refused: map[string]string{}, admins: map[string]*adminEntry{}}
 }
 
 // Two selectors sharing a name: the second policy's set is refused (never

@@ -42,6 +42,7 @@ type CommitFunc func(context.Context, []ovsdb.Operation) error
 const (
 	policyKey    = "policy/"    // a policy's port group and ACLs
 	peersKey     = "peers/"     // one peer address set
+	domainsKey   = "domains/"   // one DNS name's address set
 	namespaceKey = "namespace/" // a namespace's default-deny port groups
 	tenantKey    = "tenant/"    // a tenant's rows (namespace isolation)
 	adminKey     = "admin/"     // an admin policy's port group and ACLs (admin/<kind>/<name>)
@@ -60,8 +61,12 @@ type Options struct {
 	NodeSources []string
 	// Events records Warning Events on refused policies (nil: none).
 	Events record.EventRecorder
-	// Admin, when set, is where admin policies come from (admin.go).
+	// Admin, when set, is where admin policies and egress firewalls come
+	// from (admin.go, egressfirewall.go).
 	Admin *AdminAPI
+	// DNS, when set, resolves the DNS names rules name (domains.go); without
+	// it such rules match nothing and their policies say so.
+	DNS DomainResolver
 }
 
 // Controller keeps the NB's port groups, address sets and ACLs in line with
@@ -84,7 +89,7 @@ type Controller struct {
 	mu sync.RWMutex
 	// sets are the peer sets some policy names, by address set name, with
 	// the policies naming them.
-	sets map[string]*peerEntry
+	sets map[string]*setEntry[PeerSet]
 	// policies are what pod events need of each policy: its namespace,
 	// selector and the sets it names.
 	policies map[string]*policyEntry
@@ -111,7 +116,10 @@ type Controller struct {
 	nodeLister corelisters.NodeLister
 	admins     map[string]*adminEntry
 	collided   map[string]bool
-	nodeSets   map[string]*nodeSetEntry
+	nodeSets   map[string]*setEntry[NodeSet]
+	// domainSets are the DNS names' address sets some policy names, which
+	// opts.DNS follows.
+	domainSets map[string]*setEntry[DomainSet]
 	// ranks holds every admin policy's tier and priority (collisions);
 	// wantStatus the condition each one's last sync computed, which
 	// statusQueue writes.
@@ -128,14 +136,50 @@ type Controller struct {
 	setLocks sync.Map
 }
 
-type nodeSetEntry struct {
-	set   NodeSet
+// setEntry is a shared address set some policies name: what it holds and
+// the keys of the policies naming it.
+type setEntry[S sharedSet] struct {
+	set   S
 	users map[string]bool
 }
 
-type peerEntry struct {
-	set   PeerSet
-	users map[string]bool
+// sharedSet is what an address set shared between policies is known by.
+type sharedSet interface {
+	Key() string  // the canonical text of what it holds
+	Name() string // its name (a hash of Key)
+}
+
+// use records that policy key names set s in m; false when s's name is
+// another set's (a hash collision), which is then not recorded.
+func use[S sharedSet](m map[string]*setEntry[S], key string, s S) (added, ok bool) {
+	name := s.Name()
+	e := m[name]
+	if e != nil && e.set.Key() != s.Key() {
+		return false, false
+	}
+	if e == nil {
+		e = &setEntry[S]{set: s, users: map[string]bool{}}
+		m[name] = e
+		added = true
+	}
+	e.users[key] = true
+	return added, true
+}
+
+// release records that policy key no longer names the set called name in
+// m; true when no policy names it any more (it is then forgotten).
+func release[S sharedSet](m map[string]*setEntry[S], key, name string) (S, bool) {
+	e := m[name]
+	if e == nil {
+		var zero S
+		return zero, false
+	}
+	delete(e.users, key)
+	if len(e.users) > 0 {
+		return e.set, false
+	}
+	delete(m, name)
+	return e.set, true
 }
 
 type policyEntry struct {
@@ -143,6 +187,7 @@ type policyEntry struct {
 	pods       labels.Selector
 	sets       []string
 	nodeSets   []string
+	domainSets []string
 	namedPorts []string
 }
 
@@ -159,7 +204,7 @@ func New(factory informers.SharedInformerFactory, nb libovsdbclient.Client, comm
 		npLister:  factory.Networking().V1().NetworkPolicies().Lister(),
 		podLister: slim.NewLister(factory.Core().V1().Pods().Informer()),
 		nsLister:  factory.Core().V1().Namespaces().Lister(),
-		sets:      map[string]*peerEntry{},
+		sets:      map[string]*setEntry[PeerSet]{},
 		policies:  map[string]*policyEntry{},
 
 		nsPolicies: map[string]map[string]bool{},
@@ -169,7 +214,8 @@ func New(factory informers.SharedInformerFactory, nb libovsdbclient.Client, comm
 		namedPorts: map[string]map[string]bool{},
 		admins:     map[string]*adminEntry{},
 		collided:   map[string]bool{},
-		nodeSets:   map[string]*nodeSetEntry{},
+		nodeSets:   map[string]*setEntry[NodeSet]{},
+		domainSets: map[string]*setEntry[DomainSet]{},
 		ranks:      map[string]tierPriority{},
 		wantStatus: map[string]metav1.Condition{},
 	}
@@ -274,6 +320,9 @@ func (c *Controller) enqueueAll(add func(string)) int {
 	for name := range c.nodeSets {
 		add(nodesKey + name)
 	}
+	for name := range c.domainSets {
+		add(domainsKey + name)
+	}
 	c.mu.RUnlock()
 	// Rows of ours whose object is gone.
 	var pgs []nbdb.PortGroup
@@ -297,7 +346,7 @@ func (c *Controller) enqueueAll(add func(string)) int {
 type queues struct{ rows, sets *controller.Queue }
 
 func (q *queues) pick(key string) *controller.Queue {
-	if strings.HasPrefix(key, peersKey) || strings.HasPrefix(key, nodesKey) {
+	if strings.HasPrefix(key, peersKey) || strings.HasPrefix(key, nodesKey) || strings.HasPrefix(key, domainsKey) {
 		return q.sets
 	}
 	return q.rows
@@ -330,7 +379,9 @@ func ownerKey(ids map[string]string) (string, bool) {
 		return tenantKey + o.Name, true
 	case OwnerNodePeers:
 		return nodesKey + o.Name, true
-	case KindCNP, KindANP, KindBANP:
+	case OwnerDomainPeers:
+		return domainsKey + o.Name, true
+	case KindCNP, KindANP, KindBANP, KindEF:
 		return adminKey + o.Type + "/" + o.Name, true
 	}
 	return "", false
@@ -350,6 +401,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return c.syncAdmin(ctx, strings.TrimPrefix(key, adminKey))
 	case strings.HasPrefix(key, nodesKey):
 		return c.syncNodeSet(ctx, strings.TrimPrefix(key, nodesKey))
+	case strings.HasPrefix(key, domainsKey):
+		return c.syncDomainSet(ctx, strings.TrimPrefix(key, domainsKey))
 	}
 	return nil
 }
@@ -362,22 +415,23 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 func (c *Controller) register(key, namespace string, rows *Rows) (unused, collisions []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if old := c.policies[key]; old != nil {
+	old := c.policies[key]
+	followed := old != nil && len(old.domainSets) > 0 || rows != nil && len(rows.DomainSets) > 0
+	if old != nil {
 		for _, name := range old.sets {
-			e := c.sets[name]
-			delete(e.users, key)
-			if len(e.users) == 0 {
-				delete(c.sets, name)
-				setIndex(e.set, name, c.nsSets, c.crossSets, false)
+			if set, gone := release(c.sets, key, name); gone {
+				setIndex(set, name, c.nsSets, c.crossSets, false)
 				unused = append(unused, peersKey+name)
 			}
 		}
 		for _, name := range old.nodeSets {
-			e := c.nodeSets[name]
-			delete(e.users, key)
-			if len(e.users) == 0 {
-				delete(c.nodeSets, name)
+			if _, gone := release(c.nodeSets, key, name); gone {
 				unused = append(unused, nodesKey+name)
+			}
+		}
+		for _, name := range old.domainSets {
+			if _, gone := release(c.domainSets, key, name); gone {
+				unused = append(unused, domainsKey+name)
 			}
 		}
 		delete(c.policies, key)
@@ -390,38 +444,51 @@ func (c *Controller) register(key, namespace string, rows *Rows) (unused, collis
 			}
 		}
 	}
-	if rows == nil {
-		return unused, nil
+	if rows != nil {
+		collisions = c.registerRows(key, namespace, rows)
 	}
+	if followed {
+		c.followDomains()
+	}
+	isUnused := func(k string) bool {
+		if n, ok := strings.CutPrefix(k, peersKey); ok {
+			return c.sets[n] == nil
+		}
+		if n, ok := strings.CutPrefix(k, domainsKey); ok {
+			return c.domainSets[n] == nil
+		}
+		return c.nodeSets[strings.TrimPrefix(k, nodesKey)] == nil
+	}
+	return slices.DeleteFunc(unused, func(k string) bool { return !isUnused(k) }), collisions
+}
+
+// registerRows records a policy's rows (c.mu held); see register.
+func (c *Controller) registerRows(key, namespace string, rows *Rows) (collisions []string) {
 	p := &policyEntry{namespace: namespace, pods: rows.PodSelector, namedPorts: rows.NamedPorts}
 	for _, s := range rows.PeerSets {
-		name := s.Name()
-		if e := c.sets[name]; e != nil && e.set.Key() != s.Key() {
-			collisions = append(collisions, name)
+		added, ok := use(c.sets, key, s)
+		if !ok {
+			collisions = append(collisions, s.Name())
 			continue
 		}
-		p.sets = append(p.sets, name)
-		e := c.sets[name]
-		if e == nil {
-			e = &peerEntry{set: s, users: map[string]bool{}}
-			c.sets[name] = e
-			setIndex(s, name, c.nsSets, c.crossSets, true)
+		if added {
+			setIndex(s, s.Name(), c.nsSets, c.crossSets, true)
 		}
-		e.users[key] = true
+		p.sets = append(p.sets, s.Name())
 	}
 	for _, s := range rows.NodeSets {
-		name := s.Name()
-		if e := c.nodeSets[name]; e != nil && e.set.Key() != s.Key() {
-			collisions = append(collisions, name)
+		if _, ok := use(c.nodeSets, key, s); !ok {
+			collisions = append(collisions, s.Name())
 			continue
 		}
-		p.nodeSets = append(p.nodeSets, name)
-		e := c.nodeSets[name]
-		if e == nil {
-			e = &nodeSetEntry{set: s, users: map[string]bool{}}
-			c.nodeSets[name] = e
+		p.nodeSets = append(p.nodeSets, s.Name())
+	}
+	for _, s := range rows.DomainSets {
+		if _, ok := use(c.domainSets, key, s); !ok {
+			collisions = append(collisions, s.Name())
+			continue
 		}
-		e.users[key] = true
+		p.domainSets = append(p.domainSets, s.Name())
 	}
 	c.policies[key] = p
 	for _, np := range p.namedPorts {
@@ -438,13 +505,7 @@ func (c *Controller) register(key, namespace string, rows *Rows) (unused, collis
 		}
 		c.nsPolicies[namespace][key] = true
 	}
-	isUnused := func(k string) bool {
-		if n, ok := strings.CutPrefix(k, peersKey); ok {
-			return c.sets[n] == nil
-		}
-		return c.nodeSets[strings.TrimPrefix(k, nodesKey)] == nil
-	}
-	return slices.DeleteFunc(unused, func(k string) bool { return !isUnused(k) }), collisions
+	return collisions
 }
 
 // setIndex adds (or removes) a peer set to the pod-event indexes.
@@ -1059,6 +1120,9 @@ func (c *Controller) namespaceChanged(old, cur *corev1.Namespace) {
 		nps, _ := c.npLister.NetworkPolicies(ns.Name).List(labels.Everything())
 		for _, np := range nps {
 			c.queue.Add(policyKey + np.Namespace + "/" + np.Name)
+		}
+		if c.getAdmin(KindEF, ns.Name) != nil {
+			c.queue.Add(adminKey + KindEF + "/" + ns.Name)
 		}
 	}
 	var oldL, curL labels.Set

@@ -235,9 +235,10 @@ type Logging struct {
 type Rows struct {
 	PortGroup *nbdb.PortGroup // without ports: the controller fills them
 	ACLs      []*nbdb.ACL
-	// PeerSets and NodeSets are the address sets the ACLs name.
-	PeerSets []PeerSet
-	NodeSets []NodeSet
+	// PeerSets, NodeSets and DomainSets are the address sets the ACLs name.
+	PeerSets   []PeerSet
+	NodeSets   []NodeSet
+	DomainSets []DomainSet
 	// PodSelector selects the pods of the port group in the policy's namespace.
 	PodSelector labels.Selector
 	// Subject, for an admin policy, is the pods of the port group.
@@ -264,6 +265,8 @@ func (r *Rows) dropCollisions(names []string) {
 		bad[n] = true
 	}
 	r.PeerSets = slices.DeleteFunc(r.PeerSets, func(s PeerSet) bool { return bad[s.Name()] })
+	r.NodeSets = slices.DeleteFunc(r.NodeSets, func(s NodeSet) bool { return bad[s.Name()] })
+	r.DomainSets = slices.DeleteFunc(r.DomainSets, func(s DomainSet) bool { return bad[s.Name()] })
 	r.ACLs = slices.DeleteFunc(r.ACLs, func(a *nbdb.ACL) bool {
 		sets, _ := topology.MatchReferences(a.Match)
 		return slices.ContainsFunc(sets, func(n string) bool { return bad[strings.TrimSuffix(n, topology.V6SetSuffix)] })
@@ -350,17 +353,18 @@ type verdict struct {
 }
 
 // peers are a rule's remote ends, sorted by how they are matched: pod
-// selectors (address sets), node selectors (address sets), CIDR groups;
+// selectors, node selectors and DNS names (address sets), CIDR groups;
 // any means every address (a NetworkPolicy rule without peers).
 type peers struct {
-	sets   []PeerSet
-	nodes  []NodeSet
-	blocks [][]netip.Prefix
-	any    bool
+	sets    []PeerSet
+	nodes   []NodeSet
+	domains []DomainSet
+	blocks  [][]netip.Prefix
+	any     bool
 }
 
 func (p peers) empty() bool {
-	return !p.any && len(p.sets) == 0 && len(p.nodes) == 0 && len(p.blocks) == 0
+	return !p.any && len(p.sets) == 0 && len(p.nodes) == 0 && len(p.domains) == 0 && len(p.blocks) == 0
 }
 
 // npRule adds the ACLs of one NetworkPolicy rule.
@@ -488,6 +492,13 @@ func (b *builder) peerClause(d Direction, ps peers) string {
 	}
 	for _, n := range ps.nodes {
 		b.addNodeSet(n)
+		names = append(names, n.Name())
+	}
+	for _, n := range ps.domains {
+		if !b.seen[n.Name()] {
+			b.seen[n.Name()] = true
+			b.rows.DomainSets = append(b.rows.DomainSets, n)
+		}
 		names = append(names, n.Name())
 	}
 	if len(names) > 0 {

@@ -10,18 +10,21 @@ import (
 	goruntime "runtime"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/urfave/cli/v2"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	npclient "sigs.k8s.io/network-policy-api/pkg/client/clientset/versioned"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/dnsname"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/leader"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/master"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/metrics"
@@ -119,6 +122,7 @@ func masterCommand() *cli.Command {
 			"from annotations and the NB, and only rows ovn-k8s owns are ever deleted.",
 		Flags: append(append(append(append(kubeFlags(), tlsFlags("nb")...),
 			&cli.StringFlag{Name: "nb-address", Usage: "OVN NB database: unix:PATH, tcp:HOST:PORT or ssl:HOST:PORT; comma-separated for a clustered NB"},
+			&cli.StringFlag{Name: "dns-servers", Usage: "comma-separated DNS servers (IP or IP:PORT) resolving egress firewalls' dnsName and admin policies' domainNames; default: the nameservers of /etc/resolv.conf"},
 			&cli.StringFlag{Name: "sb-address", Usage: "the OVN SB database the nodes use (tcp: or ssl:, comma-separated when clustered): an ACL on every node switch keeps pods from it and from the NB's tcp:/ssl: endpoints; the master never connects to it"},
 			&cli.StringSliceFlag{Name: "cluster-subnet", Aliases: []string{"cluster-ip-subnet"}, Value: cli.NewStringSlice(config.DefaultClusterSubnetFlag), Usage: "pod network CIDR/HOSTLEN (repeatable; one per IP family for dual-stack)"},
 			&cli.StringSliceFlag{Name: "service-cidr", Value: cli.NewStringSlice(config.DefaultServiceCIDR), Usage: "service ClusterIP range (repeatable)"},
@@ -321,6 +325,9 @@ func masterConfig(c *cli.Context) (config.Master, error) {
 		return cfg, flagError("service-workers", fmt.Errorf("must be at least 1"))
 	}
 	cfg.NamespaceIsolation = c.Bool("namespace-isolation")
+	if cfg.DNSServers, err = dnsServers(c.String("dns-servers")); err != nil {
+		return cfg, flagError("dns-servers", err)
+	}
 	if cfg.PolicyWorkers = c.Int("policy-workers"); cfg.PolicyWorkers < 1 {
 		return cfg, flagError("policy-workers", fmt.Errorf("must be at least 1"))
 	}
@@ -354,6 +361,31 @@ func guardedDBs(c *cli.Context, nb []string) ([]netip.AddrPort, error) {
 	return eps, nil
 }
 
+// dnsServers parses --dns-servers into host:port; empty: the nameservers
+// of /etc/resolv.conf (none when it cannot be read: DNS names then match
+// nothing, which the objects naming them say).
+func dnsServers(v string) ([]string, error) {
+	if v == "" {
+		servers, err := dnsname.ServersFromResolvConf("/etc/resolv.conf")
+		if err != nil {
+			logger().Info("no DNS servers: DNS names in egress firewalls and admin policies match nothing", "error", err.Error())
+		}
+		return servers, nil
+	}
+	var out []string
+	for _, f := range strings.Split(v, ",") {
+		f = strings.TrimSpace(f)
+		if ap, err := netip.ParseAddrPort(f); err == nil {
+			out = append(out, ap.String())
+		} else if a, err := netip.ParseAddr(f); err == nil {
+			out = append(out, netip.AddrPortFrom(a, 53).String())
+		} else {
+			return nil, fmt.Errorf("%q is not an IP address or IP:PORT", f)
+		}
+	}
+	return out, nil
+}
+
 // adminAPI follows the admin policy kinds the API server serves (their CRDs
 // from dist/kubernetes); nil when it serves none. A kind installed later is
 // followed from the master's next start.
@@ -365,11 +397,16 @@ func adminAPI(rc *rest.Config, kube kubernetes.Interface, log logr.Logger) *poli
 		log.Error(err, "admin network policies are not followed")
 		return nil
 	}
-	a := policy.DiscoverAdminAPI(kube.Discovery(), client)
-	if len(a.Kinds()) == 0 {
-		log.Info("the API server serves no admin network policy kind (policy.networking.k8s.io CRDs not installed); none is followed")
+	dyn, err := dynamic.NewForConfig(json)
+	if err != nil {
+		log.Error(err, "admin network policies and egress firewalls are not followed")
 		return nil
 	}
-	log.Info("following admin network policies", "kinds", a.Kinds())
+	a := policy.DiscoverAdminAPI(kube.Discovery(), client, dyn)
+	if len(a.Kinds()) == 0 {
+		log.Info("the API server serves no admin network policy kind nor EgressFirewall (their CRDs are not installed); none is followed")
+		return nil
+	}
+	log.Info("following admin network policies and egress firewalls", "kinds", a.Kinds())
 	return a
 }
