@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/miekg/dns"
 )
@@ -17,7 +18,13 @@ type DNSServer struct {
 	mu   sync.Mutex
 	recs map[string][]netip.Addr // by lower-case FQDN
 	ttl  uint32
+	down bool
+	// queries counts the questions received, answered or not.
+	queries atomic.Int64
 }
+
+// Queries is how many questions the server has received.
+func (s *DNSServer) Queries() int64 { return s.queries.Load() }
 
 // StartDNS starts a DNS server answering with records of this TTL
 // (seconds); names it does not know get NXDOMAIN. It stops with the test.
@@ -45,12 +52,23 @@ func (s *DNSServer) Set(name string, addrs ...string) {
 	s.recs[dns.Fqdn(strings.ToLower(name))] = out
 }
 
+// Down makes the server answer nothing (down) or answer again.
+func (s *DNSServer) Down(down bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.down = down
+}
+
 func (s *DNSServer) serve(w dns.ResponseWriter, req *dns.Msg) {
+	s.queries.Add(int64(len(req.Question)))
 	m := new(dns.Msg)
 	m.SetReply(req)
 	m.Authoritative = true
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.down {
+		return
+	}
 	for _, q := range req.Question {
 		addrs, ok := s.recs[strings.ToLower(q.Name)]
 		if !ok {

@@ -2,6 +2,8 @@ package integration
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,6 +105,9 @@ func TestOVNTraceEgressFirewall(t *testing.T) {
 	)
 	if !ovndb.HasACLTiers(c.nb) {
 		c.efStatus("a", k8sovnv1.EgressFirewallNotApplied)
+		harness.Eventually(t, 20*time.Second, "a Warning Event on the firewall", func() error {
+			return c.warningEvent("a", k8sovnv1.EgressFirewallName, "EgressFirewall"+policy.ReasonNoTiers)
+		})
 		leaves("no tiers: nothing changes: client → 192.0.2.1:80 leaves", out("client", "192.0.2.1", 80), true)
 		if pg := (&nbdb.PortGroup{Name: policy.AdminPortGroup(policy.KindEF, "a")}); c.nb.Get(c.ctx(), pg) == nil {
 			t.Errorf("an egress firewall port group on an NB without tiers: %+v", pg)
@@ -110,6 +115,17 @@ func TestOVNTraceEgressFirewall(t *testing.T) {
 		return
 	}
 	c.efStatus("a", k8sovnv1.EgressFirewallApplied)
+	// What cannot be programmed (a wildcard name) is said in the status
+	// and an Event; the rest is in force.
+	c.createEF("b", efDeny(k8sovnv1.EgressFirewallDestination{DNSName: "*.example.com"}), efDeny(k8sovnv1.EgressFirewallDestination{CIDRSelector: "192.0.2.0/24"}))
+	st := c.efStatus("b", k8sovnv1.EgressFirewallNotApplied)
+	if msgs, _, _ := unstructured.NestedStringSlice(st.Object, "status", "messages"); len(msgs) != 1 || !strings.Contains(msgs[0], `wildcard name "*.example.com" is not supported`) {
+		t.Errorf("status messages %q, want the wildcard named", msgs)
+	}
+	harness.Eventually(t, 20*time.Second, "a Warning Event on the firewall", func() error {
+		return c.warningEvent("b", k8sovnv1.EgressFirewallName, "EgressFirewall"+policy.ReasonPartlyProgrammed)
+	})
+	leaves("the rest is in force: server → 192.0.2.1:80 dropped", out("server", "192.0.2.1", 80), false)
 	for _, tc := range []struct {
 		name string
 		f    flow
@@ -121,7 +137,7 @@ func TestOVNTraceEgressFirewall(t *testing.T) {
 		{"the DNS name over IPv6: client → [2001:db8:5::5]:80 leaves", out("client", "2001:db8:5::5", 80), true},
 		{"denied: client → 192.0.2.1:80 dropped", out("client", "192.0.2.1", 80), false},
 		{"denied over IPv6: client → [2001:db8:9::9]:80 dropped", out("client", "2001:db8:9::9", 80), false},
-		{"another namespace: server → 192.0.2.1:80 leaves", out("server", "192.0.2.1", 80), true},
+		{"another namespace's firewall: server → 198.51.100.7:80 leaves", out("server", "198.51.100.7", 80), true},
 	} {
 		leaves(tc.name, tc.f, tc.want)
 	}
@@ -193,4 +209,91 @@ func (c *cluster) idleRestartWritesNothing() {
 	if n := quiet() - before; n != 0 {
 		c.t.Errorf("an idle restart changed %d ACL, port group and address set rows", n)
 	}
+}
+
+// efRows is what the NB holds of a namespace's firewall: its ACLs (-1: no
+// port group) and the IPv4 addresses of a DNS name's set (nil: no set).
+func (c *cluster) efRows(ns, domain string) (acls int, addrs []string) {
+	pg := &nbdb.PortGroup{Name: policy.AdminPortGroup(policy.KindEF, ns)}
+	acls = -1
+	if c.nb.Get(c.ctx(), pg) == nil {
+		acls = len(pg.ACLs)
+	}
+	as := &nbdb.AddressSet{Name: policy.DomainSet{Domain: domain}.Name()}
+	if c.nb.Get(c.ctx(), as) == nil {
+		addrs = append([]string{}, as.Addresses...)
+		slices.Sort(addrs)
+	}
+	return acls, addrs
+}
+
+// waitEFRows waits until a firewall has this many ACLs and the DNS name's
+// set these addresses.
+func (c *cluster) waitEFRows(what, ns, domain string, acls int, addrs ...string) {
+	c.t.Helper()
+	harness.Eventually(c.t, 30*time.Second, what, func() error {
+		if n, got := c.efRows(ns, domain); n != acls || !slices.Equal(got, addrs) {
+			return fmt.Errorf("%d ACLs, DNS set %v; want %d, %v", n, got, acls, addrs)
+		}
+		return nil
+	})
+}
+
+// TestEgressFirewallFaults: a firewall's rows come back after the NB is
+// replaced by an empty one; a master killed and restarted while its DNS
+// server is down keeps the name's addresses (a rule must not change on a
+// DNS outage); a firewall deleted while the master is down leaves no row
+// behind; one deleted and re-created with other rules gets the new rules.
+func TestEgressFirewallFaults(t *testing.T) {
+	c := newCluster(t)
+	c.kube.InstallCRDs(t)
+	dns := harness.StartDNS(t, 1)
+	dns.Set("db.example.com", "203.0.113.9")
+	c.startMaster("--dns-servers", dns.Addr)
+	c.createNode("n1", nil)
+	c.namespace("a", nil)
+	c.createPod("a", "client", "n1")
+	if !ovndb.HasACLTiers(c.nb) {
+		t.Skip("no ACL tiers in this NB: egress firewalls are not applied (TestOVNTraceEgressFirewall checks that branch)")
+	}
+	c.createEF("a", efAllow(k8sovnv1.EgressFirewallDestination{DNSName: "db.example.com"}), efDeny(k8sovnv1.EgressFirewallDestination{CIDRSelector: "0.0.0.0/0"}))
+	c.waitEFRows("programmed", "a", "db.example.com", 2, "203.0.113.9")
+
+	c.ovn.ResetNB() // an empty database (a restore, a new central)
+	c.waitEFRows("rows back after the NB was replaced", "a", "db.example.com", 2, "203.0.113.9")
+
+	c.waitSynced()
+	dns.Down(true)
+	c.master.Kill()
+	asked := dns.Queries()
+	c.startMaster(c.masterArgs...)
+	c.waitSynced()
+	dns.Set("db.example.com", "203.0.113.10") // what it will say when it is back
+	// The restarted master has asked twice (a query and its retry) and had
+	// no answer: the set keeps its address.
+	harness.Eventually(t, 20*time.Second, "the restarted master asking the DNS server again", func() error {
+		if n := dns.Queries() - asked; n < 2 {
+			return fmt.Errorf("%d questions since the restart", n)
+		}
+		return nil
+	})
+	if _, got := c.efRows("a", "db.example.com"); !slices.Equal(got, []string{"203.0.113.9"}) {
+		t.Errorf("during the DNS outage after a restart the set holds %v, want the last answer 203.0.113.9", got)
+	}
+	dns.Down(false)
+	c.waitEFRows("the new answer after the outage", "a", "db.example.com", 2, "203.0.113.10")
+
+	// Deleted while the master is down: stale at the next start.
+	c.master.Stop()
+	dyn := dynamicFor(t, c.kube.Config).Resource(k8sovnv1.EgressFirewallResource).Namespace("a")
+	if err := dyn.Delete(c.ctx(), k8sovnv1.EgressFirewallName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.startMaster(c.masterArgs...)
+	c.waitEFRows("stale rows removed at start", "a", "db.example.com", -1)
+
+	// Re-created with the same name and other rules.
+	c.createEF("a", efDeny(k8sovnv1.EgressFirewallDestination{CIDRSelector: "192.0.2.0/24"}))
+	c.waitEFRows("re-created with one rule and no name", "a", "db.example.com", 1)
+	c.efStatus("a", k8sovnv1.EgressFirewallApplied)
 }

@@ -499,12 +499,15 @@ func (c *Controller) writeEFStatus(ctx context.Context, ef *k8sovnv1.EgressFirew
 	want := k8sovnv1.EgressFirewallStatus{Status: k8sovnv1.EgressFirewallApplied}
 	if cond.Reason != ReasonProgrammed {
 		want = k8sovnv1.EgressFirewallStatus{Status: k8sovnv1.EgressFirewallNotApplied, Messages: []string{cond.Message}}
-		if ef.Status.Status != want.Status {
-			c.log.Info("egress firewall not applied", "namespace", ef.Namespace, "reason", cond.Reason, "message", cond.Message)
-		}
 	}
 	if ef.Status.Status == want.Status && slices.Equal(ef.Status.Messages, want.Messages) {
 		return nil
+	}
+	if want.Status == k8sovnv1.EgressFirewallNotApplied { // once per change of what is wrong
+		c.log.Info("egress firewall not applied as written", "namespace", ef.Namespace, "reason", cond.Reason, "message", cond.Message)
+		if c.opts.Events != nil {
+			c.opts.Events.Eventf(ef, corev1.EventTypeWarning, "EgressFirewall"+cond.Reason, "%s", cond.Message)
+		}
 	}
 	err := k8sovnv1.WriteEgressFirewallStatus(ctx, c.admin.api.Dynamic, ef.Namespace, ef.Name, want)
 	if err != nil && !apierrors.IsNotFound(err) {
