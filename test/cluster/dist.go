@@ -42,6 +42,7 @@ func (c *Cluster) distConfig() *corev1.ConfigMap {
 			"gateway_interface": gatewayBridge,
 			"datapath_type":     "netdev",
 			"external_ip_cidrs": externalCIDRs,
+			"dns_servers":       c.dnsIP(), // names resolve as pods resolve them
 		},
 	}
 }
