@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -13,15 +14,28 @@ import (
 // CoreDNSImage is the image `make images` builds from our CoreDNS binary.
 const CoreDNSImage = "localhost/ovn-k8s/coredns:v1.14.7"
 
-// corefile serves the cluster zone and the reverse zones; there is no
-// forward plugin, so names outside the cluster are refused here instead of
-// being sent off the machine.
-const corefile = `.:53 {
+// externalName is the external host's name in the cluster's DNS (the
+// egress firewall's dnsName rule).
+const externalName = "external.ovnk.test"
+
+// corefile serves the external host's name (a hosts block: its address of
+// each family of the cluster), the cluster zone and the reverse zones;
+// there is no forward plugin, so other names outside the cluster are
+// refused here instead of being sent off the machine.
+func (c *Cluster) corefile() string {
+	var hosts strings.Builder
+	for _, ip := range c.perFamily(externalIP, externalIP6) {
+		fmt.Fprintf(&hosts, "        %s %s\n", ip, externalName)
+	}
+	return `.:53 {
     errors
     health {
         lameduck 5s
     }
     ready
+    hosts {
+` + hosts.String() + `        fallthrough
+    }
     kubernetes cluster.local in-addr.arpa ip6.arpa {
         pods insecure
         fallthrough in-addr.arpa ip6.arpa
@@ -33,6 +47,7 @@ const corefile = `.:53 {
     loadbalance
 }
 `
+}
 
 // deployDNS creates CoreDNS as kubeadm does: a Deployment on the pod
 // network behind the kube-dns Service at the kubelets' clusterDNS address.
@@ -63,7 +78,7 @@ func (c *Cluster) deployDNS() error {
 	}, metav1.CreateOptions{})); err != nil {
 		return err
 	}
-	if err := ignoreExists(cs.CoreV1().ConfigMaps(ns).Create(bg, &corev1.ConfigMap{ObjectMeta: meta("coredns"), Data: map[string]string{"Corefile": corefile}}, metav1.CreateOptions{})); err != nil {
+	if err := ignoreExists(cs.CoreV1().ConfigMaps(ns).Create(bg, &corev1.ConfigMap{ObjectMeta: meta("coredns"), Data: map[string]string{"Corefile": c.corefile()}}, metav1.CreateOptions{})); err != nil {
 		return err
 	}
 	probe := func(path string, port int) *corev1.Probe {

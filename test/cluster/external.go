@@ -25,6 +25,7 @@ const (
 	externalIPs6 = "2001:db8:1::10"
 	ingressIP6   = "2001:db8:1::20"
 	externalWeb  = 8080 // the external host's HTTP server
+	externalWeb2 = 8081 // the same server on a second port (the egress firewall's port rules)
 	// externalCIDRs is the master's --external-ip-cidrs: the ranges the
 	// external and ingress IPs above come from (TEST-NET-1 and 2001:db8:1::/64)
 	// and those the e2e suite's ExternalIP test takes its address from
@@ -138,25 +139,27 @@ func (c *Cluster) externalConnect(addr string) (string, error) {
 }
 
 // serveExternal starts the external host's HTTP server on its address of
-// each family; it answers every request with the client's address as it
-// arrived. stop closes it.
+// each family, on externalWeb and externalWeb2; it answers every request
+// with the client's address as it arrived. stop closes it.
 func (c *Cluster) serveExternal() (stop func(), err error) {
 	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		host, _, _ := net.SplitHostPort(r.RemoteAddr)
 		fmt.Fprintln(w, host)
 	})}
 	for _, f := range c.families() {
-		var l net.Listener
-		err := c.inExternal(func() error {
-			var err error
-			l, err = net.Listen("tcp", hostPort(f.external, externalWeb))
-			return err
-		})
-		if err != nil {
-			_ = srv.Close()
-			return nil, fmt.Errorf("external server: %w", err)
+		for _, port := range []int32{externalWeb, externalWeb2} {
+			var l net.Listener
+			err := c.inExternal(func() error {
+				var err error
+				l, err = net.Listen("tcp", hostPort(f.external, port))
+				return err
+			})
+			if err != nil {
+				_ = srv.Close()
+				return nil, fmt.Errorf("external server: %w", err)
+			}
+			go func() { _ = srv.Serve(l) }()
 		}
-		go func() { _ = srv.Serve(l) }()
 	}
 	return func() { _ = srv.Close() }, nil
 }

@@ -171,16 +171,23 @@ func (c *Cluster) northSouthFamily(r *report, f ipFamily, p nsPorts) {
 	}
 }
 
-// NorthSouth runs the demo's paths, then removes the last worker's gateway
-// (its node daemon stopped, `gateway-init --remove`) and checks that the
-// host's own traffic is intact, and puts the gateway back. It fails when a
-// path fails.
+// NorthSouth runs the demo's paths, then proves the demo namespace's
+// EgressFirewall with packets to the external host (egressfirewall.go),
+// then removes the last worker's gateway (its node daemon stopped,
+// `gateway-init --remove`) and checks that the host's own traffic is
+// intact, and puts the gateway back. It fails when a path fails.
 func (c *Cluster) NorthSouth(ctx context.Context) (string, error) {
 	out, err := c.Demo(ctx)
 	if err != nil {
 		return out, err
 	}
 	r := &report{ctx: ctx}
+	start := time.Now()
+	if err := c.egressFirewall(ctx, r); err != nil {
+		return out, err
+	}
+	efTime := time.Since(start).Round(time.Second)
+	efRows := len(r.rows)
 	n := c.Nodes[len(c.Nodes)-1]
 	if err := c.stopProcess(n, c.bin("ovnkube"), "node"); err != nil {
 		return out, err
@@ -221,7 +228,8 @@ func (c *Cluster) NorthSouth(ctx context.Context) (string, error) {
 	if r.failed {
 		verdict = "SOME PATHS FAILED"
 	}
-	out += fmt.Sprintf("=== gateway removed and restored on %s (%s) ===\n%s\n", n.Name, verdict, strings.Join(r.rows, "\n"))
+	out += fmt.Sprintf("=== egress firewall of namespace %s (%d checks in %s), then gateway removed and restored on %s (%s) ===\n%s\n",
+		demoNS, efRows, efTime, n.Name, verdict, strings.Join(r.rows, "\n"))
 	if r.failed {
 		return out, fmt.Errorf("north-south check failed")
 	}

@@ -59,7 +59,11 @@ func (c *Cluster) startOVNCentral(n *Node, nbSchema, sbSchema string) error {
 	return nil
 }
 
-// startMaster starts `ovnkube master` next to OVN central.
+// startMaster starts `ovnkube master` next to OVN central. It resolves the
+// DNS names of egress firewalls and admin policies with the cluster's DNS
+// (the kube-dns ClusterIP of the primary family, reached through the node's
+// management port once the network is up; until then the resolver retries),
+// never with the host's.
 func (c *Cluster) startMaster(n *Node) error {
 	// The master's leader Lease lives in the namespace dist/ installs it in.
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: distNamespace}}
@@ -69,7 +73,8 @@ func (c *Cluster) startMaster(n *Node) error {
 	return c.start(n, "ovnkube-master", c.bin("ovnkube"), "--loglevel", "4", "master",
 		"--kubeconfig", Kubeconfig, "--nb-address", "unix:/run/ovn/ovnnb_db.sock",
 		"--sb-address", fmt.Sprintf("tcp:%s:%d", n.IP, sbPort), // pods are kept from it
-		"--cluster-subnet", c.clusterSubnetFlag(), "--service-cidr", c.serviceCIDRFlag(), "--external-ip-cidrs", externalCIDRs)
+		"--cluster-subnet", c.clusterSubnetFlag(), "--service-cidr", c.serviceCIDRFlag(), "--external-ip-cidrs", externalCIDRs,
+		"--dns-servers", c.dnsIP())
 }
 
 // gatewayBridge is the bridge nics-to-bridge made of every node's NIC.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -187,6 +188,18 @@ func (c *Cluster) each(f func(*Node) error) error {
 // opened inside the control-plane node's network namespace: the host has
 // no route to the cluster's addresses, and needs none.
 func (c *Cluster) client() (kubernetes.Interface, error) {
+	return kubernetes.NewForConfig(c.restConfig())
+}
+
+// dynamicClient is client's dynamic twin, for the kinds without a typed
+// clientset (k8s.ovn.org/v1).
+func (c *Cluster) dynamicClient() (dynamic.Interface, error) {
+	return dynamic.NewForConfig(c.restConfig())
+}
+
+// restConfig is the API server's admin config, dialling from the
+// control-plane node's network namespace.
+func (c *Cluster) restConfig() *rest.Config {
 	nsPath := "/var/run/netns/" + c.ControlPlane().NetNS
 	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
 		var conn net.Conn
@@ -197,9 +210,8 @@ func (c *Cluster) client() (kubernetes.Interface, error) {
 		})
 		return conn, err
 	}
-	cfg := &rest.Config{Host: c.APIServer(), BearerToken: adminToken, TLSClientConfig: rest.TLSClientConfig{Insecure: true},
+	return &rest.Config{Host: c.APIServer(), BearerToken: adminToken, TLSClientConfig: rest.TLSClientConfig{Insecure: true},
 		Dial: dial, QPS: 100, Burst: 200}
-	return kubernetes.NewForConfig(cfg)
 }
 
 // Attach connects to a running cluster recorded in Dir.

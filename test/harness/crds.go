@@ -28,10 +28,10 @@ import (
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
 // InstallCRDs creates every CustomResourceDefinition dist/kubernetes ships
-// (*-crd-*.yaml: the network-policy-api's admin policy kinds and
-// EgressFirewall), waits until the API server serves each one's served
-// versions (the admin policy kinds and egressfirewalls among them), and
-// returns a client of the admin policy API.
+// (*-crd-*.yaml: the network-policy-api's admin policy kinds, EgressFirewall
+// and EgressIP), waits until the API server serves each one's served
+// versions (the admin policy kinds, egressfirewalls and egressips among
+// them), and returns a client of the admin policy API.
 func (k *KubeAPI) InstallCRDs(t T) npclient.Interface {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(RepoRoot(t), "dist", "kubernetes", "*-crd-*.yaml"))
@@ -63,7 +63,8 @@ func (k *KubeAPI) InstallCRDs(t T) npclient.Interface {
 	}
 	d := k.Client.Discovery()
 	want := []string{"policy.networking.k8s.io/v1alpha2/clusternetworkpolicies", "policy.networking.k8s.io/v1alpha1/adminnetworkpolicies",
-		"policy.networking.k8s.io/v1alpha1/baselineadminnetworkpolicies", k8sovnv1.EgressFirewallResource.GroupVersion().String() + "/egressfirewalls"}
+		"policy.networking.k8s.io/v1alpha1/baselineadminnetworkpolicies", k8sovnv1.EgressFirewallResource.GroupVersion().String() + "/egressfirewalls",
+		k8sovnv1.EgressIPResource.GroupVersion().String() + "/egressips"}
 	for _, w := range want {
 		if !slices.ContainsFunc(served, func(gvr schema.GroupVersionResource) bool { return gvr.GroupVersion().String()+"/"+gvr.Resource == w }) {
 			t.Fatalf("dist/kubernetes has no CRD serving %s", w)
@@ -81,6 +82,9 @@ func (k *KubeAPI) InstallCRDs(t T) npclient.Interface {
 		}
 		if !k8sovnv1.ServesEgressFirewall(d) {
 			return fmt.Errorf("egressfirewalls not served")
+		}
+		if !k8sovnv1.ServesEgressIP(d) {
+			return fmt.Errorf("egressips not served")
 		}
 		return nil
 	})

@@ -26,6 +26,9 @@ func StartMaster(t T, logDir, name string, ovn *OVNCentral, kube *KubeAPI, extra
 	if !slices.Contains(extra, "--dns-servers") {
 		args = append(args, "--dns-servers", NoDNS) // never the host's resolvers
 	}
+	if !slices.Contains(extra, "--egressip-reachability-timeout") {
+		args = append(args, "--egressip-reachability-timeout", "0") // no probes of made-up node addresses
+	}
 	return Start(t, logDir, name, args...)
 }
 

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	k8sovnv1 "github.com/ovn-k8s/ovn-k8s/go-controller/pkg/k8sovn/v1"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/policy"
 	"github.com/ovn-k8s/ovn-k8s/test/harness"
 )
@@ -29,7 +30,8 @@ import (
 // users impersonated by the test's administrator.
 
 // admissionPolicies are the policies dist/kubernetes ships, by name.
-var admissionPolicies = []string{"ovn-k8s-pod-networks", "ovn-k8s-node-annotations", "ovn-k8s-node-daemon-own-node", "ovn-k8s-tenant"}
+var admissionPolicies = []string{"ovn-k8s-pod-networks", "ovn-k8s-node-annotations", "ovn-k8s-node-daemon-own-node", "ovn-k8s-tenant",
+	"ovn-k8s-egress-assignable"}
 
 // applyDistAccess applies the RBAC and the admission policies of
 // dist/kubernetes and waits until every policy is in force.
@@ -84,6 +86,11 @@ func waitPoliciesInForce(t *testing.T, kube *harness.KubeAPI) {
 		"ovn-k8s-tenant": func() error {
 			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "policy-probe", Annotations: map[string]string{policy.TenantAnnotation: "global"}}}
 			_, err := prober.CoreV1().Namespaces().Create(ctx, ns, dry)
+			return err
+		},
+		"ovn-k8s-egress-assignable": func() error {
+			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "policy-probe-3", Labels: map[string]string{k8sovnv1.EgressAssignableLabel: ""}}}
+			_, err := prober.CoreV1().Nodes().Create(ctx, n, dry)
 			return err
 		},
 	}
@@ -507,5 +514,161 @@ func TestAdmissionTenantAnnotation(t *testing.T) {
 		if got.Annotations[tenant] != want {
 			t.Errorf("namespace %s: tenant %q, want %q", ns, got.Annotations[tenant], want)
 		}
+	}
+}
+
+// labelPatch is a merge patch setting each label (nil value: removing it).
+func labelPatch(values map[string]*string) []byte {
+	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": values}})
+	return b
+}
+
+// k8s.ovn.org/egress-assignable, which makes a Node a candidate to carry
+// other tenants' egress traffic (EgressIP), is set, changed or removed only
+// by a cluster administrator (whoever holds update on
+// egressnodes.k8s.ovn.org, as cluster-admin does): never by the node's own
+// identity, its kubelet (system:node:n1, group system:nodes) or its node
+// daemon (its DaemonSet pod's token), on its own Node or another, through
+// the Node, its status or its registration. Everything else they wrote
+// before they still write: the kubelet its Node's other labels and status
+// (its updates carrying the label unchanged), the node daemon its labels
+// and annotations.
+func TestAdmissionEgressAssignable(t *testing.T) {
+	kube := harness.StartKubeAPI(t)
+	applyDistAccess(t, kube, distObjects(t))
+	ctx := context.Background()
+	const label = k8sovnv1.EgressAssignableLabel
+	for _, n := range []*corev1.Node{
+		{ObjectMeta: metav1.ObjectMeta{Name: "n1"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "n2", Labels: map[string]string{label: ""}}},
+	} {
+		if _, err := kube.Client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Kubelets: the test's API server authorizes with RBAC alone, so the
+	// group system:nodes is bound to the role system:node, which grants
+	// what the Node authorizer grants a kubelet on its Node (and here on
+	// every Node: no NodeRestriction either).
+	bindCluster(t, kube, "kubelets", "system:node", rbacv1.Subject{Kind: rbacv1.GroupKind, Name: "system:nodes"})
+	kubelet := func(node string) kubernetes.Interface {
+		return impersonate(t, kube, "system:node:"+node, "system:nodes")
+	}
+	kubeletN1 := kubelet("n1")
+	n1Daemon := tokenClient(t, kube, nodeDaemonToken(t, kube, "n1"))
+	// carol may patch Nodes (and nothing of k8s.ovn.org); erin is a cluster
+	// administrator (the built-in cluster-admin); frank may patch Nodes and
+	// was granted the label alone.
+	grantCluster(t, kube, "node-patcher", user("carol"), []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"nodes", "nodes/status"}, Verbs: []string{"get", "patch"}}})
+	bindCluster(t, kube, "node-patcher-frank", "node-patcher", user("frank"))
+	grantCluster(t, kube, "egress-node-labeller", user("frank"), []rbacv1.PolicyRule{
+		{APIGroups: []string{"k8s.ovn.org"}, Resources: []string{"egressnodes"}, Verbs: []string{"update"}}})
+	bindCluster(t, kube, "erin-cluster-admin", "cluster-admin", user("erin"))
+	carol, erin, frank := impersonate(t, kube, "carol"), impersonate(t, kube, "erin"), impersonate(t, kube, "frank")
+
+	patch := func(c kubernetes.Interface, node string, body []byte, sub ...string) func() error {
+		return func() error {
+			_, err := c.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, body, metav1.PatchOptions{}, sub...)
+			return err
+		}
+	}
+	setLabel := func(v string) []byte { return labelPatch(map[string]*string{label: s(v)}) }
+	removeLabel := labelPatch(map[string]*string{label: nil})
+	otherLabels := labelPatch(map[string]*string{"node.kubernetes.io/instance-type": s("m1"), "topology.kubernetes.io/zone": s("a")})
+	register := func(c kubernetes.Interface, name string, labels map[string]string) func() error {
+		return func() error {
+			_, err := c.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{})
+			return err
+		}
+	}
+	// The kubelet's full writes of its Node: the object as it is, one
+	// label changed (update), or its conditions (status): the egress label,
+	// when there, carried unchanged.
+	kubeletUpdate := func(status bool) func() error {
+		return func() error {
+			n, err := kubeletN1.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if status {
+				n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+					LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+				_, err = kubeletN1.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+				return err
+			}
+			n.Labels["kubernetes.io/os"] = "linux"
+			_, err = kubeletN1.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+			return err
+		}
+	}
+	const (
+		p        = "ovn-k8s-egress-assignable"
+		refusal  = label + " is set only by a cluster administrator"
+		kubelet1 = "system:node:n1"
+		daemon   = "system:serviceaccount:ovn-kubernetes:ovnkube-node"
+		// the node daemon on another Node: refused by either policy
+		both = p + "|ovn-k8s-node-daemon-own-node"
+	)
+	checkWrites(t, []write{
+		// n1 without the label: its identities cannot add it.
+		{"the kubelet of n1 labelling n1", patch(kubeletN1, "n1", setLabel("")), p, []string{refusal, kubelet1 + " may not set it on Node n1"}},
+		{"the kubelet of n1 labelling n1 through its status", patch(kubeletN1, "n1", setLabel(""), "status"), p, []string{kubelet1 + " may not set it"}},
+		{"the node daemon of n1 labelling n1", patch(n1Daemon, "n1", setLabel("")), p, []string{refusal, daemon + " may not set it on Node n1"}},
+		{"a kubelet registering its Node with the label", register(kubelet("n3"), "n3", map[string]string{label: "", "kubernetes.io/hostname": "n3"}), p,
+			[]string{"system:node:n3 may not set it on Node n3"}},
+		{"a user who may patch Nodes labelling n1", patch(carol, "n1", setLabel("")), p, []string{"carol may not set it"}},
+		// ... while what they wrote before still goes through.
+		{"a kubelet registering its Node with its labels", register(kubelet("n3"), "n3", map[string]string{"kubernetes.io/hostname": "n3", "kubernetes.io/os": "linux"}), "", nil},
+		{"the kubelet of n1 writing n1's other labels", patch(kubeletN1, "n1", otherLabels), "", nil},
+		{"the kubelet of n1 writing n1's other labels through its status", patch(kubeletN1, "n1", labelPatch(map[string]*string{"topology.kubernetes.io/zone": s("b")}), "status"), "", nil},
+		{"the node daemon of n1 writing n1's other labels", patch(n1Daemon, "n1", labelPatch(map[string]*string{"x": s("y")})), "", nil},
+		{"a user who may patch Nodes writing n1's other labels", patch(carol, "n1", labelPatch(map[string]*string{"team": s("net")})), "", nil},
+		// A cluster administrator labels n1.
+		{"a cluster administrator labelling n1", patch(erin, "n1", setLabel("")), "", nil},
+		// Labelled, n1's identities cannot change or remove it ...
+		{"the kubelet of n1 changing n1's label", patch(kubeletN1, "n1", setLabel("true")), p, []string{kubelet1 + " may not change it on Node n1"}},
+		{"the kubelet of n1 removing n1's label", patch(kubeletN1, "n1", removeLabel), p, []string{kubelet1 + " may not remove it on Node n1"}},
+		{"the kubelet of n1 removing n1's label through its status", patch(kubeletN1, "n1", removeLabel, "status"), p, []string{"may not remove it"}},
+		{"the node daemon of n1 changing n1's label", patch(n1Daemon, "n1", setLabel("true")), p, []string{daemon + " may not change it"}},
+		{"the node daemon of n1 removing n1's label", patch(n1Daemon, "n1", removeLabel), p, []string{daemon + " may not remove it"}},
+		{"a user who may patch Nodes removing n1's label", patch(carol, "n1", removeLabel), p, []string{"carol may not remove it"}},
+		// ... nor n2's.
+		{"the kubelet of n1 removing n2's label", patch(kubeletN1, "n2", removeLabel), p, []string{kubelet1 + " may not remove it on Node n2"}},
+		{"the kubelet of n1 changing n2's label", patch(kubeletN1, "n2", setLabel("x")), p, nil},
+		{"the node daemon of n1 removing n2's label", patch(n1Daemon, "n2", removeLabel), both, nil},
+		{"the node daemon of n1 changing n2's label", patch(n1Daemon, "n2", setLabel("x")), both, nil},
+		{"the kubelet of n1 labelling n3", patch(kubeletN1, "n3", setLabel("")), p, nil},
+		// ... and their other writes, the label carried as it is, go through.
+		{"the kubelet of n1 writing n1's other labels, labelled", patch(kubeletN1, "n1", otherLabels), "", nil},
+		{"the kubelet of n1 updating n1 whole, labelled", kubeletUpdate(false), "", nil},
+		{"the kubelet of n1 updating n1's status whole, labelled", kubeletUpdate(true), "", nil},
+		{"the node daemon of n1 writing n1's chassis and labels, labelled", patch(n1Daemon, "n1",
+			[]byte(`{"metadata":{"labels":{"x":"z"},"annotations":{"`+annotations.NodeChassisID+`":"c-n1"}}}`)), "", nil},
+		// Administrators change and remove it.
+		{"a user granted update on egressnodes changing n2's label", patch(frank, "n2", setLabel("true")), "", nil},
+		{"a user granted update on egressnodes labelling n3", patch(frank, "n3", setLabel("")), "", nil},
+		{"a cluster administrator removing n2's label", patch(erin, "n2", removeLabel), "", nil},
+		{"system:masters changing n1's label", patch(kube.Client, "n1", setLabel("yes")), "", nil},
+	})
+	for node, want := range map[string]string{"n1": "yes", "n2": "-", "n3": ""} {
+		n, err := kube.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := n.Labels[label]
+		if !ok {
+			got = "-"
+		}
+		if got != want {
+			t.Errorf("Node %s: label %q, want %q (- for none)", node, got, want)
+		}
+	}
+	n1, err := kube.Client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n1.Labels["kubernetes.io/os"] != "linux" || n1.Labels["x"] != "z" || n1.Labels["topology.kubernetes.io/zone"] != "a" || len(n1.Status.Conditions) != 1 {
+		t.Errorf("n1 after its kubelet's and node daemon's writes: labels %v, conditions %v", n1.Labels, n1.Status.Conditions)
 	}
 }

@@ -129,8 +129,8 @@ func tokenKubeconfig(t *testing.T, kube *harness.KubeAPI, sa, token string) stri
 // informer synced, the admin policies' too), a pod its address (pods), a
 // node with a malformed gateway annotation an Event (events), a new
 // ClusterNetworkPolicy and AdminNetworkPolicy their status (their /status),
-// as an EgressFirewall in a new namespace (egressfirewalls), all as the
-// leader (leases).
+// as an EgressFirewall in a new namespace (egressfirewalls), an EgressIP
+// its assignment (egressips), all as the leader (leases).
 func masterConverges(c *cluster, i int) func() error {
 	node, bad, pod := fmt.Sprintf("rbac-n%d", i), fmt.Sprintf("rbac-bad%d", i), fmt.Sprintf("rbac-p%d", i)
 	c.createNode(node, nil)
@@ -155,7 +155,17 @@ func masterConverges(c *cluster, i int) func() error {
 	if _, err := admin.Resource(k8sovnv1.EgressFirewallResource).Namespace(efNS).Create(c.ctx(), ef, metav1.CreateOptions{}); err != nil {
 		c.t.Fatal(err)
 	}
+	eipNode := fmt.Sprintf("rbac-eip%d", i) // a node that may host an egress IP, and an EgressIP for it
+	c.createGatewayNode(eipNode, fmt.Sprintf("172.18.0.%d", 100+i), map[string]string{k8sovnv1.EgressAssignableLabel: ""})
+	c.createEIP(name, []string{fmt.Sprintf("172.18.0.%d", 200+i)}, nil, nil)
 	return func() error {
+		e, err := admin.Resource(k8sovnv1.EgressIPResource).Get(c.ctx(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if items, _, _ := unstructured.NestedSlice(e.Object, "status", "items"); len(items) == 0 {
+			return fmt.Errorf("EgressIP %s is not assigned", name)
+		}
 		o, err := admin.Resource(k8sovnv1.EgressFirewallResource).Namespace(efNS).Get(c.ctx(), k8sovnv1.EgressFirewallName, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -206,7 +216,8 @@ func TestDistManifestsAndMasterRBAC(t *testing.T) {
 	run := func() *harness.Process {
 		round++
 		return harness.Start(t, c.logDir, fmt.Sprintf("master-sa-%d", round), harness.Binary(t, "ovnkube"), "--loglevel", "4", "master",
-			"--kubeconfig", kubeconfig, "--nb-address", c.ovn.NBAddress(), "--dns-servers", harness.NoDNS)
+			"--kubeconfig", kubeconfig, "--nb-address", c.ovn.NBAddress(), "--dns-servers", harness.NoDNS,
+			"--egressip-reachability-timeout", "0")
 	}
 
 	p := run()
@@ -683,13 +694,142 @@ func upstreamEgressFirewallObject(t *testing.T) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: m}
 }
 
-// egressFirewallRBACRule says whether rule is on egressfirewalls (or their
-// status).
-func egressFirewallRBACRule(rule rbacv1.PolicyRule) bool {
+// rbacRuleOn says whether rule is on resource of k8s.ovn.org (or one of
+// its subresources).
+func rbacRuleOn(rule rbacv1.PolicyRule, resource string) bool {
 	return slices.Contains(rule.APIGroups, k8sovnv1.GroupVersion.Group) && slices.ContainsFunc(rule.Resources, func(r string) bool {
 		res, _, _ := strings.Cut(r, "/")
-		return res == k8sovnv1.EgressFirewallResource.Resource
+		return res == resource
 	})
+}
+
+// masterStatusKind is a kind of k8s.ovn.org the master follows and reports
+// on (EgressFirewall, EgressIP), as TestDistEgressFirewallRBAC and
+// TestDistEgressIPRBAC check its RBAC: access does one request on the
+// test's object as client ("get", "list", "watch", "patch status",
+// "update status", "create", "update", "patch", "delete"); admin reads what
+// an update starts from.
+type masterStatusKind struct {
+	resource string
+	access   func(ctx context.Context, client, admin dynamic.Interface, access string) error
+}
+
+// What the master may do on such a kind: read them all (its informer) and
+// merge patch their status; of the other accesses, nothing.
+var (
+	statusKindMasterMay = []string{"list", "watch", "patch status"}
+	statusKindAccesses  = append(slices.Clone(statusKindMasterMay), "get", "create", "update", "update status", "patch", "delete")
+)
+
+// rbacIdentities are the clients TestDistEgressFirewallRBAC and
+// TestDistEgressIPRBAC act as, on an API server with dist/kubernetes's CRDs,
+// RBAC and admission policies: the test's administrator, the master's
+// ServiceAccount, the node daemon's identity (its DaemonSet pod's token on
+// n1) and a user with no grant.
+type rbacIdentities struct {
+	c                                 *cluster
+	admin, master, nodeDaemon, nobody dynamic.Interface
+}
+
+func newRBACIdentities(t *testing.T) rbacIdentities {
+	t.Helper()
+	kube := harness.StartKubeAPI(t)
+	kube.InstallCRDs(t)
+	applyDistAccess(t, kube, distObjects(t))
+	if _, err := kube.Client.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tokenConfig := func(token string) *rest.Config {
+		return &rest.Config{Host: kube.URL, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
+	}
+	nobodyCfg := rest.CopyConfig(kube.Config)
+	nobodyCfg.Impersonate = rest.ImpersonationConfig{UserName: "mallory", Groups: []string{"system:authenticated"}}
+	return rbacIdentities{
+		c:          &cluster{t: t, kube: kube},
+		admin:      dynamicFor(t, kube.Config),
+		master:     dynamicFor(t, tokenConfig(serviceAccountToken(t, kube, "ovn-kubernetes", "ovnkube-master", nil))),
+		nodeDaemon: dynamicFor(t, tokenConfig(nodeDaemonToken(t, kube, "n1"))),
+		nobody:     dynamicFor(t, nobodyCfg),
+	}
+}
+
+// check does access as client, which must be allowed or forbidden.
+func (k masterStatusKind) check(ctx context.Context, ids rbacIdentities, who string, client dynamic.Interface, access string, allowed bool) error {
+	err := k.access(ctx, client, ids.admin, access)
+	switch {
+	case allowed && err != nil:
+		return fmt.Errorf("%s: %s %s refused, want allowed: %v", who, access, k.resource, err)
+	case !allowed && !apierrors.IsForbidden(err):
+		return fmt.Errorf("%s: %s %s: %v, want forbidden", who, access, k.resource, err)
+	}
+	return nil
+}
+
+// checkAccesses checks every access: the master may do what
+// statusKindMasterMay says and nothing else, the node daemon and the user
+// with no grant nothing.
+func (k masterStatusKind) checkAccesses(t *testing.T, ctx context.Context, ids rbacIdentities) {
+	t.Helper()
+	for _, access := range statusKindAccesses {
+		if err := k.check(ctx, ids, "the master", ids.master, access, slices.Contains(statusKindMasterMay, access)); err != nil {
+			t.Error(err)
+		}
+		for who, client := range map[string]dynamic.Interface{"the node daemon of n1": ids.nodeDaemon, "a user with no grant": ids.nobody} {
+			if err := k.check(ctx, ids, who, client, access, false); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+}
+
+// checkEachRule checks ovnkube-master has two rules on the kind (read;
+// patch status) granting exactly statusKindMasterMay, and that with each
+// removed in turn exactly what it grants is refused and the other's still
+// works.
+func (k masterStatusKind) checkEachRule(t *testing.T, ctx context.Context, ids rbacIdentities) {
+	t.Helper()
+	rules := roleRules(t, ids.c, "", "ovnkube-master")
+	var own []int
+	for i, rule := range rules {
+		if rbacRuleOn(rule, k.resource) {
+			own = append(own, i)
+		}
+	}
+	if len(own) != 2 {
+		t.Fatalf("ovnkube-master has %d rules on %s, want 2 (read; patch status)", len(own), k.resource)
+	}
+	accessesOf := func(rules []rbacv1.PolicyRule) []string {
+		var out []string
+		for _, rule := range rules {
+			if rbacRuleOn(rule, k.resource) {
+				out = append(out, grantedAccesses(rule)[k.resource]...)
+			}
+		}
+		return out
+	}
+	if got := accessesOf(rules); !slices.Equal(sortedCopy(got), sortedCopy(statusKindMasterMay)) {
+		t.Fatalf("ovnkube-master's rules grant %v on %s, want %v", got, k.resource, statusKindMasterMay)
+	}
+	for _, i := range own {
+		without := append(append([]rbacv1.PolicyRule{}, rules[:i]...), rules[i+1:]...)
+		setRoleRules(t, ids.c, "", "ovnkube-master", without)
+		kept := accessesOf(without)
+		harness.Eventually(t, 30*time.Second, fmt.Sprintf("the master without rule %v", rules[i]), func() error {
+			var errs []error
+			for _, access := range statusKindMasterMay {
+				errs = append(errs, k.check(ctx, ids, "the master", ids.master, access, slices.Contains(kept, access)))
+			}
+			return errors.Join(errs...)
+		})
+		setRoleRules(t, ids.c, "", "ovnkube-master", rules)
+		harness.Eventually(t, 30*time.Second, "the master with every rule again", func() error {
+			var errs []error
+			for _, access := range statusKindMasterMay {
+				errs = append(errs, k.check(ctx, ids, "the master", ids.master, access, true))
+			}
+			return errors.Join(errs...)
+		})
+	}
 }
 
 // egressFirewallAccess does one request on the EgressFirewall default/default
@@ -755,52 +895,18 @@ func egressFirewallAccess(ctx context.Context, t *testing.T, client, admin dynam
 // none of it: a namespace's tenant cannot loosen the firewall its admin set,
 // and only the master reports whether it is in force.
 func TestDistEgressFirewallRBAC(t *testing.T) {
-	kube := harness.StartKubeAPI(t)
-	c := &cluster{t: t, kube: kube}
+	ids := newRBACIdentities(t)
 	ctx := context.Background()
-	kube.InstallCRDs(t)
-	applyDistAccess(t, kube, distObjects(t))
-	admin := dynamicFor(t, kube.Config)
 	gvr := k8sovnv1.EgressFirewallResource
-	if _, err := admin.Resource(gvr).Namespace("default").Create(ctx, upstreamEgressFirewallObject(t), metav1.CreateOptions{}); err != nil {
+	if _, err := ids.admin.Resource(gvr).Namespace("default").Create(ctx, upstreamEgressFirewallObject(t), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kube.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	tokenConfig := func(token string) *rest.Config {
-		return &rest.Config{Host: kube.URL, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
-	}
-	master := dynamicFor(t, tokenConfig(serviceAccountToken(t, kube, "ovn-kubernetes", "ovnkube-master", nil)))
-	nodeDaemon := dynamicFor(t, tokenConfig(nodeDaemonToken(t, kube, "n1")))
-	nobodyCfg := rest.CopyConfig(kube.Config)
-	nobodyCfg.Impersonate = rest.ImpersonationConfig{UserName: "mallory", Groups: []string{"system:authenticated"}}
-	nobody := dynamicFor(t, nobodyCfg)
-
-	masterMay := []string{"list", "watch", "patch status"}
-	every := append(slices.Clone(masterMay), "get", "create", "update", "update status", "patch", "delete")
-	check := func(who string, client dynamic.Interface, access string, allowed bool) error {
-		err := egressFirewallAccess(ctx, t, client, admin, access)
-		switch {
-		case allowed && err != nil:
-			return fmt.Errorf("%s: %s egressfirewalls refused, want allowed: %v", who, access, err)
-		case !allowed && !apierrors.IsForbidden(err):
-			return fmt.Errorf("%s: %s egressfirewalls: %v, want forbidden", who, access, err)
-		}
-		return nil
-	}
-	for _, access := range every {
-		if err := check("the master", master, access, slices.Contains(masterMay, access)); err != nil {
-			t.Error(err)
-		}
-		for who, client := range map[string]dynamic.Interface{"the node daemon of n1": nodeDaemon, "a user with no grant": nobody} {
-			if err := check(who, client, access, false); err != nil {
-				t.Error(err)
-			}
-		}
-	}
+	k := masterStatusKind{resource: gvr.Resource, access: func(ctx context.Context, client, admin dynamic.Interface, access string) error {
+		return egressFirewallAccess(ctx, t, client, admin, access)
+	}}
+	k.checkAccesses(t, ctx, ids)
 	// What the master wrote is there: the status, not the spec or labels.
-	o, err := admin.Resource(gvr).Namespace("default").Get(ctx, k8sovnv1.EgressFirewallName, metav1.GetOptions{})
+	o, err := ids.admin.Resource(gvr).Namespace("default").Get(ctx, k8sovnv1.EgressFirewallName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -811,7 +917,7 @@ func TestDistEgressFirewallRBAC(t *testing.T) {
 	}
 
 	// The master's informer, with its identity: typed, synced, following.
-	inf := k8sovnv1.NewEgressFirewallInformer(master, 0)
+	inf := k8sovnv1.NewEgressFirewallInformer(ids.master, 0)
 	infCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	go inf.RunWithContext(infCtx)
@@ -827,7 +933,7 @@ func TestDistEgressFirewallRBAC(t *testing.T) {
 		}
 		return nil
 	})
-	if err := k8sovnv1.WriteEgressFirewallStatus(ctx, master, "default", "default", k8sovnv1.EgressFirewallStatus{Status: k8sovnv1.EgressFirewallApplied}); err != nil {
+	if err := k8sovnv1.WriteEgressFirewallStatus(ctx, ids.master, "default", "default", k8sovnv1.EgressFirewallStatus{Status: k8sovnv1.EgressFirewallApplied}); err != nil {
 		t.Fatal(err)
 	}
 	harness.Eventually(t, 30*time.Second, "the informer following the master's status write", func() error {
@@ -841,49 +947,7 @@ func TestDistEgressFirewallRBAC(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-
-	rules := roleRules(t, c, "", "ovnkube-master")
-	var efRules []int
-	for i, rule := range rules {
-		if egressFirewallRBACRule(rule) {
-			efRules = append(efRules, i)
-		}
-	}
-	if len(efRules) != 2 {
-		t.Fatalf("ovnkube-master has %d rules on egressfirewalls, want 2 (read; patch status)", len(efRules))
-	}
-	accessesOf := func(rules []rbacv1.PolicyRule) []string {
-		var out []string
-		for _, rule := range rules {
-			if egressFirewallRBACRule(rule) {
-				out = append(out, grantedAccesses(rule)[gvr.Resource]...)
-			}
-		}
-		return out
-	}
-	if got := accessesOf(rules); !slices.Equal(sortedCopy(got), sortedCopy(masterMay)) {
-		t.Fatalf("ovnkube-master's rules grant %v on egressfirewalls, want %v", got, masterMay)
-	}
-	for _, i := range efRules {
-		without := append(append([]rbacv1.PolicyRule{}, rules[:i]...), rules[i+1:]...)
-		setRoleRules(t, c, "", "ovnkube-master", without)
-		kept := accessesOf(without)
-		harness.Eventually(t, 30*time.Second, fmt.Sprintf("the master without rule %v", rules[i]), func() error {
-			var errs []error
-			for _, access := range masterMay {
-				errs = append(errs, check("the master", master, access, slices.Contains(kept, access)))
-			}
-			return errors.Join(errs...)
-		})
-		setRoleRules(t, c, "", "ovnkube-master", rules)
-		harness.Eventually(t, 30*time.Second, "the master with every rule again", func() error {
-			var errs []error
-			for _, access := range masterMay {
-				errs = append(errs, check("the master", master, access, true))
-			}
-			return errors.Join(errs...)
-		})
-	}
+	k.checkEachRule(t, ctx, ids)
 }
 
 // equalJSON compares two values as their JSON.
@@ -920,7 +984,7 @@ func TestDistEgressFirewallCRD(t *testing.T) {
 	if err := k8sovnv1.WriteEgressFirewallStatus(ctx, dyn, "default", "default", k8sovnv1.EgressFirewallStatus{Status: k8sovnv1.EgressFirewallApplied}); err != nil {
 		t.Fatal(err)
 	}
-	if cols, cells := egressFirewallTable(t, kube); !slices.Contains(cols, "EgressFirewall Status") || !slices.Contains(cells, k8sovnv1.EgressFirewallApplied) {
+	if cols, cells := crdTable(t, kube, "/apis/k8s.ovn.org/v1/namespaces/default/egressfirewalls"); !slices.Contains(cols, "EgressFirewall Status") || !slices.Contains(cells, k8sovnv1.EgressFirewallApplied) {
 		t.Errorf("table: columns %v, cells %v; want an EgressFirewall Status column showing %q", cols, cells, k8sovnv1.EgressFirewallApplied)
 	}
 
@@ -1017,15 +1081,16 @@ func TestDistEgressFirewallCRD(t *testing.T) {
 	}
 }
 
-// egressFirewallTable is what kubectl get egressfirewalls -n default shows:
-// the column names and every row's cells.
-func egressFirewallTable(t *testing.T, kube *harness.KubeAPI) (cols []string, cells []string) {
+// crdTable is what kubectl get shows of the objects at path (such as
+// /apis/k8s.ovn.org/v1/namespaces/default/egressfirewalls, what kubectl get
+// egressfirewalls -n default shows): the column names and every row's cells.
+func crdTable(t *testing.T, kube *harness.KubeAPI, path string) (cols []string, cells []string) {
 	t.Helper()
 	hc, err := rest.HTTPClientFor(kube.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := http.NewRequest(http.MethodGet, kube.URL+"/apis/k8s.ovn.org/v1/namespaces/default/egressfirewalls", nil)
+	req, err := http.NewRequest(http.MethodGet, kube.URL+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1048,4 +1113,291 @@ func egressFirewallTable(t *testing.T, kube *harness.KubeAPI) (cols []string, ce
 		}
 	}
 	return cols, cells
+}
+
+// upstreamEgressIPManifest is an EgressIP as upstream OVN-Kubernetes's
+// documentation writes one: 05-crd-egressips.yaml must take it as is.
+const upstreamEgressIPManifest = `
+apiVersion: k8s.ovn.org/v1
+kind: EgressIP
+metadata: {name: egressip-prod}
+spec:
+  egressIPs: [172.18.0.33, 172.18.0.44, "fc00:f853:ccd:e793::33"]
+  namespaceSelector: {matchLabels: {environment: prod}}
+  podSelector: {matchLabels: {app: web}}
+`
+
+func upstreamEgressIPObject(t *testing.T) *unstructured.Unstructured {
+	t.Helper()
+	var m map[string]any
+	if err := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(upstreamEgressIPManifest), 4096).Decode(&m); err != nil {
+		t.Fatal(err)
+	}
+	return &unstructured.Unstructured{Object: m}
+}
+
+// egressIPAccess does one request on the EgressIP egressip-prod as client:
+// get, list, watch, "patch status" (WriteEgressIPStatus, as the master
+// writes it), "update status", and the writes of the object: create, update
+// (its spec), patch (its spec), delete. admin reads what an update starts
+// from.
+func egressIPAccess(ctx context.Context, t *testing.T, client, admin dynamic.Interface, access string) error {
+	gvr := k8sovnv1.EgressIPResource
+	ri := client.Resource(gvr)
+	name := upstreamEgressIPObject(t).GetName()
+	switch access {
+	case "get":
+		_, err := ri.Get(ctx, name, metav1.GetOptions{})
+		return err
+	case "list":
+		_, err := ri.List(ctx, metav1.ListOptions{})
+		return err
+	case "watch":
+		w, err := ri.Watch(ctx, metav1.ListOptions{TimeoutSeconds: ptr(int64(1))})
+		if err == nil {
+			w.Stop()
+		}
+		return err
+	case "patch status":
+		return k8sovnv1.WriteEgressIPStatus(ctx, client, name, k8sovnv1.EgressIPStatus{Items: []k8sovnv1.EgressIPStatusItem{{Node: "n1", EgressIP: "172.18.0.33"}}})
+	case "update status", "update":
+		o, err := admin.Resource(gvr).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("admin get: %w", err)
+		}
+		if access == "update" {
+			o.SetLabels(map[string]string{"changed": "yes"})
+			_ = unstructured.SetNestedStringSlice(o.Object, []string{"172.18.0.99"}, "spec", "egressIPs")
+			_, err = ri.Update(ctx, o, metav1.UpdateOptions{})
+			return err
+		}
+		o.Object["status"] = map[string]any{"items": []any{map[string]any{"node": "n1", "egressIP": "172.18.0.99"}}}
+		_, err = ri.UpdateStatus(ctx, o, metav1.UpdateOptions{})
+		return err
+	case "patch":
+		_, err := ri.Patch(ctx, name, types.MergePatchType, []byte(`{"spec":{"namespaceSelector":{}}}`), metav1.PatchOptions{})
+		return err
+	case "create":
+		o := upstreamEgressIPObject(t)
+		o.SetName("another")
+		_, err := ri.Create(ctx, o, metav1.CreateOptions{})
+		return err
+	case "delete":
+		return ri.Delete(ctx, name, metav1.DeleteOptions{})
+	}
+	panic("unknown access " + access)
+}
+
+// EgressIP (k8s.ovn.org/v1, cluster-scoped), served from dist/kubernetes's
+// CRD: the master's ServiceAccount may list and watch them (its informer,
+// which syncs with that identity) and patch their status
+// (WriteEgressIPStatus), and not get, create, update, patch or delete one,
+// nor update its status; with each of its two rules on them removed in
+// turn, exactly what that rule grants is refused and the other rule's still
+// works. The node daemon's identity (its DaemonSet pod's token on n1) and a
+// user with no grant may do none of it: no tenant picks the source address
+// of other namespaces' traffic, and only the master reports where an egress
+// IP is.
+func TestDistEgressIPRBAC(t *testing.T) {
+	ids := newRBACIdentities(t)
+	ctx := context.Background()
+	gvr := k8sovnv1.EgressIPResource
+	name := upstreamEgressIPObject(t).GetName()
+	if _, err := ids.admin.Resource(gvr).Create(ctx, upstreamEgressIPObject(t), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	k := masterStatusKind{resource: gvr.Resource, access: func(ctx context.Context, client, admin dynamic.Interface, access string) error {
+		return egressIPAccess(ctx, t, client, admin, access)
+	}}
+	k.checkAccesses(t, ctx, ids)
+	// What the master wrote is there: the status, not the spec or labels;
+	// and nobody created another.
+	o, err := ids.admin.Resource(gvr).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, _, _ := unstructured.NestedMap(o.Object, "status")
+	wantStatus := map[string]any{"items": []any{map[string]any{"node": "n1", "egressIP": "172.18.0.33"}}}
+	if !equalJSON(status, wantStatus) || !equalJSON(o.Object["spec"], upstreamEgressIPObject(t).Object["spec"]) || len(o.GetLabels()) != 0 {
+		t.Errorf("after the master's writes: status %v (want %v), spec %v, labels %v", status, wantStatus, o.Object["spec"], o.GetLabels())
+	}
+	if l, err := ids.admin.Resource(gvr).List(ctx, metav1.ListOptions{}); err != nil || len(l.Items) != 1 {
+		t.Errorf("EgressIPs after the refused creations: %v %v, want %s alone", l, err, name)
+	}
+
+	// The master's informer, with its identity: typed, synced, following.
+	inf := k8sovnv1.NewEgressIPInformer(ids.master, 0)
+	infCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go inf.RunWithContext(infCtx)
+	harness.Eventually(t, 30*time.Second, "the master's EgressIP informer synced", func() error {
+		if !inf.HasSynced() {
+			return fmt.Errorf("not synced")
+		}
+		obj, ok, _ := inf.GetIndexer().GetByKey(name)
+		eip, _ := obj.(*k8sovnv1.EgressIP)
+		if !ok || eip == nil || !slices.Equal(eip.Spec.EgressIPs, []string{"172.18.0.33", "172.18.0.44", "fc00:f853:ccd:e793::33"}) ||
+			eip.Spec.NamespaceSelector.MatchLabels["environment"] != "prod" || eip.Spec.PodSelector.MatchLabels["app"] != "web" ||
+			len(eip.Status.Items) != 1 || eip.Status.Items[0] != (k8sovnv1.EgressIPStatusItem{Node: "n1", EgressIP: "172.18.0.33"}) {
+			return fmt.Errorf("store: %#v", obj)
+		}
+		return nil
+	})
+	if err := k8sovnv1.WriteEgressIPStatus(ctx, ids.master, name, k8sovnv1.EgressIPStatus{}); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, 30*time.Second, "the informer following the master's status write", func() error {
+		obj, _, _ := inf.GetIndexer().GetByKey(name)
+		if eip, _ := obj.(*k8sovnv1.EgressIP); eip == nil || eip.Status.Items == nil || len(eip.Status.Items) != 0 {
+			return fmt.Errorf("store: %#v", obj)
+		}
+		return nil
+	})
+	stop()
+	if t.Failed() {
+		return
+	}
+	k.checkEachRule(t, ctx, ids)
+}
+
+// 05-crd-egressips.yaml takes upstream's example unchanged (every field
+// kept, the printer columns upstream's, showing the status the master
+// writes) and the variants upstream allows, and refuses, each with its
+// rule's message: no spec, no or too many egress IPs, one that is not an
+// IP address, no namespace selector, a malformed selector; a status item
+// without its node or address. A status written with the object is dropped
+// (the status is a subresource: the master's alone).
+func TestDistEgressIPCRD(t *testing.T) {
+	kube := harness.StartKubeAPI(t)
+	kube.InstallCRDs(t)
+	ctx := context.Background()
+	dyn := dynamicFor(t, kube.Config)
+	ri := dyn.Resource(k8sovnv1.EgressIPResource)
+	withStatus := upstreamEgressIPObject(t)
+	withStatus.Object["status"] = map[string]any{"items": []any{map[string]any{"node": "n9", "egressIP": "172.18.0.33"}}}
+	created, err := ri.Create(ctx, withStatus, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eip k8sovnv1.EgressIP
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(created.Object, &eip); err != nil {
+		t.Fatal(err)
+	}
+	if !equalJSON(created.Object["spec"], upstreamEgressIPObject(t).Object["spec"]) || len(eip.Spec.EgressIPs) != 3 || created.Object["status"] != nil {
+		t.Fatalf("stored spec %v, status %v; want the manifest's spec and no status", created.Object["spec"], created.Object["status"])
+	}
+	// The printer columns show the spec and the status the master writes:
+	// of a column's values (its path's [*]) the first, as upstream's do (the
+	// API server prints only the first result of a column's JSONPath).
+	if err := k8sovnv1.WriteEgressIPStatus(ctx, dyn, eip.Name, k8sovnv1.EgressIPStatus{Items: []k8sovnv1.EgressIPStatusItem{
+		{Node: "n1", EgressIP: "172.18.0.33"}, {Node: "n2", EgressIP: "fc00:f853:ccd:e793::33"}}}); err != nil {
+		t.Fatal(err)
+	}
+	cols, cells := crdTable(t, kube, "/apis/k8s.ovn.org/v1/egressips")
+	row := map[string]string{}
+	for i, c := range cols {
+		if len(cells) == len(cols) {
+			row[c] = cells[i]
+		}
+	}
+	want := map[string]string{"Name": "egressip-prod", "EgressIPs": "172.18.0.33", "Assigned Node": "n1", "Assigned EgressIPs": "172.18.0.33"}
+	if !equalJSON(row, want) {
+		t.Errorf("table: columns %v, cells %v; want %v", cols, cells, want)
+	}
+	// A status without its items, or an item without its node or address.
+	for _, bad := range []struct{ patch, msg string }{
+		{`{"status":{"items":null}}`, "status.items: Required value"},
+		{`{"status":{"items":[{"egressIP":"172.18.0.33"}]}}`, "status.items[0].node: Required value"},
+		{`{"status":{"items":[{"node":"n1"}]}}`, "status.items[0].egressIP: Required value"},
+	} {
+		_, err := ri.Patch(ctx, eip.Name, types.MergePatchType, []byte(bad.patch), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}}, "status")
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), bad.msg) {
+			t.Errorf("status patch %s: %v, want invalid: %s", bad.patch, err, bad.msg)
+		}
+	}
+
+	// variants: the example with its spec changed (dry run)
+	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	with := func(change func(spec map[string]any)) *unstructured.Unstructured {
+		o := upstreamEgressIPObject(t)
+		o.SetName("variant")
+		change(o.Object["spec"].(map[string]any))
+		return o
+	}
+	ips := func(ips ...string) *unstructured.Unstructured {
+		return with(func(spec map[string]any) {
+			l := make([]any, len(ips))
+			for i, ip := range ips {
+				l[i] = ip
+			}
+			spec["egressIPs"] = l
+		})
+	}
+	nIPs := func(n int) *unstructured.Unstructured {
+		var l []string
+		for i := range n {
+			l = append(l, fmt.Sprintf("10.0.%d.%d", i/256, i%256))
+		}
+		return ips(l...)
+	}
+	set := func(field string, v any) *unstructured.Unstructured {
+		return with(func(spec map[string]any) { spec[field] = v })
+	}
+	without := func(field string) *unstructured.Unstructured {
+		return with(func(spec map[string]any) { delete(spec, field) })
+	}
+	expr := func(e map[string]any) map[string]any { return map[string]any{"matchExpressions": []any{e}} }
+	accepted := map[string]*unstructured.Unstructured{
+		"one IPv4 address":                ips("172.18.0.33"),
+		"one IPv6 address":                ips("fc00::33"),
+		"the longest address":             ips("2001:0db8:0000:0000:0000:0000:255.255.255.255"),
+		"256 egress IPs":                  nIPs(256),
+		"no pod selector":                 without("podSelector"),
+		"an empty namespace selector":     set("namespaceSelector", map[string]any{}),
+		"an empty pod selector":           set("podSelector", map[string]any{}),
+		"a namespace selector's Exists":   set("namespaceSelector", expr(map[string]any{"key": "environment", "operator": "Exists"})),
+		"a pod selector's In expression":  set("podSelector", expr(map[string]any{"key": "app", "operator": "In", "values": []any{"web", "api"}})),
+		"labels and expressions together": set("podSelector", map[string]any{"matchLabels": map[string]any{"app": "web"}, "matchExpressions": []any{map[string]any{"key": "tier", "operator": "DoesNotExist"}}}),
+	}
+	for what, o := range accepted {
+		if _, err := ri.Create(ctx, o, dry); err != nil {
+			t.Errorf("%s refused: %v", what, err)
+		}
+	}
+
+	noSpec := upstreamEgressIPObject(t)
+	noSpec.SetName("variant")
+	delete(noSpec.Object, "spec")
+	const notIP = "each of egressIPs must be an IP address"
+	refused := []struct {
+		what string
+		obj  *unstructured.Unstructured
+		msg  string // in the error
+	}{
+		{"no spec", noSpec, "spec: Required value"},
+		{"no egressIPs", without("egressIPs"), "spec.egressIPs: Required value"},
+		{"no egress IP", ips(), "spec.egressIPs: Invalid value: 0: spec.egressIPs in body should have at least 1 items"},
+		{"257 egress IPs", nIPs(257), "spec.egressIPs: Too many"},
+		{"egressIPs not a list", set("egressIPs", "172.18.0.33"), "spec.egressIPs: Invalid value"},
+		{"a name", ips("172.18.0.33", "egress.example.com"), "spec.egressIPs[1]: Invalid value: \"string\": " + notIP},
+		{"a CIDR", ips("172.18.0.0/24"), notIP},
+		{"an IPv4 address out of range", ips("172.18.0.256"), notIP},
+		{"an IPv4 address with a leading zero", ips("172.18.0.033"), notIP},
+		{"an IPv6 address with a zone", ips("fe80::1%eth0"), notIP},
+		{"an empty address", ips(""), notIP},
+		{"an address too long", ips("2001:0db8:0000:0000:0000:0000:0255.255.255.255"), "spec.egressIPs[0]: Too long"},
+		{"no namespaceSelector", without("namespaceSelector"), "spec.namespaceSelector: Required value"},
+		{"a namespace selector not an object", set("namespaceSelector", "environment=prod"), "spec.namespaceSelector: Invalid value"},
+		{"an expression without operator", set("namespaceSelector", expr(map[string]any{"key": "environment"})), "spec.namespaceSelector.matchExpressions[0].operator: Required value"},
+		{"an expression without key", set("podSelector", expr(map[string]any{"operator": "Exists"})), "spec.podSelector.matchExpressions[0].key: Required value"},
+		{"an expression's values not a list", set("podSelector", expr(map[string]any{"key": "app", "operator": "In", "values": "web"})), "spec.podSelector.matchExpressions[0].values: Invalid value"},
+		{"a label value not a string", set("podSelector", map[string]any{"matchLabels": map[string]any{"app": int64(1)}}), "spec.podSelector.matchLabels.app: Invalid value"},
+		{"matchLabels a list", set("namespaceSelector", map[string]any{"matchLabels": []any{"environment"}}), "spec.namespaceSelector.matchLabels: Invalid value"},
+	}
+	for _, r := range refused {
+		_, err := ri.Create(ctx, r.obj, dry)
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), r.msg) {
+			t.Errorf("%s: %v, want invalid: %s", r.what, err, r.msg)
+		}
+	}
 }

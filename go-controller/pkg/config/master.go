@@ -56,6 +56,9 @@ type Master struct {
 	// DNSServers ("host:port") resolve the DNS names of egress firewalls
 	// and admin policies (--dns-servers; none: such names match nothing).
 	DNSServers []string
+	// EgressIPReachTimeout bounds each reachability probe of an egress node
+	// (--egressip-reachability-timeout; 0: no probes).
+	EgressIPReachTimeout time.Duration
 }
 
 // DefaultResyncInterval is the master's periodic full resync.

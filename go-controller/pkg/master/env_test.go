@@ -92,7 +92,7 @@ func (e *env) start() {
 	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	nb := ovndbtest.Connect(e.t, e.proxy.Sock)
-	e.m = New(e.cfg, e.kube, nb, NewInformers(e.kube), nil, testr.NewWithOptions(e.t, testr.Options{Verbosity: 0}))
+	e.m = New(e.cfg, e.kube, nb, NewInformers(e.kube), APIs{}, testr.NewWithOptions(e.t, testr.Options{Verbosity: 0}))
 	e.cancel, e.done = cancel, make(chan struct{})
 	go func() { defer close(e.done); _ = e.m.Run(ctx) }()
 	select {

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/egressip"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
@@ -208,9 +209,13 @@ func ensureGatewayChildren(ctx context.Context, nb libovsdbclient.Client, commit
 		want[r.ExternalIDs[topology.RowIDKey]] = true
 		t.EnsureChild(cluster, &cluster.StaticRoutes, topology.RowIDKey, r, topology.RouteColumns(r))
 	}
-	// Everything on the gateway router is ours; on the cluster router only
-	// the node's gateway source routes are this pass's.
-	t.RemoveChildren(gr, &gr.Nat, t.ChildrenWhere(gr.Nat, func(ids map[string]string) bool { return !want[ids[topology.RowIDKey]] }, &nbdb.NAT{})...)
+	// Everything on the gateway router is ours but the egress IPs' SNATs
+	// (package egressip); on the cluster router only the node's gateway
+	// source routes are this pass's.
+	t.RemoveChildren(gr, &gr.Nat, t.ChildrenWhere(gr.Nat, func(ids map[string]string) bool {
+		o, _ := topology.OwnerOf(ids)
+		return o.Type != egressip.OwnerEgressIP && !want[ids[topology.RowIDKey]]
+	}, &nbdb.NAT{})...)
 	t.RemoveChildren(gr, &gr.StaticRoutes, t.ChildrenWhere(gr.StaticRoutes, func(ids map[string]string) bool { return !want[ids[topology.RowIDKey]] }, &nbdb.LogicalRouterStaticRoute{})...)
 	t.RemoveChildren(cluster, &cluster.StaticRoutes, gatewaySourceRoutes(t, cluster, node, want)...)
 	ops, err := t.Ops()

@@ -30,6 +30,7 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/controller"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/dnsname"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/egressip"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/metrics"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
@@ -54,6 +55,8 @@ type Master struct {
 	factory    informers.SharedInformerFactory
 	admin      *policy.AdminAPI
 	dns        *dnsname.Resolver // nil: no DNS servers configured
+	eipAPI     *egressip.API
+	eips       *egressip.Controller // nil: EgressIPs not served
 	nodeLister corelisters.NodeLister
 	podLister  slim.Lister
 	nodeQueue  *controller.Queue
@@ -110,9 +113,19 @@ func NewInformers(kube kubernetes.Interface) informers.SharedInformerFactory {
 	return factory
 }
 
+// APIs are the custom resources the master follows (a nil field: its kinds
+// are not served).
+type APIs struct {
+	// Admin: admin network policies and egress firewalls.
+	Admin *policy.AdminAPI
+	// EgressIP: EgressIPs.
+	EgressIP *egressip.API
+}
+
 // New wires a master reading through factory (from NewInformers, started or
-// not), and through admin for admin policies (nil: none); Run starts it.
-func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client, factory informers.SharedInformerFactory, admin *policy.AdminAPI, log logr.Logger) *Master {
+// not), and through apis for custom resources; Run starts it.
+func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client, factory informers.SharedInformerFactory, apis APIs, log logr.Logger) *Master {
+	admin := apis.Admin
 	if cfg.PodWorkers <= 0 {
 		cfg.PodWorkers = 32
 	}
@@ -179,6 +192,11 @@ func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client,
 		popts.DNS = m.dns
 	}
 	m.policies = policy.New(factory, nb, m.committer.Commit, popts, log.WithName("policy"), cfg.RetryMaxDelay)
+	if apis.EgressIP != nil {
+		m.eipAPI = apis.EgressIP
+		m.eips = egressip.New(apis.EgressIP, factory, nb, m.committer.Commit, egressip.Options{ClusterSubnets: podRanges,
+			JoinSubnets: cfg.JoinSubnets, ReachTimeout: cfg.EgressIPReachTimeout, Events: m.recorder}, log.WithName("egressip"), cfg.RetryMaxDelay)
+	}
 	return m
 }
 
@@ -267,6 +285,11 @@ func (m *Master) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	if m.eipAPI != nil {
+		if err := m.eipAPI.Start(ctx); err != nil {
+			return err
+		}
+	}
 	if m.dns != nil {
 		go m.dns.Run(ctx)
 	}
@@ -294,6 +317,9 @@ func (m *Master) Run(ctx context.Context) error {
 	})
 	spawn(func() { m.services.Run(ctx, m.cfg.ServiceWorkers) })
 	spawn(func() { m.policies.Run(ctx, m.cfg.PolicyWorkers) })
+	if m.eips != nil {
+		spawn(func() { m.eips.Run(ctx, 2) })
+	}
 	spawn(func() {
 		ovndb.WatchReconnects(ctx, m.nb, 100*time.Millisecond, m.log.WithName("nb"), func() { m.resync(ctx, "nb_reconnect") })
 	})
@@ -350,6 +376,9 @@ func (m *Master) resync(ctx context.Context, reason string) {
 	nodes, pods := m.enqueueAll(true)
 	services := m.services.Resync()
 	policies := m.policies.Resync()
+	if m.eips != nil {
+		m.eips.Resync()
+	}
 	m.log.Info("full resync queued; repairs are logged per object", "reason", reason, "nodes", nodes, "pods", pods, "services", services, "networkPolicies", policies)
 }
 
@@ -366,7 +395,7 @@ func (m *Master) resyncPeriodically(ctx context.Context) {
 // signalSynced closes m.synced once the first full pass has drained.
 func (m *Master) signalSynced(ctx context.Context) {
 	_ = wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
-		return m.nodeQueue.Idle() && m.podQueue.Idle() && m.services.Idle() && m.policies.Idle(), nil
+		return m.nodeQueue.Idle() && m.podQueue.Idle() && m.services.Idle() && m.policies.Idle() && (m.eips == nil || m.eips.Idle()), nil
 	})
 	if ctx.Err() == nil {
 		m.syncedOnce.Do(func() {

@@ -781,6 +781,10 @@ func (c *Controller) resolve(s PeerSet, name string, proto corev1.Protocol) []in
 // podAddrs are the addresses (of both families) the master gave a pod that
 // is networked now; finished pods' addresses go back to the pool, so they
 // never count.
+// PodAddresses are a networked pod's addresses from the master's
+// annotation (nil without one written for this pod).
+func PodAddresses(p *slim.Pod) []netip.Addr { return podAddrs(p) }
+
 func podAddrs(p *slim.Pod) []netip.Addr {
 	if !p.Networked() || !p.Annotated {
 		return nil

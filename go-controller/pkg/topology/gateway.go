@@ -122,10 +122,13 @@ func Gateway(in GatewayInput) GatewayRows {
 			ExternalIDs: ids(),
 		},
 		ExtToRouter: &nbdb.LogicalSwitchPort{
-			Name:        ExternalToGatewayPort(in.Node),
-			Type:        "router",
-			Addresses:   []string{"router"},
-			Options:     map[string]string{"router-port": GatewayToExternalPort(in.Node)},
+			Name:      ExternalToGatewayPort(in.Node),
+			Type:      "router",
+			Addresses: []string{"router"},
+			// ovn-controller announces (GARP) the router's NAT addresses,
+			// an egress IP among them, when they move here; not its load
+			// balancers' addresses, which an outside router routes.
+			Options:     map[string]string{"router-port": GatewayToExternalPort(in.Node), "nat-addresses": "router", "exclude-lb-vips-from-garp": "true"},
 			ExternalIDs: ids(),
 		},
 		RouterToExt: &nbdb.LogicalRouterPort{

@@ -25,6 +25,7 @@ import (
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/dnsname"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/egressip"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/leader"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/master"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/metrics"
@@ -122,6 +123,7 @@ func masterCommand() *cli.Command {
 			"from annotations and the NB, and only rows ovn-k8s owns are ever deleted.",
 		Flags: append(append(append(append(kubeFlags(), tlsFlags("nb")...),
 			&cli.StringFlag{Name: "nb-address", Usage: "OVN NB database: unix:PATH, tcp:HOST:PORT or ssl:HOST:PORT; comma-separated for a clustered NB"},
+			&cli.DurationFlag{Name: "egressip-reachability-timeout", Value: time.Second, Usage: "how long the master waits for an egress node to answer its probe (TCP to the node's gateway address, port 9: an answer or a refusal is reachable; two misses in a row, one second apart, move its egress IPs); 0 turns the probes off (the Ready condition and the label alone decide)"},
 			&cli.StringFlag{Name: "dns-servers", Usage: "comma-separated DNS servers (IP or IP:PORT) resolving egress firewalls' dnsName and admin policies' domainNames; default: the nameservers of /etc/resolv.conf"},
 			&cli.StringFlag{Name: "sb-address", Usage: "the OVN SB database the nodes use (tcp: or ssl:, comma-separated when clustered): an ACL on every node switch keeps pods from it and from the NB's tcp:/ssl: endpoints; the master never connects to it"},
 			&cli.StringSliceFlag{Name: "cluster-subnet", Aliases: []string{"cluster-ip-subnet"}, Value: cli.NewStringSlice(config.DefaultClusterSubnetFlag), Usage: "pod network CIDR/HOSTLEN (repeatable; one per IP family for dual-stack)"},
@@ -223,7 +225,7 @@ func runMaster(ctx context.Context, cfg config.Master, lcfg leader.Config, elect
 		}
 		defer nb.Close()
 		log.Info("connected to NB", "address", cfg.NBAddress, "endpoint", nb.CurrentEndpoint())
-		m := master.New(cfg, kube, nb, factory, adminAPI(rc, kube, log), log)
+		m := master.New(cfg, kube, nb, factory, customAPIs(rc, kube, log), log)
 		if elector == nil {
 			running.Store(m)
 			go oneProcAfterSync(ctx, m.Synced(), log)
@@ -328,6 +330,9 @@ func masterConfig(c *cli.Context) (config.Master, error) {
 	if cfg.DNSServers, err = dnsServers(c.String("dns-servers")); err != nil {
 		return cfg, flagError("dns-servers", err)
 	}
+	if cfg.EgressIPReachTimeout = c.Duration("egressip-reachability-timeout"); cfg.EgressIPReachTimeout < 0 {
+		return cfg, flagError("egressip-reachability-timeout", fmt.Errorf("must not be negative"))
+	}
 	if cfg.PolicyWorkers = c.Int("policy-workers"); cfg.PolicyWorkers < 1 {
 		return cfg, flagError("policy-workers", fmt.Errorf("must be at least 1"))
 	}
@@ -386,27 +391,34 @@ func dnsServers(v string) ([]string, error) {
 	return out, nil
 }
 
-// adminAPI follows the admin policy kinds the API server serves (their CRDs
-// from dist/kubernetes); nil when it serves none. A kind installed later is
-// followed from the master's next start.
-func adminAPI(rc *rest.Config, kube kubernetes.Interface, log logr.Logger) *policy.AdminAPI {
+// customAPIs follows the custom resource kinds the API server serves
+// (their CRDs from dist/kubernetes): admin network policies, egress
+// firewalls and EgressIPs. A kind installed later is followed from the
+// master's next start.
+func customAPIs(rc *rest.Config, kube kubernetes.Interface, log logr.Logger) master.APIs {
 	json := rest.CopyConfig(rc) // custom resources have no protobuf encoding
 	json.ContentType, json.AcceptContentTypes = "application/json", "application/json"
 	client, err := npclient.NewForConfig(json)
 	if err != nil {
-		log.Error(err, "admin network policies are not followed")
-		return nil
+		log.Error(err, "custom resources (admin network policies, egress firewalls, EgressIPs) are not followed")
+		return master.APIs{}
 	}
 	dyn, err := dynamic.NewForConfig(json)
 	if err != nil {
-		log.Error(err, "admin network policies and egress firewalls are not followed")
-		return nil
+		log.Error(err, "custom resources (admin network policies, egress firewalls, EgressIPs) are not followed")
+		return master.APIs{}
 	}
-	a := policy.DiscoverAdminAPI(kube.Discovery(), client, dyn)
-	if len(a.Kinds()) == 0 {
+	var apis master.APIs
+	if a := policy.DiscoverAdminAPI(kube.Discovery(), client, dyn); len(a.Kinds()) > 0 {
+		log.Info("following admin network policies and egress firewalls", "kinds", a.Kinds())
+		apis.Admin = a
+	} else {
 		log.Info("the API server serves no admin network policy kind nor EgressFirewall (their CRDs are not installed); none is followed")
-		return nil
 	}
-	log.Info("following admin network policies and egress firewalls", "kinds", a.Kinds())
-	return a
+	if apis.EgressIP = egressip.Discover(kube.Discovery(), dyn); apis.EgressIP != nil {
+		log.Info("following EgressIPs")
+	} else {
+		log.Info("the API server does not serve EgressIPs (their CRD is not installed); none is followed")
+	}
+	return apis
 }

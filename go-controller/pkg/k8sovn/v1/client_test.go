@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	discoveryfake "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
@@ -57,15 +59,28 @@ func rules(cidrs ...string) EgressFirewall {
 
 func newFake(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
 	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{EgressFirewallResource: "EgressFirewallList"}, objs...)
+		map[schema.GroupVersionResource]string{EgressFirewallResource: "EgressFirewallList", EgressIPResource: "EgressIPList"}, objs...)
 }
 
-// recorder keeps what a handler was told: "add ns/cidr", "update
-// ns/cidr -> ns/cidr", "delete ns".
+// recorder keeps what a handler was told: "add " and "update " with what
+// describe says of the objects ("update old -> new"), "delete " with what
+// id says.
 type recorder struct {
-	t      *testing.T
-	mu     sync.Mutex
-	events []string
+	t            *testing.T
+	describe, id func(obj any) string
+	mu           sync.Mutex
+	events       []string
+}
+
+// efRecorder records EgressFirewalls: "add ns/cidr", "update ns/cidr ->
+// ns/cidr", "delete ns".
+func efRecorder(t *testing.T) *recorder {
+	return &recorder{t: t, describe: firstCIDR, id: func(obj any) string {
+		if ef, ok := obj.(*EgressFirewall); ok {
+			return ef.Namespace
+		}
+		return fmt.Sprintf("of a %T", obj)
+	}}
 }
 
 func firstCIDR(obj any) string {
@@ -87,18 +102,13 @@ func (r *recorder) add(s string) {
 
 func (r *recorder) handler() cache.ResourceEventHandlerFuncs {
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { r.add("add " + firstCIDR(obj)) },
-		UpdateFunc: func(old, obj any) { r.add("update " + firstCIDR(old) + " -> " + firstCIDR(obj)) },
+		AddFunc:    func(obj any) { r.add("add " + r.describe(obj)) },
+		UpdateFunc: func(old, obj any) { r.add("update " + r.describe(old) + " -> " + r.describe(obj)) },
 		DeleteFunc: func(obj any) {
 			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = d.Obj
 			}
-			ef, ok := obj.(*EgressFirewall)
-			if !ok {
-				r.add(fmt.Sprintf("delete of a %T", obj))
-				return
-			}
-			r.add("delete " + ef.Namespace)
+			r.add("delete " + r.id(obj))
 		},
 	}
 }
@@ -121,25 +131,30 @@ func (r *recorder) wait(want ...string) {
 	}
 }
 
+// storeHolds checks the informer's store holds exactly objects described
+// (by describe, which says "a T" of one of another type) as want.
+func storeHolds(t *testing.T, inf cache.SharedIndexInformer, describe func(any) string, want ...string) {
+	t.Helper()
+	var got []string
+	for _, o := range inf.GetStore().List() {
+		got = append(got, describe(o))
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("store %q, want %q", got, want)
+	}
+}
+
 // storeHas checks the informer's store holds exactly want (namespace →
 // first CIDR), typed, and its namespace index.
 func storeHas(t *testing.T, inf cache.SharedIndexInformer, want map[string]string) {
 	t.Helper()
-	got := map[string]string{}
-	for _, o := range inf.GetStore().List() {
-		ef, ok := o.(*EgressFirewall)
-		if !ok {
-			t.Fatalf("the store holds a %T", o)
-		}
-		got[ef.Namespace] = firstCIDR(ef)
-	}
-	wantFull := map[string]string{}
+	var wantFull []string
 	for ns, c := range want {
-		wantFull[ns] = ns + "/" + c
+		wantFull = append(wantFull, ns+"/"+c)
 	}
-	if !reflect.DeepEqual(got, wantFull) {
-		t.Fatalf("store %v, want %v", got, wantFull)
-	}
+	storeHolds(t, inf, firstCIDR, wantFull...)
 	for ns := range want {
 		objs, err := inf.GetIndexer().ByIndex(cache.NamespaceIndex, ns)
 		if err != nil || len(objs) != 1 || objs[0].(*EgressFirewall).Name != EgressFirewallName {
@@ -155,27 +170,8 @@ func storeHas(t *testing.T, inf cache.SharedIndexInformer, want map[string]strin
 // addition or deletion changes nothing in the store. Nothing panics.
 func TestInformer(t *testing.T) {
 	dyn := newFake(object(t, "a", rules("10.0.0.0/8")), malformed("bad"))
-	watching := make(chan struct{})
-	var once sync.Once
-	// The fake does not replay what happened between list and watch: the
-	// test changes objects only once the informer watches.
-	dyn.PrependWatchReactor("*", func(action clienttesting.Action) (bool, watch.Interface, error) {
-		w, err := dyn.Tracker().Watch(action.GetResource(), action.GetNamespace())
-		once.Do(func() { close(watching) })
-		return true, w, err
-	})
-	inf := NewEgressFirewallInformer(dyn, 0)
-	r := &recorder{t: t}
-	if _, err := inf.AddEventHandler(r.handler()); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), testr.New(t)))
-	defer cancel()
-	go inf.RunWithContext(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-		t.Fatal("not synced")
-	}
-	<-watching
+	r := efRecorder(t)
+	inf := runInformer(t, dyn, NewEgressFirewallInformer, r)
 	r.wait("add a/10.0.0.0/8")
 	storeHas(t, inf, map[string]string{"a": "10.0.0.0/8"})
 	ef, _, _ := inf.GetIndexer().GetByKey("a/default")
@@ -223,6 +219,35 @@ func TestInformer(t *testing.T) {
 	storeHas(t, inf, map[string]string{"a": "10.2.0.0/16", "d": "203.0.113.0/24"})
 }
 
+// runInformer runs the informer newInformer makes of dyn, r's handler
+// added, until the test ends; it returns once the informer has synced and
+// watches.
+func runInformer(t *testing.T, dyn *dynamicfake.FakeDynamicClient, newInformer func(dynamic.Interface, time.Duration) cache.SharedIndexInformer,
+	r *recorder) cache.SharedIndexInformer {
+	t.Helper()
+	watching := make(chan struct{})
+	var once sync.Once
+	// The fake does not replay what happened between list and watch: the
+	// test changes objects only once the informer watches.
+	dyn.PrependWatchReactor("*", func(action clienttesting.Action) (bool, watch.Interface, error) {
+		w, err := dyn.Tracker().Watch(action.GetResource(), action.GetNamespace())
+		once.Do(func() { close(watching) })
+		return true, w, err
+	})
+	inf := newInformer(dyn, 0)
+	if _, err := inf.AddEventHandler(r.handler()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), testr.New(t)))
+	t.Cleanup(cancel)
+	go inf.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		t.Fatal("not synced")
+	}
+	<-watching
+	return inf
+}
+
 // Conversion of watch events: an error's Status passes as it is (the
 // reflector reads it), a bookmark keeps its resource version and
 // annotations, objects of every malformed shape are left out or turned
@@ -230,12 +255,12 @@ func TestInformer(t *testing.T) {
 func TestTypedEvent(t *testing.T) {
 	log := testr.New(t)
 	status := &unstructured.Unstructured{Object: map[string]any{"kind": "Status", "apiVersion": "v1", "code": int64(410)}}
-	if e, keep := typedEvent(log, watch.Event{Type: watch.Error, Object: status}); !keep || e.Object != status {
+	if e, keep := typedEvent[EgressFirewall](log, watch.Event{Type: watch.Error, Object: status}); !keep || e.Object != status {
 		t.Fatalf("error event: %v %v", e, keep)
 	}
 	bm := &unstructured.Unstructured{Object: map[string]any{"kind": "EgressFirewall", "apiVersion": "k8s.ovn.org/v1",
 		"metadata": map[string]any{"resourceVersion": "42", "annotations": map[string]any{metav1.InitialEventsAnnotationKey: "true"}}}}
-	e, keep := typedEvent(log, watch.Event{Type: watch.Bookmark, Object: bm})
+	e, keep := typedEvent[EgressFirewall](log, watch.Event{Type: watch.Bookmark, Object: bm})
 	if ef, ok := e.Object.(*EgressFirewall); !keep || e.Type != watch.Bookmark || !ok || ef.ResourceVersion != "42" ||
 		ef.Annotations[metav1.InitialEventsAnnotationKey] != "true" {
 		t.Fatalf("bookmark: %v %+v", keep, e)
@@ -256,11 +281,11 @@ func TestTypedEvent(t *testing.T) {
 		for k, v := range s {
 			u.Object[k] = v
 		}
-		if _, keep := typedEvent(log, watch.Event{Type: watch.Added, Object: u}); keep {
+		if _, keep := typedEvent[EgressFirewall](log, watch.Event{Type: watch.Added, Object: u}); keep {
 			t.Errorf("shape %d: a malformed addition passed", i)
 		}
 		for _, typ := range []watch.EventType{watch.Modified, watch.Deleted} {
-			e, keep := typedEvent(log, watch.Event{Type: typ, Object: u})
+			e, keep := typedEvent[EgressFirewall](log, watch.Event{Type: typ, Object: u})
 			ef, ok := e.Object.(*EgressFirewall)
 			if !keep || e.Type != watch.Deleted || !ok || ef.Namespace != "ns" || ef.Name != "default" || ef.ResourceVersion != "7" {
 				t.Errorf("shape %d, %s: %v %+v", i, typ, keep, e)
@@ -346,7 +371,7 @@ func TestTypedList(t *testing.T) {
 	ul.SetContinue("next")
 	n := int64(3)
 	ul.SetRemainingItemCount(&n)
-	l := typedList(testr.New(t), ul)
+	l := typedList[EgressFirewall, EgressFirewallList](testr.New(t), ul)
 	if l.ResourceVersion != "12" || l.Continue != "next" || l.RemainingItemCount == nil || *l.RemainingItemCount != 3 ||
 		len(l.Items) != 1 || firstCIDR(&l.Items[0]) != "y/10.0.0.0/8" {
 		t.Fatalf("%+v", l)

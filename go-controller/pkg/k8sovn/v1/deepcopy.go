@@ -89,3 +89,71 @@ func (in *EgressFirewallList) DeepCopyObject() runtime.Object {
 	}
 	return nil
 }
+
+func (in *EgressIP) DeepCopyInto(out *EgressIP) {
+	*out = *in
+	in.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	in.Spec.DeepCopyInto(&out.Spec)
+	in.Status.DeepCopyInto(&out.Status)
+}
+
+func (in *EgressIP) DeepCopy() *EgressIP {
+	if in == nil {
+		return nil
+	}
+	out := new(EgressIP)
+	in.DeepCopyInto(out)
+	return out
+}
+
+func (in *EgressIP) DeepCopyObject() runtime.Object {
+	if c := in.DeepCopy(); c != nil {
+		return c
+	}
+	return nil
+}
+
+func (in *EgressIPSpec) DeepCopyInto(out *EgressIPSpec) {
+	*out = *in
+	if in.EgressIPs != nil {
+		out.EgressIPs = make([]string, len(in.EgressIPs))
+		copy(out.EgressIPs, in.EgressIPs)
+	}
+	in.NamespaceSelector.DeepCopyInto(&out.NamespaceSelector)
+	in.PodSelector.DeepCopyInto(&out.PodSelector)
+}
+
+func (in *EgressIPStatus) DeepCopyInto(out *EgressIPStatus) {
+	*out = *in
+	if in.Items != nil {
+		out.Items = make([]EgressIPStatusItem, len(in.Items))
+		copy(out.Items, in.Items)
+	}
+}
+
+func (in *EgressIPList) DeepCopyInto(out *EgressIPList) {
+	*out = *in
+	in.ListMeta.DeepCopyInto(&out.ListMeta)
+	if in.Items != nil {
+		out.Items = make([]EgressIP, len(in.Items))
+		for i := range in.Items {
+			in.Items[i].DeepCopyInto(&out.Items[i])
+		}
+	}
+}
+
+func (in *EgressIPList) DeepCopy() *EgressIPList {
+	if in == nil {
+		return nil
+	}
+	out := new(EgressIPList)
+	in.DeepCopyInto(out)
+	return out
+}
+
+func (in *EgressIPList) DeepCopyObject() runtime.Object {
+	if c := in.DeepCopy(); c != nil {
+		return c
+	}
+	return nil
+}

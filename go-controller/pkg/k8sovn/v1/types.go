@@ -1,9 +1,11 @@
-// Package v1 holds the k8s.ovn.org/v1 API kinds ovn-k8s serves: EgressFirewall
-// now, EgressIP next. The types and their JSON are upstream OVN-Kubernetes's,
-// so that manifests written for it work unchanged; the CustomResourceDefinition
-// is dist/kubernetes/05-crd-egressfirewalls.yaml. Objects come from the API
-// server through the dynamic client (NewEgressFirewallInformer), converted
-// into these types; no generated clientset.
+// Package v1 holds the k8s.ovn.org/v1 API kinds ovn-k8s serves:
+// EgressFirewall (here) and EgressIP (egressip.go). The types and their JSON
+// are upstream OVN-Kubernetes's, so that manifests written for it work
+// unchanged; the CustomResourceDefinitions are
+// dist/kubernetes/05-crd-egressfirewalls.yaml and 05-crd-egressips.yaml.
+// Objects come from the API server through the dynamic client
+// (NewEgressFirewallInformer, NewEgressIPInformer), converted into these
+// types; no generated clientset.
 package v1
 
 import (

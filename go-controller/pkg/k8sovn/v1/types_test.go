@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
@@ -89,60 +90,66 @@ func mutate(v reflect.Value) int {
 	return n
 }
 
-// A deep copy of an object with every field set (every slice and pointer,
-// metadata's too) equals it, and changing everything in the copy leaves the
-// original as it was: no slice, map or pointer is shared.
-func TestDeepCopy(t *testing.T) {
-	full := func() *EgressFirewall {
-		ef := new(EgressFirewall)
-		fill(reflect.ValueOf(ef).Elem())
-		return ef
-	}
-	orig, want := full(), full()
-	if orig.Spec.Egress[1].To.NodeSelector.MatchExpressions[1].Values[1] != "x" || orig.Status.Messages[1] != "x" ||
-		orig.Spec.Egress[1].Ports[1].Port != 1 || orig.ObjectMeta.ManagedFields[1].FieldsV1.Raw[1] != 1 {
-		t.Fatalf("not filled: %+v", orig)
-	}
-	c := orig.DeepCopy()
+// deepCopier is a pointer to a kind or list of this package.
+type deepCopier[T any] interface {
+	*T
+	runtime.Object
+	DeepCopy() *T
+}
+
+// full is a T with every field set (see fill).
+func full[T any]() *T {
+	o := new(T)
+	fill(reflect.ValueOf(o).Elem())
+	return o
+}
+
+// checkDeepCopy checks T's deep copies: a deep copy of an object with every
+// field set (every slice, map and pointer, metadata's too) equals it, and
+// changing everything in the copy (at least minChanged values) leaves the
+// original as it was: no slice, map or pointer is shared. The same of
+// DeepCopyObject, which is of the same type; a copy of nil is nil.
+func checkDeepCopy[T any, PT deepCopier[T]](t *testing.T, minChanged int) {
+	t.Helper()
+	orig, want := PT(full[T]()), PT(full[T]())
+	c := PT(orig.DeepCopy())
 	if !reflect.DeepEqual(c, orig) {
-		t.Fatalf("copy differs:\n%+v\n%+v", c, orig)
+		t.Fatalf("%T: copy differs:\n%+v\n%+v", orig, c, orig)
 	}
-	if n := mutate(reflect.ValueOf(c)); n < 50 {
-		t.Fatalf("only %d values changed", n)
+	if n := mutate(reflect.ValueOf(c)); n < minChanged {
+		t.Fatalf("%T: only %d values changed", orig, n)
 	}
 	if !reflect.DeepEqual(orig, want) {
-		t.Fatalf("changing the copy changed the original:\n%+v\nwant\n%+v", orig, want)
+		t.Fatalf("%T: changing the copy changed the original:\n%+v\nwant\n%+v", orig, orig, want)
 	}
 	if reflect.DeepEqual(c, orig) {
-		t.Fatal("the copy did not change")
+		t.Fatalf("%T: the copy did not change", orig)
 	}
 
 	o := orig.DeepCopyObject()
-	if _, ok := o.(*EgressFirewall); !ok || !reflect.DeepEqual(o, orig) {
-		t.Fatalf("DeepCopyObject: %T %+v", o, o)
+	if _, ok := o.(PT); !ok || !reflect.DeepEqual(o, runtime.Object(orig)) {
+		t.Fatalf("%T: DeepCopyObject: %T %+v", orig, o, o)
 	}
 	mutate(reflect.ValueOf(o))
 	if !reflect.DeepEqual(orig, want) {
-		t.Fatal("changing DeepCopyObject's copy changed the original")
+		t.Fatalf("%T: changing DeepCopyObject's copy changed the original", orig)
 	}
 
-	list, wantList := new(EgressFirewallList), new(EgressFirewallList)
-	fill(reflect.ValueOf(list).Elem())
-	fill(reflect.ValueOf(wantList).Elem())
-	lc := list.DeepCopyObject()
-	if _, ok := lc.(*EgressFirewallList); !ok || !reflect.DeepEqual(lc, list) {
-		t.Fatalf("list DeepCopyObject: %T %+v", lc, lc)
+	if PT(nil).DeepCopy() != nil || PT(nil).DeepCopyObject() != nil {
+		t.Fatalf("%T: a copy of nil is not nil", orig)
 	}
-	mutate(reflect.ValueOf(lc))
-	if !reflect.DeepEqual(list, wantList) {
-		t.Fatal("changing a list's copy changed the original")
-	}
+}
 
-	// nil and empty stay what they were
-	if (*EgressFirewall)(nil).DeepCopy() != nil || (*EgressFirewall)(nil).DeepCopyObject() != nil ||
-		(*EgressFirewallList)(nil).DeepCopy() != nil || (*EgressFirewallList)(nil).DeepCopyObject() != nil {
-		t.Fatal("a copy of nil is not nil")
+// EgressFirewall's and EgressFirewallList's deep copies (checkDeepCopy);
+// empty slices and nil pointers stay what they were.
+func TestDeepCopy(t *testing.T) {
+	if ef := full[EgressFirewall](); ef.Spec.Egress[1].To.NodeSelector.MatchExpressions[1].Values[1] != "x" || ef.Status.Messages[1] != "x" ||
+		ef.Spec.Egress[1].Ports[1].Port != 1 || ef.ObjectMeta.ManagedFields[1].FieldsV1.Raw[1] != 1 {
+		t.Fatalf("not filled: %+v", ef)
 	}
+	checkDeepCopy[EgressFirewall](t, 50)
+	checkDeepCopy[EgressFirewallList](t, 100)
+
 	empty := &EgressFirewall{Spec: EgressFirewallSpec{Egress: []EgressFirewallRule{{Ports: []EgressFirewallPort{}}}}}
 	if ec := empty.DeepCopy(); !reflect.DeepEqual(ec, empty) || ec.Spec.Egress[0].Ports == nil || ec.Status.Messages != nil || ec.Spec.Egress[0].To.NodeSelector != nil {
 		t.Fatalf("copy of %+v: %+v", empty, ec)

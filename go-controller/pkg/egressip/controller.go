@@ -1,0 +1,673 @@
+package egressip
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	ovsdbcache "github.com/ovn-org/libovsdb/cache"
+	libovsdbclient "github.com/ovn-org/libovsdb/client"
+	"github.com/ovn-org/libovsdb/model"
+	"github.com/ovn-org/libovsdb/ovsdb"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/controller"
+	k8sovnv1 "github.com/ovn-k8s/ovn-k8s/go-controller/pkg/k8sovn/v1"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/policy"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/slim"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
+)
+
+// API is where EgressIPs come from and where their status goes.
+type API struct {
+	Dynamic  dynamic.Interface
+	Informer cache.SharedIndexInformer // of *k8sovnv1.EgressIP
+}
+
+// Discover follows EgressIPs when the API server serves them (nil: not).
+func Discover(d discovery.DiscoveryInterface, dyn dynamic.Interface) *API {
+	if dyn == nil || !k8sovnv1.ServesEgressIP(d) {
+		return nil
+	}
+	return &API{Dynamic: dyn, Informer: k8sovnv1.NewEgressIPInformer(dyn, 0)}
+}
+
+// Start runs the informer and waits for its cache.
+func (a *API) Start(ctx context.Context) error {
+	go a.Informer.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), a.Informer.HasSynced) {
+		return fmt.Errorf("informer cache for egressips did not sync")
+	}
+	return nil
+}
+
+// CommitFunc sends one transaction's operations to the NB.
+type CommitFunc func(context.Context, []ovsdb.Operation) error
+
+// Options are the cluster settings the controller needs.
+type Options struct {
+	ClusterSubnets, JoinSubnets []netip.Prefix
+	// ReachTimeout bounds each reachability probe of an egress node (TCP to
+	// its address, port 9: an answer, even a refusal, means reachable); 0
+	// turns the probes off (Ready and the label alone decide).
+	ReachTimeout time.Duration
+	// Events records Warning Events on EgressIPs (nil: none).
+	Events record.EventRecorder
+}
+
+// Queue keys.
+const (
+	keyAssign  = "assign"  // every EgressIP's node assignment
+	keyCluster = "cluster" // the shared no-reroute policies and node set
+	keyEIP     = "eip/"    // one EgressIP's rows
+)
+
+// Controller keeps the EgressIPs' assignments, status and NB rows.
+type Controller struct {
+	api      *API
+	opts     Options
+	fams     topology.Families
+	log      logr.Logger
+	nb       libovsdbclient.Client
+	commit   CommitFunc
+	pods     slim.Lister
+	nsLister corelisters.NamespaceLister
+	nodes    corelisters.NodeLister
+	queue    *controller.Queue
+	status   *controller.Queue
+	reach    *prober
+	started  atomic.Bool
+	mu       sync.Mutex
+	assigned map[string][]Assignment // by EgressIP, as the last assignment decided
+	problems map[string]string       // by EgressIP: what it could not assign ("" none)
+	reported map[string]string       // by EgressIP: the problem last reported in an Event
+}
+
+// New wires the controller onto the shared informers and the NB client.
+func New(api *API, factory informers.SharedInformerFactory, nb libovsdbclient.Client, commit CommitFunc, opts Options, log logr.Logger, maxDelay time.Duration) *Controller {
+	var cidrs []netip.Prefix
+	cidrs = append(cidrs, opts.ClusterSubnets...)
+	c := &Controller{api: api, opts: opts, fams: topology.FamiliesOf(cidrs), log: log, nb: nb, commit: commit,
+		pods: slim.NewLister(factory.Core().V1().Pods().Informer()), nsLister: factory.Core().V1().Namespaces().Lister(),
+		nodes: factory.Core().V1().Nodes().Lister(), assigned: map[string][]Assignment{}, problems: map[string]string{},
+		reported: map[string]string{}}
+	c.queue = controller.NewQueue("egressips", maxDelay, c.sync, log)
+	c.status = controller.NewQueue("egressipstatus", maxDelay, c.syncStatus, log)
+	c.reach = newProber(opts.ReachTimeout, func() { c.queue.Add(keyAssign) })
+	_, _ = api.Informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { c.eipChanged(obj) },
+		UpdateFunc: func(old, cur any) {
+			if o, n := eipOf(old), eipOf(cur); o == nil || n == nil || o.Generation != n.Generation || !labels.Equals(o.Labels, n.Labels) {
+				c.eipChanged(cur)
+			} else if n != nil {
+				c.status.Add(n.Name) // a status written by someone else is put back
+			}
+		},
+		DeleteFunc: func(obj any) { c.eipChanged(obj) },
+	})
+	_, _ = factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.podChanged(nil, podOf(obj)) },
+		UpdateFunc: func(old, cur any) { c.podChanged(podOf(old), podOf(cur)) },
+		DeleteFunc: func(obj any) { c.podChanged(podOf(obj), nil) },
+	})
+	_, _ = factory.Core().V1().Namespaces().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(old, cur any) {
+			if o, n := old.(*corev1.Namespace), cur.(*corev1.Namespace); !labels.Equals(o.Labels, n.Labels) {
+				c.enqueueAllEIPs()
+			}
+		},
+		AddFunc:    func(any) { c.enqueueAllEIPs() },
+		DeleteFunc: func(any) { c.enqueueAllEIPs() },
+	})
+	_, _ = factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { c.nodeChanged() },
+		UpdateFunc: func(_, _ any) { c.nodeChanged() },
+		DeleteFunc: func(any) { c.nodeChanged() },
+	})
+	nb.Cache().AddEventHandler(&ovsdbcache.EventHandlerFuncs{
+		AddFunc: func(_ string, m model.Model) {
+			if r, ok := m.(*nbdb.LogicalRouter); ok && c.started.Load() && strings.HasPrefix(r.Name, "GR_") {
+				c.enqueueAllEIPs() // a gateway router (re)built: its egress SNATs
+			}
+		},
+		DeleteFunc: func(_ string, m model.Model) { c.nbRowDeleted(m) },
+	})
+	return c
+}
+
+// Run syncs everything once, then follows changes until ctx ends.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	c.started.Store(true)
+	c.Resync()
+	go c.reach.run(ctx, c.probeTargets)
+	go c.status.Run(ctx, 1)
+	c.queue.Run(ctx, workers)
+}
+
+// Resync queues everything.
+func (c *Controller) Resync() int {
+	c.queue.Add(keyAssign)
+	c.queue.Add(keyCluster)
+	n := c.enqueueAllEIPs()
+	for _, name := range c.ownedNames() { // rows of EgressIPs that are gone
+		c.queue.Add(keyEIP + name)
+	}
+	return n
+}
+
+// Idle reports whether nothing is queued or being synced.
+func (c *Controller) Idle() bool { return c.queue.Idle() && c.status.Idle() }
+
+func (c *Controller) sync(ctx context.Context, key string) error {
+	switch {
+	case key == keyAssign:
+		return c.syncAssign()
+	case key == keyCluster:
+		return c.syncCluster(ctx)
+	case strings.HasPrefix(key, keyEIP):
+		return c.syncEIP(ctx, strings.TrimPrefix(key, keyEIP))
+	}
+	return nil
+}
+
+// list is every EgressIP, oldest first.
+func (c *Controller) list() []*k8sovnv1.EgressIP {
+	var out []*k8sovnv1.EgressIP
+	for _, o := range c.api.Informer.GetStore().List() {
+		if e, ok := o.(*k8sovnv1.EgressIP); ok {
+			out = append(out, e)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return older(out[i], out[j]) })
+	return out
+}
+
+func older(a, b *k8sovnv1.EgressIP) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.Name < b.Name
+}
+
+func (c *Controller) get(name string) *k8sovnv1.EgressIP {
+	o, ok, _ := c.api.Informer.GetStore().GetByKey(name)
+	if !ok {
+		return nil
+	}
+	e, _ := o.(*k8sovnv1.EgressIP)
+	return e
+}
+
+// syncAssign assigns every EgressIP's addresses to nodes (assign.go),
+// keeping what the status says where it still holds, and queues the
+// EgressIPs whose assignment changed.
+func (c *Controller) syncAssign() error {
+	eips := c.list()
+	nodes := c.assignableNodes()
+	var reqs []Request
+	parseProblems := map[string][]string{}
+	for _, e := range eips {
+		r := Request{Name: e.Name, Created: e.CreationTimestamp.Time, Current: map[netip.Addr]string{}}
+		for _, s := range e.Spec.EgressIPs {
+			ip, err := netip.ParseAddr(strings.TrimSpace(s))
+			if err != nil {
+				parseProblems[e.Name] = append(parseProblems[e.Name], fmt.Sprintf("%q is not an IP address", s))
+				continue
+			}
+			if why := c.reserved(ip.Unmap()); why != "" {
+				parseProblems[e.Name] = append(parseProblems[e.Name], fmt.Sprintf("egress IP %s is %s", ip, why))
+				continue
+			}
+			r.IPs = append(r.IPs, ip.Unmap())
+		}
+		for _, it := range e.Status.Items {
+			if ip, err := netip.ParseAddr(it.EgressIP); err == nil {
+				r.Current[ip.Unmap()] = it.Node
+			}
+		}
+		reqs = append(reqs, r)
+	}
+	res := Assign(reqs, nodes)
+	c.mu.Lock()
+	var changed []string
+	seen := map[string]bool{}
+	for _, e := range eips {
+		seen[e.Name] = true
+		got := res.Assigned[e.Name]
+		if !slices.Equal(c.assigned[e.Name], got) {
+			changed = append(changed, e.Name)
+			c.assigned[e.Name] = got
+		}
+		c.problems[e.Name] = strings.Join(append(parseProblems[e.Name], res.Problems[e.Name]...), "; ")
+	}
+	for name := range c.assigned {
+		if !seen[name] {
+			delete(c.assigned, name)
+			delete(c.problems, name)
+			changed = append(changed, name)
+		}
+	}
+	c.mu.Unlock()
+	for _, name := range changed {
+		c.queue.Add(keyEIP + name)
+	}
+	for _, e := range eips {
+		c.status.Add(e.Name)
+	}
+	return nil
+}
+
+// reserved says why an address cannot be an egress IP ("" when it can):
+// the cluster's own ranges.
+func (c *Controller) reserved(ip netip.Addr) string {
+	for _, p := range append(append([]netip.Prefix{}, c.opts.ClusterSubnets...), c.opts.JoinSubnets...) {
+		if p.Contains(ip) {
+			return "inside the cluster's range " + p.String()
+		}
+	}
+	return ""
+}
+
+// assignableNodes are the nodes as assignment sees them: eligible when
+// labelled egress-assignable, Ready, reachable (when probed) and with a
+// gateway (its networks and its gateway router's join address).
+func (c *Controller) assignableNodes() []Node {
+	list, _ := c.nodes.List(labels.Everything())
+	var out []Node
+	for _, n := range list {
+		_, labelled := n.Labels[k8sovnv1.EgressAssignableLabel]
+		if !labelled {
+			continue
+		}
+		gw, err := annotations.ParseL3GatewayConfig(n.Annotations[annotations.NodeL3GatewayConfig])
+		if err != nil || len(gw.IPs) == 0 {
+			continue
+		}
+		if _, err := annotations.ParseGatewayJoinIPs(n.Annotations[annotations.NodeGatewayJoinIP]); err != nil {
+			continue
+		}
+		out = append(out, Node{Name: n.Name, Networks: gw.IPs, Eligible: ready(n) && c.reach.reachable(n.Name)})
+	}
+	return out
+}
+
+func ready(n *corev1.Node) bool {
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// probeTargets are the labelled nodes' addresses the prober checks.
+func (c *Controller) probeTargets() map[string]netip.Addr {
+	list, _ := c.nodes.List(labels.Everything())
+	out := map[string]netip.Addr{}
+	for _, n := range list {
+		if _, ok := n.Labels[k8sovnv1.EgressAssignableLabel]; !ok {
+			continue
+		}
+		if gw, err := annotations.ParseL3GatewayConfig(n.Annotations[annotations.NodeL3GatewayConfig]); err == nil && len(gw.IPs) > 0 {
+			out[n.Name] = gw.IPs[0].Addr()
+		}
+	}
+	return out
+}
+
+// selected are the networked pods an EgressIP selects that no older
+// EgressIP selects (a pod leaves through one EgressIP, the oldest).
+func (c *Controller) selected(e *k8sovnv1.EgressIP, eips []*k8sovnv1.EgressIP) []Pod {
+	sel := func(x *k8sovnv1.EgressIP) (labels.Selector, labels.Selector, bool) {
+		ns, err1 := metav1.LabelSelectorAsSelector(&x.Spec.NamespaceSelector)
+		pods, err2 := metav1.LabelSelectorAsSelector(&x.Spec.PodSelector)
+		return ns, pods, err1 == nil && err2 == nil
+	}
+	nsSel, podSel, ok := sel(e)
+	if !ok {
+		return nil
+	}
+	var before []*k8sovnv1.EgressIP
+	for _, o := range eips {
+		if older(o, e) {
+			before = append(before, o)
+		}
+	}
+	nss, _ := c.nsLister.List(nsSel)
+	var out []Pod
+	for _, ns := range nss {
+		for _, p := range c.pods.List(ns.Name, podSel) {
+			addrs := policy.PodAddresses(p)
+			if len(addrs) == 0 || slices.ContainsFunc(before, func(o *k8sovnv1.EgressIP) bool {
+				n, pp, ok := sel(o)
+				return ok && n.Matches(labels.Set(ns.Labels)) && pp.Matches(labels.Set(p.Labels))
+			}) {
+				continue
+			}
+			out = append(out, Pod{Namespace: p.Namespace, Name: p.Name, IPs: addrs})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Namespace+"/"+out[i].Name < out[j].Namespace+"/"+out[j].Name })
+	return out
+}
+
+// syncEIP makes one EgressIP's rows match its assignment and pods, or
+// removes them when it is gone.
+func (c *Controller) syncEIP(ctx context.Context, name string) error {
+	e := c.get(name)
+	c.mu.Lock()
+	assigned := c.assigned[name]
+	c.mu.Unlock()
+	var want Rows
+	if e != nil {
+		plan := Plan{Name: name, Assignments: assigned, Pods: c.selected(e, c.list()), JoinIPs: map[string][]netip.Addr{}}
+		for _, a := range assigned {
+			if n, err := c.nodes.Get(a.Node); err == nil {
+				joins, _ := annotations.ParseGatewayJoinIPs(n.Annotations[annotations.NodeGatewayJoinIP])
+				for _, j := range joins {
+					plan.JoinIPs[a.Node] = append(plan.JoinIPs[a.Node], j.Addr())
+				}
+			}
+		}
+		want = Compute(plan, c.fams)
+	}
+	t := ovndb.NewTxn(c.nb)
+	owner := topology.Owner{Type: OwnerEgressIP, Name: name}
+	for _, v6 := range []bool{false, true} {
+		cached := ovndb.Lookup(t, &nbdb.AddressSet{Name: topology.FamilySetName(SetName(name), v6)})
+		var row *nbdb.AddressSet
+		for _, s := range want.Sets {
+			if s.Name == topology.FamilySetName(SetName(name), v6) {
+				row = s
+			}
+		}
+		switch {
+		case row != nil && cached == nil:
+			t.Ensure(row, []any{&row.ExternalIDs}, nil)
+		case row != nil:
+			t.Ensure(row, []any{&row.ExternalIDs}, nil)
+			t.SetMembers(cached, &cached.Addresses, row.Addresses)
+		case cached != nil && ownedBy(cached.ExternalIDs, owner):
+			t.Delete(cached)
+		}
+	}
+	cluster := ovndb.Require(t, &nbdb.LogicalRouter{Name: topology.ClusterRouter})
+	if t.Err() != nil {
+		return t.Err()
+	}
+	keep := map[string]bool{}
+	for _, p := range want.Reroutes {
+		keep[p.ExternalIDs[topology.RowIDKey]] = true
+		t.EnsureChild(cluster, &cluster.Policies, topology.RowIDKey, p, topology.PolicyColumns(p))
+	}
+	t.RemoveChildren(cluster, &cluster.Policies, t.ChildrenWhere(cluster.Policies, func(ids map[string]string) bool {
+		return ownedBy(ids, owner) && !keep[ids[topology.RowIDKey]]
+	}, &nbdb.LogicalRouterPolicy{})...)
+	var routers []nbdb.LogicalRouter
+	if err := c.nb.WhereCache(func(r *nbdb.LogicalRouter) bool { return strings.HasPrefix(r.Name, "GR_") }).List(ctx, &routers); err != nil {
+		return err
+	}
+	for node := range want.SNATs {
+		if !slices.ContainsFunc(routers, func(r nbdb.LogicalRouter) bool { return r.Name == topology.GatewayRouter(node) }) {
+			return fmt.Errorf("EgressIP %s: node %s's gateway router is not in the NB yet", name, node) // retried
+		}
+	}
+	for i := range routers {
+		gr := &routers[i]
+		node := strings.TrimPrefix(gr.Name, "GR_")
+		keep := map[string]bool{}
+		for _, n := range want.SNATs[node] {
+			keep[n.ExternalIDs[topology.RowIDKey]] = true
+			t.EnsureChild(gr, &gr.Nat, topology.RowIDKey, n, topology.NATColumns(n))
+		}
+		t.RemoveChildren(gr, &gr.Nat, t.ChildrenWhere(gr.Nat, func(ids map[string]string) bool {
+			return ownedBy(ids, owner) && !keep[ids[topology.RowIDKey]]
+		}, &nbdb.NAT{})...)
+	}
+	ops, err := t.Ops()
+	if err != nil {
+		return fmt.Errorf("EgressIP %s: %w", name, err)
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	if err := c.commit(ctx, ops); err != nil {
+		return fmt.Errorf("EgressIP %s: %w", name, err)
+	}
+	return nil
+}
+
+// syncCluster keeps the rows every EgressIP shares: the no-reroute
+// policies and the nodes' address set.
+func (c *Controller) syncCluster(ctx context.Context) error {
+	t := ovndb.NewTxn(c.nb)
+	var addrs []netip.Addr
+	list, _ := c.nodes.List(labels.Everything())
+	for _, n := range list {
+		for _, a := range n.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP || a.Type == corev1.NodeExternalIP {
+				if ip, err := netip.ParseAddr(a.Address); err == nil {
+					addrs = append(addrs, ip.Unmap())
+				}
+			}
+		}
+		if gw, err := annotations.ParseL3GatewayConfig(n.Annotations[annotations.NodeL3GatewayConfig]); err == nil {
+			for _, p := range gw.IPs {
+				addrs = append(addrs, p.Addr())
+			}
+		}
+	}
+	for _, s := range NodesSetRows(addrs, c.fams) {
+		cached := ovndb.Lookup(t, &nbdb.AddressSet{Name: s.Name})
+		t.Ensure(s, []any{&s.ExternalIDs}, nil)
+		if cached != nil {
+			t.SetMembers(cached, &cached.Addresses, s.Addresses)
+		}
+	}
+	cluster := ovndb.Require(t, &nbdb.LogicalRouter{Name: topology.ClusterRouter})
+	if t.Err() != nil {
+		return t.Err()
+	}
+	owner := topology.Owner{Type: OwnerCluster, Name: "default"}
+	keep := map[string]bool{}
+	for _, p := range NoReroutes(c.opts.ClusterSubnets, c.opts.JoinSubnets) {
+		keep[p.ExternalIDs[topology.RowIDKey]] = true
+		t.EnsureChild(cluster, &cluster.Policies, topology.RowIDKey, p, topology.PolicyColumns(p))
+	}
+	t.RemoveChildren(cluster, &cluster.Policies, t.ChildrenWhere(cluster.Policies, func(ids map[string]string) bool {
+		return ownedBy(ids, owner) && !keep[ids[topology.RowIDKey]]
+	}, &nbdb.LogicalRouterPolicy{})...)
+	ops, err := t.Ops()
+	if err != nil || len(ops) == 0 {
+		return err
+	}
+	return c.commit(ctx, ops)
+}
+
+// syncStatus writes an EgressIP's status items (its assignment) when they
+// differ, and reports what could not be assigned with one Warning Event
+// per change.
+func (c *Controller) syncStatus(ctx context.Context, name string) error {
+	e := c.get(name)
+	c.mu.Lock()
+	assigned, problem := c.assigned[name], c.problems[name]
+	c.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	want := k8sovnv1.EgressIPStatus{Items: []k8sovnv1.EgressIPStatusItem{}}
+	for _, a := range assigned {
+		want.Items = append(want.Items, k8sovnv1.EgressIPStatusItem{Node: a.Node, EgressIP: a.IP.String()})
+	}
+	if !slices.Equal(e.Status.Items, want.Items) && !(len(e.Status.Items) == 0 && len(want.Items) == 0) {
+		if err := k8sovnv1.WriteEgressIPStatus(ctx, c.api.Dynamic, name, want); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("EgressIP %s: writing its status: %w", name, err)
+		}
+	}
+	c.mu.Lock()
+	already := c.reported[name] == problem
+	c.reported[name] = problem
+	c.mu.Unlock()
+	if problem != "" && !already {
+		c.log.Info("egress IP not assigned", "egressIP", name, "problem", problem)
+		if c.opts.Events != nil {
+			c.opts.Events.Eventf(e, corev1.EventTypeWarning, "EgressIPNotAssigned", "%s", problem)
+		}
+	}
+	return nil
+}
+
+func (c *Controller) eipChanged(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	e := eipOf(obj)
+	if e == nil || !c.started.Load() {
+		return
+	}
+	c.queue.Add(keyAssign)
+	c.enqueueAllEIPs() // a pod leaves through the oldest EgressIP selecting it: others may gain or lose pods
+	c.queue.Add(keyEIP + e.Name)
+}
+
+func (c *Controller) enqueueAllEIPs() int {
+	if !c.started.Load() {
+		return 0
+	}
+	eips := c.list()
+	for _, e := range eips {
+		c.queue.Add(keyEIP + e.Name)
+	}
+	return len(eips)
+}
+
+// podChanged queues the EgressIPs that select the pod before or after.
+func (c *Controller) podChanged(old, cur *slim.Pod) {
+	if !c.started.Load() {
+		return
+	}
+	if old != nil && cur != nil && labels.Equals(old.Labels, cur.Labels) && old.Networks == cur.Networks && old.UID == cur.UID {
+		return
+	}
+	for _, e := range c.list() {
+		for _, p := range []*slim.Pod{old, cur} {
+			if p != nil && c.selects(e, p) {
+				c.queue.Add(keyEIP + e.Name)
+				break
+			}
+		}
+	}
+}
+
+func (c *Controller) selects(e *k8sovnv1.EgressIP, p *slim.Pod) bool {
+	ns, err := c.nsLister.Get(p.Namespace)
+	if err != nil {
+		return false
+	}
+	nsSel, err1 := metav1.LabelSelectorAsSelector(&e.Spec.NamespaceSelector)
+	podSel, err2 := metav1.LabelSelectorAsSelector(&e.Spec.PodSelector)
+	return err1 == nil && err2 == nil && nsSel.Matches(labels.Set(ns.Labels)) && podSel.Matches(labels.Set(p.Labels))
+}
+
+func (c *Controller) nodeChanged() {
+	if !c.started.Load() {
+		return
+	}
+	c.queue.Add(keyAssign)
+	c.queue.Add(keyCluster)
+	c.enqueueAllEIPs() // join addresses of egress nodes
+}
+
+// nbRowDeleted re-syncs the owner of a row of ours that left the NB.
+func (c *Controller) nbRowDeleted(m model.Model) {
+	if !c.started.Load() {
+		return
+	}
+	var ids map[string]string
+	switch r := m.(type) {
+	case *nbdb.AddressSet:
+		ids = r.ExternalIDs
+	case *nbdb.LogicalRouterPolicy:
+		ids = r.ExternalIDs
+	case *nbdb.NAT:
+		ids = r.ExternalIDs
+	case *nbdb.LogicalRouter:
+		c.queue.Add(keyCluster)
+		c.enqueueAllEIPs()
+		return
+	default:
+		return
+	}
+	switch o, _ := topology.OwnerOf(ids); o.Type {
+	case OwnerEgressIP:
+		c.queue.Add(keyEIP + o.Name)
+	case OwnerCluster:
+		c.queue.Add(keyCluster)
+	}
+}
+
+// ownedNames are the EgressIPs some NB row belongs to.
+func (c *Controller) ownedNames() []string {
+	names := map[string]bool{}
+	var sets []nbdb.AddressSet
+	_ = c.nb.WhereCache(func(s *nbdb.AddressSet) bool { o, _ := topology.OwnerOf(s.ExternalIDs); return o.Type == OwnerEgressIP }).List(context.Background(), &sets)
+	for _, s := range sets {
+		names[s.ExternalIDs[topology.OwnerNameKey]] = true
+	}
+	var nats []nbdb.NAT
+	_ = c.nb.WhereCache(func(n *nbdb.NAT) bool { o, _ := topology.OwnerOf(n.ExternalIDs); return o.Type == OwnerEgressIP }).List(context.Background(), &nats)
+	for _, n := range nats {
+		names[n.ExternalIDs[topology.OwnerNameKey]] = true
+	}
+	var lrps []nbdb.LogicalRouterPolicy
+	_ = c.nb.WhereCache(func(p *nbdb.LogicalRouterPolicy) bool {
+		o, _ := topology.OwnerOf(p.ExternalIDs)
+		return o.Type == OwnerEgressIP
+	}).List(context.Background(), &lrps)
+	for _, p := range lrps {
+		names[p.ExternalIDs[topology.OwnerNameKey]] = true
+	}
+	var out []string
+	for n := range names {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func ownedBy(ids map[string]string, want topology.Owner) bool {
+	o, ok := topology.OwnerOf(ids)
+	return ok && o == want
+}
+
+func eipOf(obj any) *k8sovnv1.EgressIP {
+	e, _ := obj.(*k8sovnv1.EgressIP)
+	return e
+}
+
+func podOf(obj any) *slim.Pod {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	p, _ := obj.(*slim.Pod)
+	return p
+}
