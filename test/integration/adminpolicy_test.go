@@ -370,3 +370,103 @@ func TestAdminPolicyFaults(t *testing.T) {
 	})
 	c.cnpCondition(np, "one", policy.ReasonProgrammed)
 }
+
+// TestOVNTraceAdminTiersDualStack: on a dual-stack cluster the tiers decide
+// the same over IPv6 as over IPv4 — an Admin Deny over a NetworkPolicy
+// allow, an Admin Pass handing the decision to the NetworkPolicy, and egress
+// to an IPv6 network, to a node's IPv6 address and to a DNS name's IPv6
+// address (domainNames) — with the policies' sets and matches in both
+// families.
+func TestOVNTraceAdminTiersDualStack(t *testing.T) {
+	c := newCluster(t)
+	np := c.installAdminCRDs()
+	dns := harness.StartDNS(t, 30)
+	dns.Set("db.example.com", "203.0.113.9", "2001:db8:9::9")
+	c.startMaster("--cluster-subnet", "10.244.0.0/16/24,fd00:10:244::/48/64", "--dns-servers", dns.Addr)
+	c.createNode("n1", nil)
+	c.createNode("n2", nil)
+	c.namespace("a", map[string]string{"tenant": "a"})
+	c.namespace("b", map[string]string{"tenant": "b"})
+	c.createPod("a", "server", "n2", withLabels("app", "server"))
+	c.createPod("b", "client", "n1", withLabels("app", "client"))
+	pods := c.tracePods([3]string{"a", "server", "n2"}, [3]string{"b", "client", "n1"})
+	for name, p := range pods {
+		if p.ip6 == "" {
+			t.Fatalf("pod %s has no IPv6 address: %+v", name, p)
+		}
+	}
+	tr := newTracer(c, pods)
+	tcp := corev1.ProtocolTCP
+	c.createPolicy("a", "server", networkingv1.NetworkPolicySpec{PodSelector: *sel("app", "server"),
+		Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: sel("tenant", "b")}},
+			Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: ptr(intstr.FromInt32(8080))}, {Protocol: &tcp, Port: ptr(intstr.FromInt32(9090))}}}}})
+	tr.expect("NetworkPolicy alone over IPv6: client → server:8080 allowed", tr.to6("client", "server", 8080), true)
+
+	aTenant := cnpv1alpha2.ClusterNetworkPolicySubject{Namespaces: sel("tenant", "a")}
+	deny := cnp("deny-b", cnpv1alpha2.AdminTier, 20, aTenant)
+	deny.Spec.Ingress = []cnpv1alpha2.ClusterNetworkPolicyIngressRule{cnpIngress(cnpv1alpha2.ClusterNetworkPolicyRuleActionDeny, sel("tenant", "b"), 0)}
+	pass := cnp("pass-8080", cnpv1alpha2.AdminTier, 10, aTenant)
+	pass.Spec.Ingress = []cnpv1alpha2.ClusterNetworkPolicyIngressRule{cnpIngress(cnpv1alpha2.ClusterNetworkPolicyRuleActionPass, sel("tenant", "b"), 8080)}
+	for _, p := range []*cnpv1alpha2.ClusterNetworkPolicy{deny, pass} {
+		if _, err := np.PolicyV1alpha2().ClusterNetworkPolicies().Create(c.ctx(), p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !ovndb.HasACLTiers(c.nb) { // OVN 23.03: refused, nothing changes
+		c.cnpCondition(np, "deny-b", policy.ReasonNoTiers)
+		tr.expect("no tiers: the NetworkPolicy still decides over IPv6: client → server:9090 allowed", tr.to6("client", "server", 9090), true)
+		return
+	}
+	tr.expect("Admin Deny over a NetworkPolicy allow, IPv6: client → server:9090 dropped", tr.to6("client", "server", 9090), false)
+	tr.expect("Admin Pass then NetworkPolicy, IPv6: client → server:8080 allowed", tr.to6("client", "server", 8080), true)
+	tr.expect("the same over IPv4: client → server:9090 dropped", tr.to("client", "server", 9090), false)
+
+	// Egress from tenant b: a node's IPv6 address, an IPv6 network, and a
+	// DNS name: denied, then the name accepted above a deny-all.
+	node, err := c.kube.Client.CoreV1().Nodes().Get(c.ctx(), "n2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Labels = map[string]string{"role": "infra"}
+	if node, err = c.kube.Client.CoreV1().Nodes().Update(c.ctx(), node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "172.30.0.12"}, {Type: corev1.NodeInternalIP, Address: "fd00:30::12"}}
+	if _, err := c.kube.Client.CoreV1().Nodes().UpdateStatus(c.ctx(), node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out := func(ip string, port int) flow { return flow{from: pods["client"], dstIP: ip, dport: port, ct: "new"} }
+	leaves := func(name string, f flow, want bool) {
+		t.Helper()
+		harness.Eventually(t, 20*time.Second, name, func() error {
+			if ok, trace := tr.leaves(f); ok != want {
+				return fmt.Errorf("leaves the switch: %v, want %v:\n%s", ok, want, trace)
+			}
+			return nil
+		})
+	}
+	leaves("before: client → [fd00:30::12]:10250 leaves", out("fd00:30::12", 10250), true)
+	egress := cnp("egress", cnpv1alpha2.AdminTier, 30, cnpv1alpha2.ClusterNetworkPolicySubject{Namespaces: sel("tenant", "b")})
+	egress.Spec.Egress = []cnpv1alpha2.ClusterNetworkPolicyEgressRule{
+		{Action: cnpv1alpha2.ClusterNetworkPolicyRuleActionDeny, To: []cnpv1alpha2.ClusterNetworkPolicyEgressPeer{{Nodes: sel("role", "infra")}}},
+		{Action: cnpv1alpha2.ClusterNetworkPolicyRuleActionAccept, To: []cnpv1alpha2.ClusterNetworkPolicyEgressPeer{{DomainNames: []cnpv1alpha2.DomainName{"db.example.com"}}}},
+		{Action: cnpv1alpha2.ClusterNetworkPolicyRuleActionDeny, To: []cnpv1alpha2.ClusterNetworkPolicyEgressPeer{{Networks: []cnpv1alpha2.CIDR{"2001:db8::/32", "203.0.113.0/24"}}}},
+	}
+	if _, err := np.PolicyV1alpha2().ClusterNetworkPolicies().Create(c.ctx(), egress, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		f    flow
+		want bool
+	}{
+		{"node peer over IPv6: client → [fd00:30::12]:10250 dropped", out("fd00:30::12", 10250), false},
+		{"node peer over IPv4: client → 172.30.0.12:10250 dropped", out("172.30.0.12", 10250), false},
+		{"domain name over IPv6, above the network's deny: client → [2001:db8:9::9]:5432 leaves", out("2001:db8:9::9", 5432), true},
+		{"domain name over IPv4: client → 203.0.113.9:5432 leaves", out("203.0.113.9", 5432), true},
+		{"the IPv6 network's deny: client → [2001:db8:7::7]:5432 dropped", out("2001:db8:7::7", 5432), false},
+	} {
+		leaves(tc.name, tc.f, tc.want)
+	}
+	c.cnpCondition(np, "egress", policy.ReasonProgrammed)
+}
