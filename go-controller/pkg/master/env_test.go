@@ -33,6 +33,7 @@ type env struct {
 	proxy  *ovndbtest.Proxy
 	nb     libovsdbclient.Client // the test's own view, through the proxy too
 	cfg    config.Master
+	apis   APIs // the custom resources the master follows
 	m      *Master
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -92,7 +93,7 @@ func (e *env) start() {
 	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	nb := ovndbtest.Connect(e.t, e.proxy.Sock)
-	e.m = New(e.cfg, e.kube, nb, NewInformers(e.kube), APIs{}, testr.NewWithOptions(e.t, testr.Options{Verbosity: 0}))
+	e.m = New(e.cfg, e.kube, nb, NewInformers(e.kube), e.apis, testr.NewWithOptions(e.t, testr.Options{Verbosity: 0}))
 	e.cancel, e.done = cancel, make(chan struct{})
 	go func() { defer close(e.done); _ = e.m.Run(ctx) }()
 	select {
