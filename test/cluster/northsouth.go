@@ -173,9 +173,11 @@ func (c *Cluster) northSouthFamily(r *report, f ipFamily, p nsPorts) {
 
 // NorthSouth runs the demo's paths, then proves the demo namespace's
 // EgressFirewall with packets to the external host (egressfirewall.go),
-// then removes the last worker's gateway (its node daemon stopped,
-// `gateway-init --remove`) and checks that the host's own traffic is
-// intact, and puts the gateway back. It fails when a path fails.
+// then an EgressIP, its failover when the node holding an address is
+// killed, and the node restored (egressip.go), then removes the last
+// worker's gateway (its node daemon stopped, `gateway-init --remove`) and
+// checks that the host's own traffic is intact, and puts the gateway back.
+// It fails when a path fails.
 func (c *Cluster) NorthSouth(ctx context.Context) (string, error) {
 	out, err := c.Demo(ctx)
 	if err != nil {
@@ -188,6 +190,12 @@ func (c *Cluster) NorthSouth(ctx context.Context) (string, error) {
 	}
 	efTime := time.Since(start).Round(time.Second)
 	efRows := len(r.rows)
+	start = time.Now()
+	if err := c.egressIP(ctx, r); err != nil {
+		return out, err
+	}
+	eipTime := time.Since(start).Round(time.Second)
+	eipRows := len(r.rows) - efRows
 	n := c.Nodes[len(c.Nodes)-1]
 	if err := c.stopProcess(n, c.bin("ovnkube"), "node"); err != nil {
 		return out, err
@@ -228,8 +236,8 @@ func (c *Cluster) NorthSouth(ctx context.Context) (string, error) {
 	if r.failed {
 		verdict = "SOME PATHS FAILED"
 	}
-	out += fmt.Sprintf("=== egress firewall of namespace %s (%d checks in %s), then gateway removed and restored on %s (%s) ===\n%s\n",
-		demoNS, efRows, efTime, n.Name, verdict, strings.Join(r.rows, "\n"))
+	out += fmt.Sprintf("=== egress firewall of namespace %s (%d checks in %s), EgressIP %s with a node killed (%d checks in %s), then gateway removed and restored on %s (%s) ===\n%s\n",
+		demoNS, efRows, efTime, eipName, eipRows, eipTime, n.Name, verdict, strings.Join(r.rows, "\n"))
 	if r.failed {
 		return out, fmt.Errorf("north-south check failed")
 	}

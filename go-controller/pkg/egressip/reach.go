@@ -27,13 +27,17 @@ const (
 type prober struct {
 	timeout time.Duration // 0: off, every node is reachable
 	changed func()
-	mu      sync.Mutex
-	fails   map[string]int
-	down    map[string]bool
+	// check is one probe (probe; tests replace it).
+	check func(context.Context, netip.Addr) bool
+	mu    sync.Mutex
+	fails map[string]int
+	down  map[string]bool
 }
 
 func newProber(timeout time.Duration, changed func()) *prober {
-	return &prober{timeout: timeout, changed: changed, fails: map[string]int{}, down: map[string]bool{}}
+	p := &prober{timeout: timeout, changed: changed, fails: map[string]int{}, down: map[string]bool{}}
+	p.check = p.probe
+	return p
 }
 
 // reachable says whether the last probes reached node.
@@ -63,7 +67,10 @@ func (p *prober) run(ctx context.Context, targets func() map[string]netip.Addr) 
 	}
 }
 
-// round probes every target at once and records the results.
+// round probes every target at once and records the results. The lock is
+// taken only once every probe has answered or timed out: reachable (the
+// assignment asks it for every labelled node) must not wait for a probe of
+// a dead node, or each such call delays a failover by up to the timeout.
 func (p *prober) round(ctx context.Context, targets map[string]netip.Addr) {
 	type result struct {
 		node string
@@ -71,12 +78,15 @@ func (p *prober) round(ctx context.Context, targets map[string]netip.Addr) {
 	}
 	results := make(chan result, len(targets))
 	for node, addr := range targets {
-		go func() { results <- result{node, p.probe(ctx, addr)} }()
+		go func() { results <- result{node, p.check(ctx, addr)} }()
+	}
+	got := make([]result, 0, len(targets))
+	for range targets {
+		got = append(got, <-results)
 	}
 	changed := false
 	p.mu.Lock()
-	for range targets {
-		r := <-results
+	for _, r := range got {
 		if r.ok {
 			p.fails[r.node] = 0
 		} else {
