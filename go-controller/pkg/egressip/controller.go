@@ -139,9 +139,9 @@ func New(api *API, factory informers.SharedInformerFactory, nb libovsdbclient.Cl
 		DeleteFunc: func(any) { c.enqueueAllEIPs() },
 	})
 	_, _ = factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { c.nodeChanged() },
-		UpdateFunc: func(_, _ any) { c.nodeChanged() },
-		DeleteFunc: func(any) { c.nodeChanged() },
+		AddFunc:    func(obj any) { c.nodeChanged(nil, nodeOf(obj)) },
+		UpdateFunc: func(old, cur any) { c.nodeChanged(nodeOf(old), nodeOf(cur)) },
+		DeleteFunc: func(obj any) { c.nodeChanged(nodeOf(obj), nil) },
 	})
 	nb.Cache().AddEventHandler(&ovsdbcache.EventHandlerFuncs{
 		AddFunc: func(_ string, m model.Model) {
@@ -337,30 +337,28 @@ func (c *Controller) probeTargets() map[string]netip.Addr {
 // selected are the networked pods an EgressIP selects that no older
 // EgressIP selects (a pod leaves through one EgressIP, the oldest).
 func (c *Controller) selected(e *k8sovnv1.EgressIP, eips []*k8sovnv1.EgressIP) []Pod {
-	sel := func(x *k8sovnv1.EgressIP) (labels.Selector, labels.Selector, bool) {
-		ns, err1 := metav1.LabelSelectorAsSelector(&x.Spec.NamespaceSelector)
-		pods, err2 := metav1.LabelSelectorAsSelector(&x.Spec.PodSelector)
-		return ns, pods, err1 == nil && err2 == nil
-	}
-	nsSel, podSel, ok := sel(e)
+	mine, ok := selectorsOf(e)
 	if !ok {
 		return nil
 	}
-	var before []*k8sovnv1.EgressIP
+	var before []selectors
 	for _, o := range eips {
-		if older(o, e) {
-			before = append(before, o)
+		if sel, ok := selectorsOf(o); ok && older(o, e) {
+			before = append(before, sel)
 		}
 	}
-	nss, _ := c.nsLister.List(nsSel)
+	nss, _ := c.nsLister.List(mine.ns)
 	var out []Pod
 	for _, ns := range nss {
-		for _, p := range c.pods.List(ns.Name, podSel) {
+		var claimed []selectors // the older EgressIPs selecting this namespace
+		for _, b := range before {
+			if b.ns.Matches(labels.Set(ns.Labels)) {
+				claimed = append(claimed, b)
+			}
+		}
+		for _, p := range c.pods.List(ns.Name, mine.pods) {
 			addrs := policy.PodAddresses(p)
-			if len(addrs) == 0 || slices.ContainsFunc(before, func(o *k8sovnv1.EgressIP) bool {
-				n, pp, ok := sel(o)
-				return ok && n.Matches(labels.Set(ns.Labels)) && pp.Matches(labels.Set(p.Labels))
-			}) {
+			if len(addrs) == 0 || slices.ContainsFunc(claimed, func(b selectors) bool { return b.pods.Matches(labels.Set(p.Labels)) }) {
 				continue
 			}
 			out = append(out, Pod{Namespace: p.Namespace, Name: p.Name, IPs: addrs})
@@ -368,6 +366,17 @@ func (c *Controller) selected(e *k8sovnv1.EgressIP, eips []*k8sovnv1.EgressIP) [
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Namespace+"/"+out[i].Name < out[j].Namespace+"/"+out[j].Name })
 	return out
+}
+
+// selectors are an EgressIP's namespace and pod selectors.
+type selectors struct{ ns, pods labels.Selector }
+
+// selectorsOf converts an EgressIP's selectors (false: malformed, which the
+// API server's validation should refuse; it selects nothing).
+func selectorsOf(e *k8sovnv1.EgressIP) (selectors, bool) {
+	ns, err1 := metav1.LabelSelectorAsSelector(&e.Spec.NamespaceSelector)
+	pods, err2 := metav1.LabelSelectorAsSelector(&e.Spec.PodSelector)
+	return selectors{ns, pods}, err1 == nil && err2 == nil
 }
 
 // syncEIP makes one EgressIP's rows match its assignment and pods, or
@@ -545,8 +554,14 @@ func (c *Controller) eipChanged(obj any) {
 		return
 	}
 	c.queue.Add(keyAssign)
-	c.enqueueAllEIPs() // a pod leaves through the oldest EgressIP selecting it: others may gain or lose pods
 	c.queue.Add(keyEIP + e.Name)
+	// A pod leaves through the oldest EgressIP selecting it: the younger
+	// ones may gain or lose pods by this one's change.
+	for _, o := range c.list() {
+		if older(e, o) {
+			c.queue.Add(keyEIP + o.Name)
+		}
+	}
 }
 
 func (c *Controller) enqueueAllEIPs() int {
@@ -568,9 +583,25 @@ func (c *Controller) podChanged(old, cur *slim.Pod) {
 	if old != nil && cur != nil && labels.Equals(old.Labels, cur.Labels) && old.Networks == cur.Networks && old.UID == cur.UID {
 		return
 	}
-	for _, e := range c.list() {
-		for _, p := range []*slim.Pod{old, cur} {
-			if p != nil && c.selects(e, p) {
+	eips := c.list()
+	if len(eips) == 0 {
+		return
+	}
+	p := cur
+	if p == nil {
+		p = old
+	}
+	ns, err := c.nsLister.Get(p.Namespace)
+	if err != nil {
+		return
+	}
+	for _, e := range eips {
+		sel, ok := selectorsOf(e)
+		if !ok || !sel.ns.Matches(labels.Set(ns.Labels)) {
+			continue
+		}
+		for _, q := range []*slim.Pod{old, cur} {
+			if q != nil && sel.pods.Matches(labels.Set(q.Labels)) {
 				c.queue.Add(keyEIP + e.Name)
 				break
 			}
@@ -578,23 +609,60 @@ func (c *Controller) podChanged(old, cur *slim.Pod) {
 	}
 }
 
-func (c *Controller) selects(e *k8sovnv1.EgressIP, p *slim.Pod) bool {
-	ns, err := c.nsLister.Get(p.Namespace)
-	if err != nil {
-		return false
-	}
-	nsSel, err1 := metav1.LabelSelectorAsSelector(&e.Spec.NamespaceSelector)
-	podSel, err2 := metav1.LabelSelectorAsSelector(&e.Spec.PodSelector)
-	return err1 == nil && err2 == nil && nsSel.Matches(labels.Set(ns.Labels)) && podSel.Matches(labels.Set(p.Labels))
-}
-
-func (c *Controller) nodeChanged() {
+// nodeChanged queues what a node's change can change: the assignment when
+// what makes it eligible changed (the label, Ready, its gateway), the
+// EgressIPs using it as an egress node when its gateway did, the shared
+// rows when its addresses did; a heartbeat queues nothing.
+func (c *Controller) nodeChanged(old, cur *corev1.Node) {
 	if !c.started.Load() {
 		return
 	}
+	oldElig, oldAddrs := nodeView(old)
+	curElig, curAddrs := nodeView(cur)
+	if oldAddrs != curAddrs {
+		c.queue.Add(keyCluster)
+	}
+	if oldElig == curElig {
+		return
+	}
 	c.queue.Add(keyAssign)
-	c.queue.Add(keyCluster)
-	c.enqueueAllEIPs() // join addresses of egress nodes
+	name := ""
+	for _, n := range []*corev1.Node{old, cur} {
+		if n != nil {
+			name = n.Name
+		}
+	}
+	c.mu.Lock()
+	var users []string
+	for eip, as := range c.assigned {
+		if slices.ContainsFunc(as, func(a Assignment) bool { return a.Node == name }) {
+			users = append(users, eip)
+		}
+	}
+	c.mu.Unlock()
+	for _, eip := range users {
+		c.queue.Add(keyEIP + eip)
+	}
+}
+
+// nodeView is what of a node assignment and the shared rows depend on, as
+// text to compare: its eligibility (label, Ready, gateway annotations) and
+// its addresses.
+func nodeView(n *corev1.Node) (eligibility, addrs string) {
+	if n == nil {
+		return "", ""
+	}
+	_, labelled := n.Labels[k8sovnv1.EgressAssignableLabel]
+	eligibility = fmt.Sprintf("%v %v %s %s", labelled, ready(n), n.Annotations[annotations.NodeL3GatewayConfig], n.Annotations[annotations.NodeGatewayJoinIP])
+	return eligibility, fmt.Sprint(n.Status.Addresses) + n.Annotations[annotations.NodeL3GatewayConfig]
+}
+
+func nodeOf(obj any) *corev1.Node {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	n, _ := obj.(*corev1.Node)
+	return n
 }
 
 // nbRowDeleted re-syncs the owner of a row of ours that left the NB.
