@@ -43,8 +43,9 @@ type NPAPISuite struct {
 }
 
 // domainNames is the experimental channel's egress peer by DNS name, which
-// neither suite tests and our engine does not implement.
-const domainNamesWhy = "needs DNS names resolvable from the cluster / not implemented yet"
+// neither suite tests (the engine implements it: test/integration's
+// TestOVNTraceAdminTiersDualStack).
+const domainNamesWhy = "the suite has no test of it; ours: TestOVNTraceAdminTiersDualStack"
 
 // NPAPISuites are the suites `ovnk-cluster conformance` runs, in order.
 var NPAPISuites = []NPAPISuite{
