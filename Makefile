@@ -228,7 +228,7 @@ bench: deps build $(BIN)/ovnk-bench
 
 ## bench-quick: the same scenarios at small sizes on every stack (about 30 s each); a smoke test, no timing asserted
 bench-quick: deps build $(BIN)/ovnk-bench
-	$(BIN)/ovnk-bench -stacks $(BENCH_STACKS) -ip-families ipv4,dual -nodes 10 -pods 500 -latency-rate 50 -latency-duration 5s -services 100 -namespaces 10 -policies 50 -label-changes 20 -admin-policies 10 -cni-pods 10 -limit-ports 2000 -limit-patches 500 -limit-services 100 -out _output/bench-quick
+	$(BIN)/ovnk-bench -stacks $(BENCH_STACKS) -ip-families ipv4,dual -nodes 10 -pods 500 -latency-rate 50 -latency-duration 5s -services 100 -namespaces 10 -policies 50 -label-changes 20 -admin-policies 10 -egress-ips 5 -cni-pods 10 -limit-ports 2000 -limit-patches 500 -limit-services 100 -out _output/bench-quick
 
 ## test: everything CI checks: the whole suite and Kubernetes' network conformance on the current stack; on every other, what differs between stacks (the models against its schemas, ovn-trace of its logical flows) and the e2e data paths
 # What differs between stacks: the NB/OVS models against the stack's own

@@ -51,6 +51,7 @@ type bench struct {
 	lbFull      map[string]bool      // service load balancer UUID → has all its backends
 	policyTrack *policyTracker
 	adminTrack  *adminTracker
+	eipTrack    *eipTracker
 	np          npclient.Interface // the admin policies' API (nil: CRDs not installed)
 
 	idleRSS          float64
@@ -64,6 +65,8 @@ type bench struct {
 	adminTiers       bool    // the NB has ACL tiers: admin policies are programmed
 	adminCount       int     // admin policies programmed in the NB
 	adminRSS         float64 // master RSS (KiB) the adminpolicies scenario added
+	eipRSS           float64 // master RSS (KiB) the egressips scenario added
+	eipCount         int     // EgressIPs programmed in the NB
 	apiCPUPerPod     float64 // API server + etcd CPU ms of a bare pod CREATE + PATCH
 	apiCPUPerService float64 // the same for a bare Service + EndpointSlice CREATE
 	serviceLimit     float64 // bare Service + EndpointSlice CREATEs per second
@@ -79,7 +82,7 @@ func newBench(s *harness.Session, o options) *bench {
 	}
 	b := &bench{s: s, o: o, ovn: harness.StartOVNCentral(s), kube: harness.StartKubeAPI(s), logDir: logDir,
 		created: map[string]time.Time{}, watched: map[string]time.Time{}, annotated: map[string]time.Time{}, lspSeen: map[string]time.Time{}, lbFull: map[string]bool{},
-		policyTrack: newPolicyTracker(), adminTrack: newAdminTracker()}
+		policyTrack: newPolicyTracker(), adminTrack: newAdminTracker(), eipTrack: newEIPTracker()}
 	// The logs of etcd, the API server and OVN central are kept too (a stall
 	// seen in a figure can then be looked for in them).
 	s.Cleanup(func() {
@@ -134,7 +137,7 @@ func (b *bench) watchNB() client.Client {
 	count := func(table string) {
 		switch table {
 		case nbdb.LogicalSwitchTable, nbdb.LogicalSwitchPortTable, nbdb.LogicalRouterTable, nbdb.LogicalRouterPortTable, nbdb.LoadBalancerTable, nbdb.LoadBalancerGroupTable,
-			nbdb.PortGroupTable, nbdb.ACLTable, nbdb.AddressSetTable:
+			nbdb.PortGroupTable, nbdb.ACLTable, nbdb.AddressSetTable, nbdb.NATTable, nbdb.LogicalRouterPolicyTable, nbdb.LogicalRouterStaticRouteTable:
 			b.nbEvents.Add(1)
 		}
 	}
@@ -144,6 +147,7 @@ func (b *bench) watchNB() client.Client {
 			b.trackLB(row, false)
 			b.policyTrack.row(row)
 			b.adminTrack.row(row)
+			b.eipTrack.added(row)
 			if lsp, ok := row.(*nbdb.LogicalSwitchPort); ok {
 				if o, ok := topology.OwnerOf(lsp.ExternalIDs); ok && o.Type == topology.OwnerPod {
 					b.podLSPs.Add(1)
@@ -160,6 +164,7 @@ func (b *bench) watchNB() client.Client {
 			b.trackLB(cur, false)
 			b.policyTrack.row(cur)
 			b.adminTrack.row(cur)
+			b.eipTrack.updated(old, cur)
 			// ovn-northd writes the up column of ports; that is not ours.
 			if o, ok := old.(*nbdb.LogicalSwitchPort); ok {
 				n := *cur.(*nbdb.LogicalSwitchPort)
@@ -173,6 +178,7 @@ func (b *bench) watchNB() client.Client {
 		DeleteFunc: func(table string, row model.Model) {
 			count(table)
 			b.trackLB(row, true)
+			b.eipTrack.deleted(row)
 		},
 	})
 	return c

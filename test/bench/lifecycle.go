@@ -18,15 +18,16 @@ func (b *bench) memory() Result {
 	pid := b.master.Cmd.Process.Pid
 	rss, hwm := procStatus(pid, "VmRSS"), procStatus(pid, "VmHWM")
 	cpu := procCPU(pid)
-	// What the policies added is theirs (reported per policy), not the pods'.
-	perPod := (rss - b.idleRSS - b.policyRSS - b.adminRSS) / float64(b.podCount)
+	// What the policies and EgressIPs added is theirs (reported per policy
+	// and per EgressIP), not the pods'.
+	perPod := (rss - b.idleRSS - b.policyRSS - b.adminRSS - b.eipRSS) / float64(b.podCount)
 	cpuPerPod := 1000 * b.podCPU / float64(max(b.podsTimed, 1))
 	say("== memory/CPU: master RSS %.1f MiB (idle %.1f MiB, peak %.1f MiB) → %.1f KiB per pod above idle", rss/1024, b.idleRSS/1024, hwm/1024, perPod)
 	say("  master CPU: %.1f s in the scenarios that created %d pods = %.2f ms per pod; %.1f s since it started (services and policies included) = %.2f ms per pod held",
 		b.podCPU, b.podsTimed, cpuPerPod, cpu, 1000*cpu/float64(b.podCount))
 	r := Result{Scenario: "memory", Metrics: map[string]float64{"pods": float64(b.podCount), "rss_kib": rss, "idle_rss_kib": b.idleRSS,
 		"peak_rss_kib": hwm, "kib_per_pod": perPod, "cpu_s": cpu, "cpu_ms_per_pod_held": 1000 * cpu / float64(b.podCount),
-		"policy_rss_kib": b.policyRSS, "admin_policy_rss_kib": b.adminRSS, "pod_scenarios_cpu_s": b.podCPU, "pod_scenarios_pods": float64(b.podsTimed)}}
+		"policy_rss_kib": b.policyRSS, "admin_policy_rss_kib": b.adminRSS, "egressip_rss_kib": b.eipRSS, "pod_scenarios_cpu_s": b.podCPU, "pod_scenarios_pods": float64(b.podsTimed)}}
 	if b.podsTimed > 0 { // else no scenario created pods: no figure
 		r.Metrics["cpu_ms_per_pod"] = cpuPerPod
 	}
@@ -50,9 +51,20 @@ var syncLine = regexp.MustCompile(`initial sync done.*nbTransactions=(\d+)`)
 // restart: with everything in place, restart the master.
 func (b *bench) restart() Result {
 	say("== restart with %d pods and %d services in place", b.podCount, b.serviceCount)
-	// The running master first finishes what earlier scenarios queued
-	// (a scenario waits for the rows it measures, not for every other row
-	// the change touches): the NB quiet for a second.
+	b.waitNBQuiet()
+	synced, txns, changes, used := b.restartMaster("restart")
+	say("  synced %.2fs after start; %.0f NB transactions sent; %.0f NB row changes seen", synced.Seconds(), txns, changes)
+	say("  CPU until synced: %s", used.describe(synced.Seconds()))
+	m := map[string]float64{"pods": float64(b.podCount), "synced_s": synced.Seconds(), "nb_transactions": txns, "nb_row_changes": changes}
+	used.metrics(m, synced.Seconds())
+	return Result{Scenario: "restart", Metrics: m,
+		Notes: "time from process start (includes connecting and the informers' initial list)"}
+}
+
+// waitNBQuiet waits until the running master has finished what earlier
+// scenarios queued (a scenario waits for the rows it measures, not for
+// every other row the change touches): the NB quiet for a second.
+func (b *bench) waitNBQuiet() {
 	last, since := b.nbEvents.Load(), time.Now()
 	harness.Eventually(b.s, 120*time.Second, "the NB quiet for a second before the restart", func() error {
 		if n := b.nbEvents.Load(); n != last {
@@ -63,12 +75,20 @@ func (b *bench) restart() Result {
 		}
 		return nil
 	})
+}
+
+// restartMaster stops the master and starts a new one (its CPU profile,
+// when the master serves pprof, named after profile): the time from its
+// start to "initial sync done", the NB transactions it says it sent until
+// then (-1: not found), the NB row changes the watcher saw until a second
+// after, and the CPU used until it synced.
+func (b *bench) restartMaster(profile string) (time.Duration, float64, float64, cpuUse) {
 	b.master.Stop()
 	time.Sleep(500 * time.Millisecond)
 	before := b.nbEvents.Load()
 	start, cpu := time.Now(), cpuSnapshot()
 	b.master = harness.StartMaster(b.s, b.logDir, fmt.Sprintf("master-%d", time.Now().UnixNano()), b.ovn, b.kube, b.masterArgs()...)
-	stopProfile := b.profile("restart")
+	stopProfile := b.profile(profile)
 	harness.WaitForLog(b.s, b.master, "initial sync done", 120*time.Second)
 	synced := time.Since(start)
 	used := cpuSnapshot().since(cpu)
@@ -78,13 +98,7 @@ func (b *bench) restart() Result {
 	if m := syncLine.FindStringSubmatch(b.master.Tail(100000)); m != nil {
 		txns, _ = strconv.ParseFloat(m[1], 64)
 	}
-	changes := float64(b.nbEvents.Load() - before)
-	say("  synced %.2fs after start; %.0f NB transactions sent; %.0f NB row changes seen", synced.Seconds(), txns, changes)
-	say("  CPU until synced: %s", used.describe(synced.Seconds()))
-	m := map[string]float64{"pods": float64(b.podCount), "synced_s": synced.Seconds(), "nb_transactions": txns, "nb_row_changes": changes}
-	used.metrics(m, synced.Seconds())
-	return Result{Scenario: "restart", Metrics: m,
-		Notes: "time from process start (includes connecting and the informers' initial list)"}
+	return synced, txns, float64(b.nbEvents.Load() - before), used
 }
 
 // cold: an empty NB with everything in the API.
@@ -108,11 +122,12 @@ func (b *bench) cold() Result {
 	b.mu.Unlock()
 	b.policyTrack.reset()
 	b.adminTrack.reset()
+	eips := b.eipTrack.resetRows()
 	start, cpu := time.Now(), cpuSnapshot()
 	b.master = harness.StartMaster(b.s, b.logDir, fmt.Sprintf("master-%d", time.Now().UnixNano()), b.ovn, b.kube, b.masterArgs()...)
 	stopProfile := b.profile("cold")
 	defer stopProfile()
-	var done, lspsDone, lbsDone, policiesDone, adminDone time.Duration
+	var done, lspsDone, lbsDone, policiesDone, adminDone, eipsDone time.Duration
 	harness.Eventually(b.s, 300*time.Second, "everything programmed into the empty NB", func() error {
 		lsps := int(b.podLSPs.Load())
 		full, _ := b.programmedServices()
@@ -130,9 +145,13 @@ func (b *bench) cold() Result {
 		if adminDone == 0 && admins >= b.adminCount {
 			adminDone = time.Since(start)
 		}
-		if lsps < b.podCount || full < b.serviceCount || policies < b.policyCount || admins < b.adminCount {
-			return fmt.Errorf("%d/%d LSPs, %d/%d load balancers, %d/%d policies, %d/%d admin policies",
-				lsps, b.podCount, full, b.serviceCount, policies, b.policyCount, admins, b.adminCount)
+		_, egress := b.eipTrack.progress(eips)
+		if eipsDone == 0 && egress >= b.eipCount {
+			eipsDone = time.Since(start)
+		}
+		if lsps < b.podCount || full < b.serviceCount || policies < b.policyCount || admins < b.adminCount || egress < b.eipCount {
+			return fmt.Errorf("%d/%d LSPs, %d/%d load balancers, %d/%d policies, %d/%d admin policies, %d/%d EgressIPs",
+				lsps, b.podCount, full, b.serviceCount, policies, b.policyCount, admins, b.adminCount, egress, b.eipCount)
 		}
 		done = time.Since(start)
 		return nil
@@ -148,6 +167,9 @@ func (b *bench) cold() Result {
 	if b.adminCount > 0 {
 		say("  all %d admin policies (port groups with all their ACLs) programmed %.2fs after start", b.adminCount, adminDone.Seconds())
 	}
+	if b.eipCount > 0 {
+		say("  all %d EgressIPs (reroute, set, every pod's SNAT on its node's gateway router) programmed %.2fs after start", b.eipCount, eipsDone.Seconds())
+	}
 	m := map[string]float64{"pods": float64(b.podCount), "services": float64(b.serviceCount), "programmed_s": done.Seconds(),
 		"services_programmed_s": lbsDone.Seconds(), "lsps_programmed_s": lspsDone.Seconds(), "lsps_per_s": lspRate, "ratio_to_nb_limit": lspRate / b.nbLimit,
 		"policies": float64(b.policyCount), "policies_programmed_s": policiesDone.Seconds()}
@@ -156,6 +178,9 @@ func (b *bench) cold() Result {
 		if b.adminTiers {
 			m["acl_tiers"], m["admin_policies_programmed_s"] = 1, adminDone.Seconds()
 		}
+	}
+	if b.eipCount > 0 {
+		m["egress_ips"], m["egress_ips_programmed_s"] = float64(b.eipCount), eipsDone.Seconds()
 	}
 	used.metrics(m, done.Seconds())
 	return Result{Scenario: "cold", Metrics: m}

@@ -41,11 +41,12 @@ type options struct {
 	policies, policyRate     int
 	labelChanges             int
 	adminPolicies            int
+	egressIPs, egressNodes   int
 	families                 string
 }
 
 // scenarioNames are the scenarios after limits, in the order they run.
-var scenarioNames = []string{"cni", "burst", "latency", "services", "policies", "adminpolicies", "memory", "restart", "cold"}
+var scenarioNames = []string{"cni", "burst", "latency", "services", "policies", "adminpolicies", "egressips", "memory", "restart", "cold"}
 
 // Result is one scenario's output.
 type Result struct {
@@ -67,6 +68,8 @@ func main() {
 	flag.IntVar(&o.policyRate, "policy-rate", 50, "policies created, and pods relabelled, per second in the policies scenario")
 	flag.IntVar(&o.labelChanges, "label-changes", 200, "pods relabelled into a peer set in the policies scenario, and namespaces moved to another team in the adminpolicies scenario")
 	flag.IntVar(&o.adminPolicies, "admin-policies", 100, fmt.Sprintf("ClusterNetworkPolicies (10 rules each, distinct priorities: at most %d) in the adminpolicies scenario, created at -policy-rate", maxAdminPolicies))
+	flag.IntVar(&o.egressIPs, "egress-ips", 100, "EgressIPs in the egressips scenario, created at -policy-rate, EgressIP k selecting the pods of burst namespace k (at most -namespaces)")
+	flag.IntVar(&o.egressNodes, "egress-nodes", 2, fmt.Sprintf("egress-assignable nodes in the egressips scenario (of the %d given a gateway)", eipGatewayNodes))
 	flag.IntVar(&o.endpoints, "endpoints", 10, "endpoints per service")
 	flag.IntVar(&o.limitPorts, "limit-ports", 10000, "LSPs inserted to measure the raw NB rate")
 	flag.IntVar(&o.limitPatches, "limit-patches", 3000, "pod annotation PATCHes to measure the raw API rate")
@@ -76,7 +79,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "_output/bench", "directory for the JSON results (one ovn-<stack> directory per stack)")
 	flag.StringVar(&o.stacks, "stacks", harness.CurrentStack.Name, "comma-separated OVN stacks to run on, one after the other (e.g. 25.03,23.03; default: $OVN, or the current stack)")
 	flag.StringVar(&o.masterArgs, "master-args", "", "extra ovnkube master flags, space-separated (e.g. --pprof-address 127.0.0.1:6060)")
-	flag.StringVar(&o.scenarios, "scenarios", "all", "comma-separated scenarios to run after limits (cni,burst,latency,services,policies,adminpolicies,memory,restart,cold), or all")
+	flag.StringVar(&o.scenarios, "scenarios", "all", "comma-separated scenarios to run after limits (cni,burst,latency,services,policies,adminpolicies,egressips,memory,restart,cold), or all")
 	flag.BoolVar(&o.profileAPI, "profile-apiserver", false, "also take a 15 s CPU profile of kube-apiserver in the burst, services and restart scenarios")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write the benchmark client's own CPU profile to this file")
 	flag.StringVar(&o.families, "ip-families", "ipv4", "the master's IP families: ipv4, dual (dual-stack: an address of each family per pod), or both comma-separated, "+
@@ -93,6 +96,11 @@ func main() {
 	}
 	if o.adminPolicies < 1 || o.adminPolicies > maxAdminPolicies {
 		fmt.Fprintf(os.Stderr, "-admin-policies %d: give 1 to %d (each policy takes a priority of its own)\n", o.adminPolicies, maxAdminPolicies)
+		os.Exit(2)
+	}
+	if slices.Contains(o.scenarioList(), "egressips") && (o.egressIPs < 1 || o.egressIPs > o.namespaces || o.egressNodes < 1 || o.egressNodes > eipGatewayNodes) {
+		fmt.Fprintf(os.Stderr, "-egress-ips %d, -egress-nodes %d: give 1 to -namespaces (%d) EgressIPs (each selects a namespace of its own) and 1 to %d nodes\n",
+			o.egressIPs, o.egressNodes, o.namespaces, eipGatewayNodes)
 		os.Exit(2)
 	}
 	fams, err := parseFamilies(o.families)
@@ -185,7 +193,7 @@ func (o options) scenarioList() []string {
 // fullSize reports whether the sizes are those the targets are stated for.
 func (o options) fullSize() bool {
 	return o.pods >= 10000 && o.services >= 1000 && o.latencyRate >= 100 && o.latencyDuration >= time.Minute &&
-		o.policies >= 1000 && o.namespaces >= 100 && o.adminPolicies >= 100
+		o.policies >= 1000 && o.namespaces >= 100 && o.adminPolicies >= 100 && o.egressIPs >= 100
 }
 
 func run(s *harness.Session, o options) {
@@ -210,9 +218,9 @@ func run(s *harness.Session, o options) {
 	}
 	limits := b.limits()
 	record(limits)
-	if slices.Contains(o.scenarioList(), "adminpolicies") {
-		// The master follows the admin policy kinds the API server serves
-		// when it starts.
+	if slices.Contains(o.scenarioList(), "adminpolicies") || slices.Contains(o.scenarioList(), "egressips") {
+		// The master follows the admin policy kinds and EgressIPs the API
+		// server serves when it starts.
 		b.np = b.kube.InstallCRDs(s)
 	}
 	b.startMaster()
@@ -222,7 +230,7 @@ func run(s *harness.Session, o options) {
 	}{
 		{"cni", b.cni},
 		{"burst", func() Result { return b.burst(limits.Metrics["patch_per_s"], limits.Metrics["pod_create_per_s"]) }},
-		{"latency", b.latency}, {"services", b.services}, {"policies", b.policies}, {"adminpolicies", b.adminPolicies}, {"memory", b.memory}, {"restart", b.restart}, {"cold", b.cold},
+		{"latency", b.latency}, {"services", b.services}, {"policies", b.policies}, {"adminpolicies", b.adminPolicies}, {"egressips", b.egressIPs}, {"memory", b.memory}, {"restart", b.restart}, {"cold", b.cold},
 	} {
 		if slices.Contains(o.scenarioList(), sc.name) {
 			r := sc.run()

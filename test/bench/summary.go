@@ -68,6 +68,25 @@ var targets = []target{
 		func(v float64) string { return fmt.Sprintf("%.1f KiB", v) }, nil},
 	{"cold", "admin_policies_programmed_s", "cold: every admin policy programmed",
 		func(v float64) string { return fmt.Sprintf("%.2f s", v) }, nil},
+	// Issue 35's, for EgressIP: reported, no target stated but the idle restart's.
+	{"egressips", "create_to_rows_p99_ms", "p99 EgressIP created → reroute, set, every SNAT in the NB",
+		func(v float64) string { return fmt.Sprintf("%.0f ms", v) }, nil},
+	{"egressips", "create_to_status_p99_ms", "p99 EgressIP created → assigned in its status",
+		func(v float64) string { return fmt.Sprintf("%.0f ms", v) }, nil},
+	{"egressips", "programmed_s", "every EgressIP programmed after the first CREATE",
+		func(v float64) string { return fmt.Sprintf("%.2f s", v) }, nil},
+	{"egressips", "rows_per_pod", "NB rows per EgressIP-selected pod (SNAT, set entry, policy)",
+		func(v float64) string { return fmt.Sprintf("%.2f", v) }, nil},
+	{"egressips", "failover_rows_s", "egress node NotReady → its IPs' rows on other nodes",
+		func(v float64) string { return fmt.Sprintf("%.2f s", v) }, nil},
+	{"egressips", "failover_status_s", "egress node NotReady → its IPs elsewhere in the status",
+		func(v float64) string { return fmt.Sprintf("%.2f s", v) }, nil},
+	{"egressips", "heartbeat_master_cpu_s", "master CPU for one node heartbeat, EgressIPs in place",
+		func(v float64) string { return fmt.Sprintf("%.2f s", v) }, nil},
+	{"egressips", "restart_nb_transactions", "idle restart with EgressIPs: NB transactions sent (0)",
+		func(v float64) string { return fmt.Sprintf("%.0f", v) }, func(v float64) bool { return v == 0 }},
+	{"cold", "egress_ips_programmed_s", "cold: every EgressIP programmed",
+		func(v float64) string { return fmt.Sprintf("%.2f s", v) }, nil},
 	{"memory", "cpu_ms_per_pod", "master CPU per pod created (≤ 0.5 ms)",
 		func(v float64) string { return fmt.Sprintf("%.2f ms", v) }, func(v float64) bool { return v <= 0.5 }},
 	{"memory", "kib_per_pod", "master RSS per pod above idle (≤ 8 KiB)",
@@ -116,6 +135,9 @@ func summary(results []Result, fullSize bool) string {
 			case "kib_per_pod":
 				fmt.Fprintf(&b, "      the master's own memory: %.1f MiB RSS, %.1f MiB of it idle, %.1f MiB the policies'\n",
 					r.Metrics["rss_kib"]/1024, r.Metrics["idle_rss_kib"]/1024, r.Metrics["policy_rss_kib"]/1024)
+			case "restart_nb_transactions":
+				fmt.Fprintf(&b, "      what it wrote: %.0f NB row changes seen, %.0f EgressIP statuses rewritten\n",
+					r.Metrics["restart_nb_row_changes"], r.Metrics["restart_status_writes"])
 			default:
 				fmt.Fprintf(&b, "      bound: %s\n", bound(r))
 			}
