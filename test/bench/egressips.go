@@ -485,8 +485,10 @@ func benchEIP(k int) *unstructured.Unstructured {
 // IP hosted by one of -egress-nodes assignable gateway nodes → creation →
 // assigned in its status, creation → rows complete in the NB; NB rows per
 // selected pod; then the node holding the most egress IPs is made NotReady
-// → every one of its IPs on another node in the status and in the NB; then
-// an idle restart of the master, which must write nothing.
+// → every one of its IPs on another node in the status and in the NB; the
+// master's CPU after each phase, for that node Ready again and for a
+// heartbeat of another node; then an idle restart of the master, which must
+// write nothing.
 func (b *bench) egressIPs() Result {
 	n, assignable := b.o.egressIPs, b.o.egressNodes
 	if b.np == nil {
@@ -516,15 +518,20 @@ func (b *bench) egressIPs() Result {
 	b.waitNBQuiet()
 	m := map[string]float64{}
 	m["heartbeat_before_master_cpu_s"], m["heartbeat_before_busy_s"], m["heartbeat_before_periodic_resyncs"] = b.heartbeat(beating)
-	say("  a heartbeat of %s before any EgressIP: master busy %.2fs, %.2f CPU s", beating, m["heartbeat_before_busy_s"], m["heartbeat_before_master_cpu_s"])
+	say("  a heartbeat of %s before any EgressIP: master busy %.2fs, %.2f CPU s%s", beating, m["heartbeat_before_busy_s"], m["heartbeat_before_master_cpu_s"],
+		resyncNote(m["heartbeat_before_periodic_resyncs"]))
 
+	withApp, err := labels.Parse("app") // the EgressIPs' pod selector
+	if err != nil {
+		b.s.Fatal(err)
+	}
 	names := make([]string, n)
 	objs := make([]*unstructured.Unstructured, n)
 	podCount := 0
 	for k := range objs {
 		objs[k] = benchEIP(k)
 		names[k] = objs[k].GetName()
-		addrs := b.addressesIn(burstNamespace(k), labels.SelectorFromSet(nil))
+		addrs := b.addressesIn(burstNamespace(k), withApp)
 		if len(addrs) == 0 {
 			b.s.Fatalf("namespace %s has no pod with an address", burstNamespace(k))
 		}
