@@ -415,7 +415,7 @@ func (c *Controller) syncEIP(ctx context.Context, name string) error {
 		case row != nil:
 			t.Ensure(row, []any{&row.ExternalIDs}, nil)
 			t.SetMembers(cached, &cached.Addresses, row.Addresses)
-		case cached != nil && ownedBy(cached.ExternalIDs, owner):
+		case cached != nil && topology.OwnedBy(cached.ExternalIDs, owner):
 			t.Delete(cached)
 		}
 	}
@@ -429,7 +429,7 @@ func (c *Controller) syncEIP(ctx context.Context, name string) error {
 		t.EnsureChild(cluster, &cluster.Policies, topology.RowIDKey, p, topology.PolicyColumns(p))
 	}
 	t.RemoveChildren(cluster, &cluster.Policies, t.ChildrenWhere(cluster.Policies, func(ids map[string]string) bool {
-		return ownedBy(ids, owner) && !keep[ids[topology.RowIDKey]]
+		return topology.OwnedBy(ids, owner) && !keep[ids[topology.RowIDKey]]
 	}, &nbdb.LogicalRouterPolicy{})...)
 	var routers []nbdb.LogicalRouter
 	if err := c.nb.WhereCache(func(r *nbdb.LogicalRouter) bool { return strings.HasPrefix(r.Name, "GR_") }).List(ctx, &routers); err != nil {
@@ -449,7 +449,7 @@ func (c *Controller) syncEIP(ctx context.Context, name string) error {
 			t.EnsureChild(gr, &gr.Nat, topology.RowIDKey, n, topology.NATColumns(n))
 		}
 		t.RemoveChildren(gr, &gr.Nat, t.ChildrenWhere(gr.Nat, func(ids map[string]string) bool {
-			return ownedBy(ids, owner) && !keep[ids[topology.RowIDKey]]
+			return topology.OwnedBy(ids, owner) && !keep[ids[topology.RowIDKey]]
 		}, &nbdb.NAT{})...)
 	}
 	ops, err := t.Ops()
@@ -503,7 +503,7 @@ func (c *Controller) syncCluster(ctx context.Context) error {
 		t.EnsureChild(cluster, &cluster.Policies, topology.RowIDKey, p, topology.PolicyColumns(p))
 	}
 	t.RemoveChildren(cluster, &cluster.Policies, t.ChildrenWhere(cluster.Policies, func(ids map[string]string) bool {
-		return ownedBy(ids, owner) && !keep[ids[topology.RowIDKey]]
+		return topology.OwnedBy(ids, owner) && !keep[ids[topology.RowIDKey]]
 	}, &nbdb.LogicalRouterPolicy{})...)
 	ops, err := t.Ops()
 	if err != nil || len(ops) == 0 {
@@ -720,11 +720,6 @@ func (c *Controller) ownedNames() []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-func ownedBy(ids map[string]string, want topology.Owner) bool {
-	o, ok := topology.OwnerOf(ids)
-	return ok && o == want
 }
 
 func eipOf(obj any) *k8sovnv1.EgressIP {

@@ -64,6 +64,12 @@ func (o Owner) ExternalIDs() map[string]string {
 
 func (o Owner) String() string { return o.Type + " " + o.Name }
 
+// OwnedBy says whether a row's external_ids name want as its owner.
+func OwnedBy(externalIDs map[string]string, want Owner) bool {
+	o, ok := OwnerOf(externalIDs)
+	return ok && o == want
+}
+
 // OwnerOf reads the owner of a row from its external_ids; ok is false for rows
 // ovn-k8s did not write.
 func OwnerOf(externalIDs map[string]string) (Owner, bool) {
