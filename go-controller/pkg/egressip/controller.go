@@ -33,6 +33,7 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/policy"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/services"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/slim"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
@@ -472,18 +473,7 @@ func (c *Controller) syncCluster(ctx context.Context) error {
 	var addrs []netip.Addr
 	list, _ := c.nodes.List(labels.Everything())
 	for _, n := range list {
-		for _, a := range n.Status.Addresses {
-			if a.Type == corev1.NodeInternalIP || a.Type == corev1.NodeExternalIP {
-				if ip, err := netip.ParseAddr(a.Address); err == nil {
-					addrs = append(addrs, ip.Unmap())
-				}
-			}
-		}
-		if gw, err := annotations.ParseL3GatewayConfig(n.Annotations[annotations.NodeL3GatewayConfig]); err == nil {
-			for _, p := range gw.IPs {
-				addrs = append(addrs, p.Addr())
-			}
-		}
+		addrs = append(addrs, services.NodeOwnAddresses(n)...)
 	}
 	for _, s := range NodesSetRows(addrs, c.fams) {
 		cached := ovndb.Lookup(t, &nbdb.AddressSet{Name: s.Name})

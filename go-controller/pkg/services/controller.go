@@ -124,7 +124,7 @@ func New(factory informers.SharedInformerFactory, nb libovsdbclient.Client, comm
 		DeleteFunc: func(any) { c.gatewaysChanged() },
 		UpdateFunc: func(old, cur any) {
 			o, n := old.(*corev1.Node), cur.(*corev1.Node)
-			if !slices.Equal(nodeIPs(o), nodeIPs(n)) || !slices.Equal(nodeOwnAddrs(o), nodeOwnAddrs(n)) ||
+			if !slices.Equal(nodeIPs(o), nodeIPs(n)) || !slices.Equal(NodeOwnAddresses(o), NodeOwnAddresses(n)) ||
 				o.Annotations[annotations.NodeSubnets] != n.Annotations[annotations.NodeSubnets] {
 				c.gatewaysChanged()
 			}
@@ -402,7 +402,7 @@ func (c *Controller) nodes() []NodeGateway {
 // the master balances for it (the node daemon computes the same, to know
 // which conntrack entries point at a backend the node no longer has).
 func GatewayOf(node *corev1.Node) NodeGateway {
-	return NodeGateway{Node: node.Name, IPs: nodeIPs(node), Own: nodeOwnAddrs(node), Mgmt: nodeMgmtAddrs(node)}
+	return NodeGateway{Node: node.Name, IPs: nodeIPs(node), Own: NodeOwnAddresses(node), Mgmt: nodeMgmtAddrs(node)}
 }
 
 // nodeMgmtAddrs are the addresses of a node's management port, from the
@@ -446,7 +446,7 @@ func (c *Controller) nodeAddresses() map[netip.Addr]string {
 		c.nodeAddrOwners = map[netip.Addr]string{}
 		nodes, _ := c.nodeLister.List(everything)
 		for _, n := range nodes {
-			for _, ip := range nodeOwnAddrs(n) {
+			for _, ip := range NodeOwnAddresses(n) {
 				c.nodeAddrOwners[ip] = n.Name
 			}
 		}
@@ -554,10 +554,10 @@ func nodeIPs(node *corev1.Node) []netip.Addr {
 	return out
 }
 
-// nodeOwnAddrs are every address the master knows a node by: its
+// NodeOwnAddresses are every address the master knows a node by: its
 // InternalIPs and ExternalIPs and its gateway's addresses, sorted. No
 // external or ingress IP may be one of them.
-func nodeOwnAddrs(node *corev1.Node) []netip.Addr {
+func NodeOwnAddresses(node *corev1.Node) []netip.Addr {
 	var out []netip.Addr
 	for _, a := range node.Status.Addresses {
 		if a.Type == corev1.NodeInternalIP || a.Type == corev1.NodeExternalIP {
