@@ -98,9 +98,10 @@ type Controller struct {
 	reach    *prober
 	started  atomic.Bool
 	mu       sync.Mutex
-	assigned map[string][]Assignment // by EgressIP, as the last assignment decided
-	problems map[string]string       // by EgressIP: what it could not assign ("" none)
-	reported map[string]string       // by EgressIP: the problem last reported in an Event
+	assigned map[string][]Assignment    // by EgressIP, as the last assignment decided
+	problems map[string]string          // by EgressIP: what it could not assign ("" none)
+	reported map[string]string          // by EgressIP: the problem last reported in an Event
+	wanted   map[string]map[string]bool // by EgressIP: the row ids of its last sync (setWanted)
 }
 
 // New wires the controller onto the shared informers and the NB client.
@@ -110,7 +111,7 @@ func New(api *API, factory informers.SharedInformerFactory, nb libovsdbclient.Cl
 	c := &Controller{api: api, opts: opts, fams: topology.FamiliesOf(cidrs), log: log, nb: nb, commit: commit,
 		pods: slim.NewLister(factory.Core().V1().Pods().Informer()), nsLister: factory.Core().V1().Namespaces().Lister(),
 		nodes: factory.Core().V1().Nodes().Lister(), assigned: map[string][]Assignment{}, problems: map[string]string{},
-		reported: map[string]string{}}
+		reported: map[string]string{}, wanted: map[string]map[string]bool{}}
 	c.queue = controller.NewQueue("egressips", maxDelay, c.sync, log)
 	c.status = controller.NewQueue("egressipstatus", maxDelay, c.syncStatus, log)
 	c.reach = newProber(opts.ReachTimeout, func() { c.queue.Add(keyAssign) })
@@ -424,34 +425,21 @@ func (c *Controller) syncEIP(ctx context.Context, name string) error {
 	if t.Err() != nil {
 		return t.Err()
 	}
+	c.setWanted(name, want)
 	keep := map[string]bool{}
 	for _, p := range want.Reroutes {
 		keep[p.ExternalIDs[topology.RowIDKey]] = true
 		t.EnsureChild(cluster, &cluster.Policies, topology.RowIDKey, p, topology.PolicyColumns(p))
 	}
-	t.RemoveChildren(cluster, &cluster.Policies, t.ChildrenWhere(cluster.Policies, func(ids map[string]string) bool {
-		return topology.OwnedBy(ids, owner) && !keep[ids[topology.RowIDKey]]
-	}, &nbdb.LogicalRouterPolicy{})...)
-	var routers []nbdb.LogicalRouter
-	if err := c.nb.WhereCache(func(r *nbdb.LogicalRouter) bool { return strings.HasPrefix(r.Name, "GR_") }).List(ctx, &routers); err != nil {
+	var stale []string
+	for _, p := range c.ownedReroutes(name) {
+		if !keep[p.ExternalIDs[topology.RowIDKey]] {
+			stale = append(stale, p.UUID)
+		}
+	}
+	t.RemoveChildren(cluster, &cluster.Policies, stale...)
+	if err := c.syncSNATs(t, name, want.SNATs); err != nil {
 		return err
-	}
-	for node := range want.SNATs {
-		if !slices.ContainsFunc(routers, func(r nbdb.LogicalRouter) bool { return r.Name == topology.GatewayRouter(node) }) {
-			return fmt.Errorf("EgressIP %s: node %s's gateway router is not in the NB yet", name, node) // retried
-		}
-	}
-	for i := range routers {
-		gr := &routers[i]
-		node := strings.TrimPrefix(gr.Name, "GR_")
-		keep := map[string]bool{}
-		for _, n := range want.SNATs[node] {
-			keep[n.ExternalIDs[topology.RowIDKey]] = true
-			t.EnsureChild(gr, &gr.Nat, topology.RowIDKey, n, topology.NATColumns(n))
-		}
-		t.RemoveChildren(gr, &gr.Nat, t.ChildrenWhere(gr.Nat, func(ids map[string]string) bool {
-			return topology.OwnedBy(ids, owner) && !keep[ids[topology.RowIDKey]]
-		}, &nbdb.NAT{})...)
 	}
 	ops, err := t.Ops()
 	if err != nil {
@@ -464,6 +452,57 @@ func (c *Controller) syncEIP(ctx context.Context, name string) error {
 		return fmt.Errorf("EgressIP %s: %w", name, err)
 	}
 	return nil
+}
+
+// syncSNATs makes an EgressIP's NATs on the gateway routers those of
+// want (by node): its NATs are found through the NB cache's owner index and
+// their routers by name, so that a sync touches only its own rows, however
+// many NATs the gateway routers hold.
+func (c *Controller) syncSNATs(t *ovndb.Txn, name string, want map[string][]*nbdb.NAT) error {
+	have := map[string]nbdb.NAT{}
+	for _, n := range c.ownedNATs(name) {
+		have[n.ExternalIDs[topology.RowIDKey]] = n
+	}
+	routers := map[string]*nbdb.LogicalRouter{}
+	router := func(node string) *nbdb.LogicalRouter {
+		if _, ok := routers[node]; !ok {
+			routers[node] = ovndb.Lookup(t, &nbdb.LogicalRouter{Name: topology.GatewayRouter(node)})
+		}
+		return routers[node]
+	}
+	for node, nats := range want {
+		gr := router(node)
+		if gr == nil {
+			return fmt.Errorf("EgressIP %s: node %s's gateway router is not in the NB yet", name, node) // retried
+		}
+		var created []string
+		for _, n := range nats {
+			id := n.ExternalIDs[topology.RowIDKey]
+			if h, ok := have[id]; ok {
+				delete(have, id)
+				t.UpdateChanged(&h, n, topology.NATColumns(n))
+				continue
+			}
+			created = append(created, t.Create(n))
+		}
+		t.AddChildren(gr, &gr.Nat, created...)
+	}
+	stale := map[string][]string{} // by node
+	for _, n := range have {
+		stale[n.ExternalIDs[NodeKey]] = append(stale[n.ExternalIDs[NodeKey]], n.UUID)
+	}
+	for node, uuids := range stale {
+		var elsewhere []string // held by a router the row does not name
+		if gr := router(node); gr != nil {
+			elsewhere = slices.DeleteFunc(slices.Clone(uuids), func(u string) bool { return slices.Contains(gr.Nat, u) })
+			t.RemoveChildren(gr, &gr.Nat, uuids...)
+		} else {
+			elsewhere = uuids
+		}
+		probe := &nbdb.LogicalRouter{}
+		t.Detach(probe, &probe.Nat, elsewhere...)
+	}
+	return t.Err()
 }
 
 // syncCluster keeps the rows every EgressIP shares: the no-reroute
@@ -677,10 +716,69 @@ func (c *Controller) nbRowDeleted(m model.Model) {
 	}
 	switch o, _ := topology.OwnerOf(ids); o.Type {
 	case OwnerEgressIP:
-		c.queue.Add(keyEIP + o.Name)
+		if c.stillWanted(o.Name, ids) {
+			c.queue.Add(keyEIP + o.Name)
+		}
 	case OwnerCluster:
 		c.queue.Add(keyCluster)
 	}
+}
+
+// ownedNATs are the cached NATs of an EgressIP (the NB client's owner index).
+func (c *Controller) ownedNATs(name string) []nbdb.NAT {
+	var out []nbdb.NAT
+	probe := &nbdb.NAT{}
+	_ = c.nb.WhereAny(probe, model.Condition{Field: &probe.ExternalIDs, Function: ovsdb.ConditionIncludes,
+		Value: map[string]string{topology.OwnerNameKey: name}}).List(context.Background(), &out)
+	return slices.DeleteFunc(out, func(n nbdb.NAT) bool {
+		return !topology.OwnedBy(n.ExternalIDs, topology.Owner{Type: OwnerEgressIP, Name: name})
+	})
+}
+
+// ownedReroutes are the cached router policies of an EgressIP.
+func (c *Controller) ownedReroutes(name string) []nbdb.LogicalRouterPolicy {
+	var out []nbdb.LogicalRouterPolicy
+	probe := &nbdb.LogicalRouterPolicy{}
+	_ = c.nb.WhereAny(probe, model.Condition{Field: &probe.ExternalIDs, Function: ovsdb.ConditionIncludes,
+		Value: map[string]string{topology.OwnerNameKey: name}}).List(context.Background(), &out)
+	return slices.DeleteFunc(out, func(p nbdb.LogicalRouterPolicy) bool {
+		return !topology.OwnedBy(p.ExternalIDs, topology.Owner{Type: OwnerEgressIP, Name: name})
+	})
+}
+
+// setWanted records the ids of the NATs and policies an EgressIP's sync is
+// about to write, before it writes them: a deletion of one of its rows is
+// news (someone removed it: put it back) only while the row is still wanted,
+// not when the sync deleted it itself (a NAT that moved to another node).
+func (c *Controller) setWanted(name string, want Rows) {
+	ids := map[string]bool{}
+	for _, p := range want.Reroutes {
+		ids[p.ExternalIDs[topology.RowIDKey]] = true
+	}
+	for _, nats := range want.SNATs {
+		for _, n := range nats {
+			ids[n.ExternalIDs[topology.RowIDKey]] = true
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(ids) == 0 {
+		delete(c.wanted, name)
+		return
+	}
+	c.wanted[name] = ids
+}
+
+// stillWanted says whether a deleted row of an EgressIP is one its last
+// sync wanted (rows without an id, address sets, always are).
+func (c *Controller) stillWanted(name string, ids map[string]string) bool {
+	id, ok := ids[topology.RowIDKey]
+	if !ok {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.wanted[name][id]
 }
 
 // ownedNames are the EgressIPs some NB row belongs to.

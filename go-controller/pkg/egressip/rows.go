@@ -82,6 +82,11 @@ func RowID(name string, parts ...string) string {
 	return "egressip/" + name + "/" + strings.Join(parts, "/")
 }
 
+// NodeKey names, in an EgressIP's NAT, the node whose gateway router holds
+// it (the node is in its row id too: a NAT that moves is a new row, and the
+// deletion of the old one is no news to the controller).
+const NodeKey = "k8s.ovn.org/node"
+
 // Compute builds an EgressIP's rows.
 func Compute(p Plan, fams topology.Families) Rows {
 	owner := topology.Owner{Type: OwnerEgressIP, Name: p.Name}
@@ -136,7 +141,8 @@ func snats(p Plan, a Assignment, v6 bool) []*nbdb.NAT {
 				continue
 			}
 			ids := topology.Owner{Type: OwnerEgressIP, Name: p.Name}.ExternalIDs()
-			ids[topology.RowIDKey] = RowID(p.Name, "snat", ip.String())
+			ids[topology.RowIDKey] = RowID(p.Name, "snat", a.Node, ip.String())
+			ids[NodeKey] = a.Node
 			out = append(out, &nbdb.NAT{Type: nbdb.NATTypeSNAT, LogicalIP: ip.String(), ExternalIP: a.IP.String(), ExternalIDs: ids})
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ovn-org/libovsdb/model"
+	"github.com/ovn-org/libovsdb/ovsdb"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -101,6 +103,91 @@ func TestEgressIPAfterLostReply(t *testing.T) {
 		}
 		if items, _, _ := unstructured.NestedSlice(o.Object, "status", "items"); len(items) != 1 {
 			return fmt.Errorf("status items %v", items)
+		}
+		return nil
+	})
+}
+
+// grEgressNATs counts the EgressIP NATs a gateway router holds.
+func (e *env) grEgressNATs(node string) int {
+	var grs []nbdb.LogicalRouter
+	_ = e.nb.WhereCache(func(r *nbdb.LogicalRouter) bool { return r.Name == topology.GatewayRouter(node) }).List(context.Background(), &grs)
+	count := 0
+	for _, gr := range grs {
+		for _, uuid := range gr.Nat {
+			var ns []nbdb.NAT
+			_ = e.nb.WhereCache(func(n *nbdb.NAT) bool { return n.UUID == uuid }).List(context.Background(), &ns)
+			for _, n := range ns {
+				if o, _ := topology.OwnerOf(n.ExternalIDs); o.Type == egressip.OwnerEgressIP {
+					count++
+				}
+			}
+		}
+	}
+	return count
+}
+
+// An egress IP that moves takes its NATs from the old node's gateway router
+// to the new one's, and a NAT of the EgressIP that names no node (written
+// by an older version, on a router the rows do not name) is removed too.
+func TestEgressIPMovesItsNATs(t *testing.T) {
+	e := newEnv(t)
+	dyn := e.withEgressIPs()
+	e.egressNode("n1", "172.18.0.2")
+	e.egressNode("n2", "172.18.0.3")
+	e.createNamespace("prod", map[string]string{"env": "prod"})
+	e.createPod("prod", "a", "n1")
+	e.createPod("prod", "b", "n2")
+	e.start()
+	e.podNetwork("prod", "a")
+	e.podNetwork("prod", "b")
+	if _, err := dyn.Resource(k8sovnv1.EgressIPResource).Create(context.Background(), egressIPObject("eip1", "172.18.0.100"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var from, to string
+	harness.Eventually(t, 10*time.Second, "both SNATs on one gateway router", func() error {
+		n1, n2 := e.grEgressNATs("n1"), e.grEgressNATs("n2")
+		switch {
+		case n1 == 2 && n2 == 0:
+			from, to = "n1", "n2"
+		case n2 == 2 && n1 == 0:
+			from, to = "n2", "n1"
+		default:
+			return fmt.Errorf("GR_n1 %d, GR_n2 %d", n1, n2)
+		}
+		return nil
+	})
+	// A NAT of eip1 without the node key, on the router the IP leaves.
+	old := &nbdb.NAT{UUID: "old", Type: nbdb.NATTypeSNAT, LogicalIP: "10.244.9.9", ExternalIP: "172.18.0.100",
+		ExternalIDs: topology.Owner{Type: egressip.OwnerEgressIP, Name: "eip1"}.ExternalIDs()}
+	old.ExternalIDs[topology.RowIDKey] = egressip.RowID("eip1", "snat", "10.244.9.9")
+	var grs []nbdb.LogicalRouter
+	if err := e.nb.WhereCache(func(r *nbdb.LogicalRouter) bool { return r.Name == topology.GatewayRouter(from) }).List(context.Background(), &grs); err != nil || len(grs) != 1 {
+		t.Fatal(grs, err)
+	}
+	gr := &grs[0]
+	ops, err := e.nb.Create(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mut, err := e.nb.Where(gr).Mutate(gr, model.Mutation{Field: &gr.Nat, Mutator: ovsdb.MutateOperationInsert, Value: []string{"old"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.nb.Transact(context.Background(), append(ops, mut...)...); err != nil {
+		t.Fatal(err)
+	}
+	n, err := e.kube.CoreV1().Nodes().Get(context.Background(), from, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(n.Labels, k8sovnv1.EgressAssignableLabel)
+	if _, err := e.kube.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, 10*time.Second, "both SNATs on the other gateway router, none left behind", func() error {
+		if f, t := e.grEgressNATs(from), e.grEgressNATs(to); f != 0 || t != 2 {
+			return fmt.Errorf("GR_%s %d, GR_%s %d", from, f, to, t)
 		}
 		return nil
 	})

@@ -34,13 +34,17 @@ func NBModel() (model.ClientDBModel, error) {
 	byName := func(col string) []model.ClientIndex {
 		return []model.ClientIndex{{Columns: []model.ColumnKey{{Column: col}}}}
 	}
-	// Load balancers are also found by owner name: the cache is the only index
-	// (one kept from events would not survive a cache refill on reconnect).
+	// Load balancers, NATs and router policies are also found by owner name:
+	// the cache is the only index (one kept from events would not survive a
+	// cache refill on reconnect), and an EgressIP's NATs must be found among
+	// every gateway router's without scanning them.
 	byOwner := model.ClientIndex{Columns: []model.ColumnKey{{Column: "external_ids", Key: topology.OwnerNameKey}}}
 	m.SetIndexes(map[string][]model.ClientIndex{
-		nbdb.LogicalSwitchTable: byName("name"),
-		nbdb.LogicalRouterTable: byName("name"),
-		nbdb.LoadBalancerTable:  append(byName("name"), byOwner),
+		nbdb.LogicalSwitchTable:       byName("name"),
+		nbdb.LogicalRouterTable:       byName("name"),
+		nbdb.LoadBalancerTable:        append(byName("name"), byOwner),
+		nbdb.NATTable:                 {byOwner},
+		nbdb.LogicalRouterPolicyTable: {byOwner},
 	})
 	return m, nil
 }

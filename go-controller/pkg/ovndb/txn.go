@@ -33,6 +33,19 @@ type Txn struct {
 	// Merged counts duplicate rows of ours found and merged (see Lookup).
 	Merged  int
 	deleted map[string]bool
+	// children indexes, per parent set field seen by EnsureChild, its cached
+	// rows by external_ids[idKey] (built once per field and transaction).
+	children map[childKey]childIndex
+}
+
+type childKey struct {
+	field uintptr // address of the parent's set field
+	idKey string
+}
+
+type childIndex struct {
+	parent model.Model // held so that the field's address is not reused
+	byID   map[string]string
 }
 
 // NewTxn starts an empty set of operations against c's cache.
@@ -253,6 +266,14 @@ func (t *Txn) updateChanged(cached, want model.Model, uuid string, fields []any)
 	return t.err == nil
 }
 
+// UpdateChanged writes the listed fields of want that differ from cached
+// (a copy of a cached row) into that row.
+func (t *Txn) UpdateChanged(cached, want model.Model, fields []any) {
+	if t.err == nil {
+		t.updateChanged(cached, want, getUUID(cached), fields)
+	}
+}
+
 // AddChildren inserts UUIDs into a set column (childField points into parent,
 // a cached row) unless they are there already. For a column the client does
 // not monitor (NBUnmonitored), only rows created in this transaction are
@@ -283,12 +304,8 @@ func (t *Txn) RemoveChildren(parent model.Model, childField any, children ...str
 		return
 	}
 	have := reflect.ValueOf(childField).Elem().Interface().([]string)
-	var present []string
-	for _, c := range children {
-		if slices.Contains(have, c) {
-			present = append(present, c)
-		}
-	}
+	absent := missing(have, children)
+	present := slices.DeleteFunc(slices.Clone(children), func(c string) bool { return slices.Contains(absent, c) })
 	t.mutateSet(parent, childField, ovsdb.MutateOperationDelete, present)
 }
 
@@ -384,10 +401,23 @@ func checkOwner(cached, want model.Model) error {
 	return nil
 }
 
+// missing is what of want is not in have (a set when both are large).
 func missing(have, want []string) []string {
 	var out []string
+	if len(have)*len(want) < 4096 {
+		for _, w := range want {
+			if !slices.Contains(have, w) {
+				out = append(out, w)
+			}
+		}
+		return out
+	}
+	in := make(map[string]bool, len(have))
+	for _, h := range have {
+		in[h] = true
+	}
 	for _, w := range want {
-		if !slices.Contains(have, w) {
+		if !in[w] {
 			out = append(out, w)
 		}
 	}
@@ -424,25 +454,46 @@ func (t *Txn) EnsureChild(parent model.Model, childField any, idKey string, want
 	if t.err != nil {
 		return ""
 	}
-	id := externalIDs(want)[idKey]
 	_, rc := t.tableCache(want)
 	if rc == nil {
 		return ""
 	}
-	for _, uuid := range reflect.ValueOf(childField).Elem().Interface().([]string) {
-		row := rc.Row(uuid)
-		if row == nil || externalIDs(row)[idKey] != id {
-			continue
-		}
+	if uuid, ok := t.childIndex(parent, childField, idKey, rc)[externalIDs(want)[idKey]]; ok {
 		// rc.Row hands out a copy already.
-		if !t.updateChanged(row, want, uuid, fields) {
-			return ""
+		if row := rc.Row(uuid); row != nil {
+			if !t.updateChanged(row, want, uuid, fields) {
+				return ""
+			}
+			return uuid
 		}
-		return uuid
 	}
 	uuid := t.Create(want)
 	t.AddChildren(parent, childField, uuid)
 	return uuid
+}
+
+// childIndex maps the ids of the rows childField (a set field of parent)
+// references to their UUIDs: one pass over the field per transaction, so
+// that ensuring each of a router's thousands of NATs does not scan them all.
+func (t *Txn) childIndex(parent model.Model, childField any, idKey string, rc *cache.RowCache) map[string]string {
+	k := childKey{field: reflect.ValueOf(childField).Pointer(), idKey: idKey}
+	if ix, ok := t.children[k]; ok {
+		return ix.byID
+	}
+	uuids := reflect.ValueOf(childField).Elem().Interface().([]string)
+	byID := make(map[string]string, len(uuids))
+	for _, uuid := range uuids {
+		if row := rc.Row(uuid); row != nil {
+			if id, ok := externalIDs(row)[idKey]; ok && byID[id] == "" {
+				byID[id] = uuid
+			}
+		}
+	}
+	if t.children == nil {
+		t.children = map[childKey]childIndex{}
+	}
+	t.children[k] = childIndex{parent: parent, byID: byID}
+	return byID
 }
 
 // Create inserts a new nameless row (an ACL) and returns the named UUID to
