@@ -158,7 +158,8 @@ func family(v6 bool) string {
 
 // NoReroutes are the policies keeping the selected pods' traffic inside the
 // cluster on its way: to the pod subnets, to the join subnets (replies to
-// gateway routers) and to the nodes' addresses (the set NodesSet).
+// gateway routers) and to the nodes' addresses (the set NodesSet), and
+// replies to connections made to pods on their way back.
 func NoReroutes(clusterSubnets, joinSubnets []netip.Prefix) []*nbdb.LogicalRouterPolicy {
 	var out []*nbdb.LogicalRouterPolicy
 	add := func(id, match string) {
@@ -167,6 +168,10 @@ func NoReroutes(clusterSubnets, joinSubnets []netip.Prefix) []*nbdb.LogicalRoute
 		out = append(out, &nbdb.LogicalRouterPolicy{Priority: NoReroutePriority, Match: match,
 			Action: nbdb.LogicalRouterPolicyActionAllow, ExternalIDs: ids, Options: map[string]string{}})
 	}
+	// Replies to connections made to pods (the node switches mark them) go
+	// back the way the requests came: a NodePort with externalTrafficPolicy
+	// Local answered by a selected pod on a node that is not its egress node.
+	add("replies", fmt.Sprintf("pkt.mark == %d", topology.ReplyPktMark))
 	for _, cs := range clusterSubnets {
 		fam := family(cs.Addr().Is6())
 		add("pods/"+cs.String(), fmt.Sprintf("%s.src == %s && %s.dst == %s", fam, cs, fam, cs))

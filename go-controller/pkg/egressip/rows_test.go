@@ -88,6 +88,7 @@ func TestNoReroutes(t *testing.T) {
 		matches = append(matches, p.Match)
 	}
 	want := []string{
+		"pkt.mark == 42",
 		"ip4.src == 10.244.0.0/16 && ip4.dst == 10.244.0.0/16",
 		"ip4.src == 10.244.0.0/16 && ip4.dst == 100.64.0.0/16",
 		"ip4.src == 10.244.0.0/16 && ip4.dst == $egressip.nodes",

@@ -141,6 +141,9 @@ func EnsureNode(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc
 		return t.Err()
 	}
 	rows := topology.Node(name, subnets, hostIPs, gateway, mac, group.UUID, switchGroup.UUID)
+	if !ovndb.HasQoSMark(nb) {
+		rows.ReplyMark = nil // replies are not marked: see docs/design.md, EgressIP
+	}
 	stor := t.Ensure(rows.SwitchToRouter, topology.LSPColumns(rows.SwitchToRouter), nil)
 	mgmt := t.Ensure(rows.Management, topology.LSPColumns(rows.Management), nil)
 	sw := ovndb.Lookup(t, &nbdb.LogicalSwitch{Name: name})
@@ -149,11 +152,17 @@ func EnsureNode(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc
 		for _, a := range acls {
 			rows.Switch.ACLs = append(rows.Switch.ACLs, t.Create(a))
 		}
+		if rows.ReplyMark != nil {
+			rows.Switch.QOSRules = append(rows.Switch.QOSRules, t.Create(rows.ReplyMark))
+		}
 	}
 	t.Ensure(rows.Switch, []any{&rows.Switch.OtherConfig, &rows.Switch.ExternalIDs, &rows.Switch.LoadBalancerGroup}, &rows.Switch.Ports, stor, mgmt)
 	if sw != nil {
 		for _, a := range acls {
 			t.EnsureChild(sw, &sw.ACLs, topology.RowIDKey, a, topology.ACLColumns(a))
+		}
+		if rows.ReplyMark != nil {
+			t.EnsureChild(sw, &sw.QOSRules, topology.RowIDKey, rows.ReplyMark, topology.QoSColumns(rows.ReplyMark))
 		}
 		if len(guardedDBs) == 0 { // a guard left from a run that had endpoints
 			t.RemoveChildren(sw, &sw.ACLs, t.ChildrenWhere(sw.ACLs, func(ids map[string]string) bool {

@@ -1,6 +1,7 @@
 package ovndb
 
 import (
+	"slices"
 	"strconv"
 
 	"github.com/ovn-org/libovsdb/client"
@@ -20,6 +21,16 @@ func HasACLTiers(c client.Client) bool {
 	s := c.Schema()
 	t := s.Table("ACL")
 	return t != nil && t.Column("tier") != nil
+}
+
+// HasQoSMark says whether the server's NB schema lets a QoS rule set the
+// packet mark (schema 7.0.0, OVN 23.03's, has DSCP only).
+func HasQoSMark(c client.Client) bool {
+	t := c.Schema().Table("QoS")
+	if t == nil || t.Column("action") == nil || t.Column("action").TypeObj == nil || t.Column("action").TypeObj.Key == nil {
+		return false
+	}
+	return slices.Contains(t.Column("action").TypeObj.Key.Enum, any("mark"))
 }
 
 // withACLTiers sets the tier column of every ACL insert or update that

@@ -31,6 +31,11 @@ func NATColumns(n *nbdb.NAT) []any {
 	return []any{&n.Type, &n.LogicalIP, &n.ExternalIP, &n.ExternalIDs}
 }
 
+// QoSColumns of a QoS rule.
+func QoSColumns(q *nbdb.QoS) []any {
+	return []any{&q.Priority, &q.Match, &q.Action, &q.Direction, &q.Bandwidth, &q.ExternalIDs}
+}
+
 // ACLColumns of an ACL.
 func ACLColumns(a *nbdb.ACL) []any {
 	return []any{&a.Priority, &a.Match, &a.Action, &a.Direction, &a.Options, &a.Log, &a.Severity, &a.Meter, &a.Name, &a.ExternalIDs}

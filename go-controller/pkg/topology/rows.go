@@ -87,7 +87,23 @@ type NodeRows struct {
 	// through that router, which undoes its DNAT, instead of going straight
 	// to the client node's management port.
 	HostPolicies []*nbdb.LogicalRouterPolicy
+	// ReplyMark, on the switch, marks the replies of connections made to
+	// its pods (ReplyPktMark), so that ovn_cluster_router sends them back
+	// the way their requests came (an EgressIP's reroute skips them: a
+	// NodePort with externalTrafficPolicy Local on a node that is not the
+	// pod's egress node). Nil without subnets.
+	ReplyMark *nbdb.QoS
 }
+
+// ReplyPktMark is the packet mark of replies to connections made to pods
+// (NodeRows.ReplyMark); ReplyMarkPriority its QoS rule's priority and
+// ReplyMarkID its row id. A pod cannot forge the mark: the kernel clears a
+// packet's mark when it leaves the pod's network namespace.
+const (
+	ReplyPktMark      = 42
+	ReplyMarkPriority = 103
+	ReplyMarkID       = "node/reply-mark"
+)
 
 // HostPolicyPriority is the priority of the node-address reroutes on
 // ovn_cluster_router (upstream's for the same policies).
@@ -174,7 +190,24 @@ func Node(name string, subnets []netip.Prefix, hostIPs []netip.Addr, gateway boo
 		mgmtAllow = &nbdb.ACL{Direction: nbdb.ACLDirectionToLport, Priority: ACLPriorityAlways, Match: strings.Join(clauses, " || "),
 			Action: nbdb.ACLActionAllowRelated, ExternalIDs: ids, Options: map[string]string{}}
 	}
+	var replyMark *nbdb.QoS
+	if len(subnets) > 0 {
+		ids := Owner{Type: OwnerNode, Name: name}.ExternalIDs()
+		ids[RowIDKey] = ReplyMarkID
+		var srcs []string
+		for _, s := range subnets {
+			fam := "ip4"
+			if s.Addr().Is6() {
+				fam = "ip6"
+			}
+			srcs = append(srcs, fam+".src == "+s.String())
+		}
+		replyMark = &nbdb.QoS{Direction: nbdb.QoSDirectionFromLport, Priority: ReplyMarkPriority,
+			Match:  fmt.Sprintf("ct.trk && ct.rpl && (%s)", strings.Join(srcs, " || ")),
+			Action: map[string]int{"mark": ReplyPktMark}, ExternalIDs: ids}
+	}
 	return NodeRows{
+		ReplyMark:    replyMark,
 		MgmtAllow:    mgmtAllow,
 		HostRoutes:   hostRoutes,
 		HostPolicies: hostPolicies,

@@ -1,6 +1,8 @@
 package topology
 
 import (
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+
 	"net"
 	"net/netip"
 	"reflect"
@@ -82,6 +84,11 @@ func TestNodeDualStack(t *testing.T) {
 	}
 	if rows.Management.Addresses[0] != "0a:58:0a:f4:01:02 10.244.1.2 fd00:10:244:1::2" {
 		t.Errorf("mgmt = %v", rows.Management.Addresses)
+	}
+	q := rows.ReplyMark
+	if q == nil || q.Direction != nbdb.QoSDirectionFromLport || q.Priority != ReplyMarkPriority || q.Action["mark"] != ReplyPktMark ||
+		q.Match != "ct.trk && ct.rpl && (ip4.src == 10.244.1.0/24 || ip6.src == fd00:10:244:1::/64)" || q.ExternalIDs[RowIDKey] != ReplyMarkID {
+		t.Errorf("reply mark %+v", q)
 	}
 }
 
