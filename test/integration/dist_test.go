@@ -527,11 +527,15 @@ func setRoleRules(t *testing.T, c *cluster, ns, name string, rules []rbacv1.Poli
 }
 
 // The node daemon (with a gateway) runs with exactly its ServiceAccount's
-// permissions and becomes ready; with any one rule of its role removed it
-// never does. It runs with the DaemonSet's flags: the gateway's address and
-// next hop are read from the bridge, as on every node of a DaemonSet.
+// permissions, becomes ready and follows EgressIPs; with any one rule of its
+// role removed it never becomes ready, but for its rule on egressips: without
+// that one it is ready and says it cannot list them (it announces no IPv6
+// egress IP, and nothing else needs them). It runs with the DaemonSet's
+// flags: the gateway's address and next hop are read from the bridge, as on
+// every node of a DaemonSet.
 func TestNodeDaemonRBAC(t *testing.T) {
 	c := newNodeCluster(t)
+	c.kube.InstallCRDs(t) // EgressIPs served: the daemon follows them
 	c.startMaster()
 	n1 := c.addNode("n1")
 	c.nodeSubnet("n1")
@@ -571,6 +575,7 @@ func TestNodeDaemonRBAC(t *testing.T) {
 	}
 	d := run()
 	harness.Eventually(t, 30*time.Second, "the node daemon ready with its ServiceAccount", ready)
+	harness.WaitForLog(t, d, "following EgressIPs", 30*time.Second)
 	harness.Eventually(t, 15*time.Second, "GR_n1 from the daemon's annotation", func() error {
 		if c.routerNamed("GR_n1") == nil {
 			return fmt.Errorf("no GR_n1")
@@ -596,7 +601,12 @@ func TestNodeDaemonRBAC(t *testing.T) {
 			t.Fatal(err)
 		}
 		d := run()
-		neverWithin(t, ready, fmt.Sprintf("rule %v of ovnkube-node is superfluous: the node daemon is ready without it", rules[i]))
+		if rbacRuleOn(rules[i], "egressips") {
+			harness.Eventually(t, 30*time.Second, "the node daemon ready without its rule on egressips", ready)
+			harness.WaitForLog(t, d, "cannot list EgressIPs", 30*time.Second)
+		} else {
+			neverWithin(t, ready, fmt.Sprintf("rule %v of ovnkube-node is superfluous: the node daemon is ready without it", rules[i]))
+		}
 		d.Stop()
 		setRoleRules(t, c.cluster, "", "ovnkube-node", rules)
 	}
@@ -708,10 +718,12 @@ func rbacRuleOn(rule rbacv1.PolicyRule, resource string) bool {
 // TestDistEgressIPRBAC check its RBAC: access does one request on the
 // test's object as client ("get", "list", "watch", "patch status",
 // "update status", "create", "update", "patch", "delete"); admin reads what
-// an update starts from.
+// an update starts from. nodeMay is what of those the node daemon may do
+// (EgressIP: list and watch, to announce its node's IPv6 egress IPs).
 type masterStatusKind struct {
 	resource string
 	access   func(ctx context.Context, client, admin dynamic.Interface, access string) error
+	nodeMay  []string
 }
 
 // What the master may do on such a kind: read them all (its informer) and
@@ -766,18 +778,19 @@ func (k masterStatusKind) check(ctx context.Context, ids rbacIdentities, who str
 }
 
 // checkAccesses checks every access: the master may do what
-// statusKindMasterMay says and nothing else, the node daemon and the user
-// with no grant nothing.
+// statusKindMasterMay says and nothing else, the node daemon what nodeMay
+// says and nothing else, the user with no grant nothing.
 func (k masterStatusKind) checkAccesses(t *testing.T, ctx context.Context, ids rbacIdentities) {
 	t.Helper()
 	for _, access := range statusKindAccesses {
 		if err := k.check(ctx, ids, "the master", ids.master, access, slices.Contains(statusKindMasterMay, access)); err != nil {
 			t.Error(err)
 		}
-		for who, client := range map[string]dynamic.Interface{"the node daemon of n1": ids.nodeDaemon, "a user with no grant": ids.nobody} {
-			if err := k.check(ctx, ids, who, client, access, false); err != nil {
-				t.Error(err)
-			}
+		if err := k.check(ctx, ids, "the node daemon of n1", ids.nodeDaemon, access, slices.Contains(k.nodeMay, access)); err != nil {
+			t.Error(err)
+		}
+		if err := k.check(ctx, ids, "a user with no grant", ids.nobody, access, false); err != nil {
+			t.Error(err)
 		}
 	}
 }
@@ -1194,10 +1207,13 @@ func egressIPAccess(ctx context.Context, t *testing.T, client, admin dynamic.Int
 // (WriteEgressIPStatus), and not get, create, update, patch or delete one,
 // nor update its status; with each of its two rules on them removed in
 // turn, exactly what that rule grants is refused and the other rule's still
-// works. The node daemon's identity (its DaemonSet pod's token on n1) and a
-// user with no grant may do none of it: no tenant picks the source address
-// of other namespaces' traffic, and only the master reports where an egress
-// IP is.
+// works. The node daemon's identity (its DaemonSet pod's token on n1) may
+// list and watch them (its informer syncs with that identity: it announces
+// the IPv6 egress IPs of its node), from one rule of ovnkube-node, and
+// nothing else: not get, create, update, patch or delete one, nor write
+// its status. A user with no grant may do none of it: no tenant picks the
+// source address of other namespaces' traffic, and only the master reports
+// where an egress IP is.
 func TestDistEgressIPRBAC(t *testing.T) {
 	ids := newRBACIdentities(t)
 	ctx := context.Background()
@@ -1208,7 +1224,16 @@ func TestDistEgressIPRBAC(t *testing.T) {
 	}
 	k := masterStatusKind{resource: gvr.Resource, access: func(ctx context.Context, client, admin dynamic.Interface, access string) error {
 		return egressIPAccess(ctx, t, client, admin, access)
-	}}
+	}, nodeMay: []string{"list", "watch"}}
+	var nodeGrants []string
+	for _, rule := range roleRules(t, ids.c, "", "ovnkube-node") {
+		if rbacRuleOn(rule, gvr.Resource) {
+			nodeGrants = append(nodeGrants, fmt.Sprint(grantedAccesses(rule)))
+		}
+	}
+	if want := fmt.Sprint(map[string][]string{gvr.Resource: k.nodeMay}); len(nodeGrants) != 1 || nodeGrants[0] != want {
+		t.Errorf("ovnkube-node's rules on %s grant %v, want one granting %s", gvr.Resource, nodeGrants, want)
+	}
 	k.checkAccesses(t, ctx, ids)
 	// What the master wrote is there: the status, not the spec or labels;
 	// and nobody created another.
@@ -1250,6 +1275,16 @@ func TestDistEgressIPRBAC(t *testing.T) {
 		obj, _, _ := inf.GetIndexer().GetByKey(name)
 		if eip, _ := obj.(*k8sovnv1.EgressIP); eip == nil || eip.Status.Items == nil || len(eip.Status.Items) != 0 {
 			return fmt.Errorf("store: %#v", obj)
+		}
+		return nil
+	})
+	// The node daemon's informer, with its identity: synced, typed.
+	nodeInf := k8sovnv1.NewEgressIPInformer(ids.nodeDaemon, 0)
+	go nodeInf.RunWithContext(infCtx)
+	harness.Eventually(t, 30*time.Second, "the node daemon's EgressIP informer synced", func() error {
+		obj, _, _ := nodeInf.GetIndexer().GetByKey(name)
+		if eip, _ := obj.(*k8sovnv1.EgressIP); !nodeInf.HasSynced() || eip == nil || len(eip.Spec.EgressIPs) != 3 {
+			return fmt.Errorf("synced %v, store: %#v", nodeInf.HasSynced(), obj)
 		}
 		return nil
 	})

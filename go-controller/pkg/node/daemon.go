@@ -31,7 +31,8 @@ import (
 // port or link) is gone. With a gateway it also keeps the gateway bridge's
 // flows and the host's NodePort chain exactly as the services want them,
 // replacing them whole when services change or they drift, and serves the
-// health check node ports of its services (HealthServer).
+// health check node ports of its services (HealthServer), and announces the
+// IPv6 egress IPs the node takes (gw.EgressIPs; egressip.go).
 // report is told after each setup pass whether it succeeded (nil: not told).
 func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interface, gw *GatewayConfig, interval time.Duration, log logr.Logger, report func(error)) error {
 	if report == nil {
@@ -104,6 +105,10 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 			log.Error(err, "no netlink handle: stale UDP conntrack entries are left to ovn-controller's ct_flush")
 		} else {
 			go runConntrack(ctx, h, plan, ctKick, log.WithName("conntrack"))
+		}
+		if gw.EgressIPs != nil {
+			go followEgressIPs(ctx, gw.EgressIPs, kube.Discovery(), cfg.NodeName, ndpRound(ctx, sw, gw.Bridge),
+				log.WithName("egressip").WithValues("interface", gw.Bridge))
 		}
 	}
 	ticker := time.NewTicker(interval)

@@ -13,6 +13,7 @@ import (
 	libovsdbclient "github.com/ovn-org/libovsdb/client"
 	"github.com/vishvananda/netlink"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
@@ -36,6 +37,10 @@ type GatewayConfig struct {
 	// sends to the gateway router (the master's policy, with this node's
 	// own address among those never taken).
 	Services services.AddressPolicy
+	// EgressIPs is the client the node daemon follows EgressIPs through,
+	// when the API server serves them, to announce the IPv6 egress IPs this
+	// node takes on the bridge (egressip.go); nil: none are followed.
+	EgressIPs dynamic.Interface
 }
 
 // addrs are the node's addresses on the external network.

@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 
@@ -163,7 +164,9 @@ func nodeCommand() *cli.Command {
 		Name:  "node",
 		Usage: "the node daemon: minion-init, then keep it true (management port, annotation changes)",
 		Description: "Runs minion-init, then re-applies it whenever the node's annotations change or the\n" +
-			"management port disappears (checked every --resync-interval).",
+			"management port disappears (checked every --resync-interval). With a gateway it also\n" +
+			"announces the IPv6 egress IPs the node takes (unsolicited neighbour advertisements on the\n" +
+			"bridge), when the API server serves EgressIPs.",
 		Flags: append(append(nodeFlags(),
 			&cli.DurationFlag{Name: "resync-interval", Value: 5 * time.Second, Usage: "how often to check that the management port, the gateway bridge's flows and the host NodePort chain are still as wanted"},
 			&cli.StringFlag{Name: "cni-server-socket", Usage: "serve CNI requests on this unix socket for ovn_cni shims (conflist key cniServerSocket), answering from a pod informer of this node; off when empty"},
@@ -186,6 +189,11 @@ func nodeCommand() *cli.Command {
 				return err
 			}
 			srv.Kube = kube
+			if gw != nil {
+				if gw.EgressIPs, err = dynamicClient(kcfg, "ovnkube-node"); err != nil {
+					return err
+				}
+			}
 			ctx, cancel := signalContext(c.Context)
 			defer cancel()
 			log := logger().WithName("node")
@@ -220,6 +228,17 @@ func nodeCommand() *cli.Command {
 			return node.Run(ctx, cfg, sw, kube, gw, c.Duration("resync-interval"), log, func(err error) { setupErr.Store(&err) })
 		},
 	}
+}
+
+// dynamicClient is a client of the custom resources (EgressIPs), in JSON:
+// they have no protobuf encoding.
+func dynamicClient(k config.Kube, agent string) (dynamic.Interface, error) {
+	rc, err := kubeRESTConfig(k, agent)
+	if err != nil {
+		return nil, err
+	}
+	rc.ContentType, rc.AcceptContentTypes = "application/json", "application/json"
+	return dynamic.NewForConfig(rc)
 }
 
 // serveCNI starts the CNI server with a pod informer of this node's pods;
