@@ -225,7 +225,7 @@ func TestDualStackSubnetsRebuiltFromRouterPort(t *testing.T) {
 	if err := EnsureNode(context.Background(), e.nb, func(ctx context.Context, ops []ovsdb.Operation) error {
 		_, err := e.nb.Transact(ctx, ops...)
 		return err
-	}, "n1", []netip.Prefix{v4, v6}, nil, false, nil, nil); err != nil {
+	}, "n1", []netip.Prefix{v4, v6}, nil, nil, false, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	e.stop()

@@ -41,7 +41,7 @@ func (m *Master) syncNode(ctx context.Context, name string) error {
 	// A node whose gateway router is being built (or stays) has its
 	// addresses reached through policies rather than routes.
 	_, gwErr := m.gatewayInput(node, subnets)
-	if err := EnsureNode(ctx, m.nb, m.committer.Commit, name, subnets, m.claimedIPs(node), gwErr == nil, mgmtMAC(node, m), m.cfg.GuardedDBs); err != nil {
+	if err := EnsureNode(ctx, m.nb, m.committer.Commit, name, subnets, m.internalRanges(), m.claimedIPs(node), gwErr == nil, mgmtMAC(node, m), m.cfg.GuardedDBs); err != nil {
 		return fmt.Errorf("node %s: %w", name, err)
 	}
 	want := annotations.FormatNodeSubnets(subnets)
@@ -130,9 +130,18 @@ func internalIPs(node *corev1.Node) []netip.Addr {
 	return out
 }
 
+// internalRanges are the cluster's pod and join subnets.
+func (m *Master) internalRanges() []netip.Prefix {
+	out := slices.Clone(m.cfg.JoinSubnets)
+	for _, s := range m.cfg.ClusterSubnets {
+		out = append(out, s.CIDR)
+	}
+	return out
+}
+
 // EnsureNode creates or repairs a node's switch, its router port, its
 // management port LSP and the routes to its addresses in one transaction.
-func EnsureNode(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc, name string, subnets []netip.Prefix, hostIPs []netip.Addr, gateway bool, mac net.HardwareAddr, guardedDBs []netip.AddrPort) error {
+func EnsureNode(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc, name string, subnets, internal []netip.Prefix, hostIPs []netip.Addr, gateway bool, mac net.HardwareAddr, guardedDBs []netip.AddrPort) error {
 	t := ovndb.NewTxn(nb)
 	group := ovndb.Require(t, &nbdb.LoadBalancerGroup{Name: topology.ClusterLBGroup})
 	switchGroup := ovndb.Require(t, &nbdb.LoadBalancerGroup{Name: topology.ClusterSwitchLBGroup})
@@ -140,7 +149,7 @@ func EnsureNode(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc
 	if t.Err() != nil {
 		return t.Err()
 	}
-	rows := topology.Node(name, subnets, hostIPs, gateway, mac, group.UUID, switchGroup.UUID)
+	rows := topology.Node(name, subnets, internal, hostIPs, gateway, mac, group.UUID, switchGroup.UUID)
 	if !ovndb.HasQoSMark(nb) {
 		rows.ReplyMark = nil // replies are not marked: see docs/design.md, EgressIP
 	}

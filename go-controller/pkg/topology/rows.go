@@ -88,11 +88,42 @@ type NodeRows struct {
 	// to the client node's management port.
 	HostPolicies []*nbdb.LogicalRouterPolicy
 	// ReplyMark, on the switch, marks the replies of connections made to
-	// its pods (ReplyPktMark), so that ovn_cluster_router sends them back
-	// the way their requests came (an EgressIP's reroute skips them: a
-	// NodePort with externalTrafficPolicy Local on a node that is not the
-	// pod's egress node). Nil without subnets.
+	// its pods from outside the cluster (ReplyPktMark), so that
+	// ovn_cluster_router sends them back the way their requests came (an
+	// EgressIP's reroute skips them: a NodePort with externalTrafficPolicy
+	// Local on a node that is not the pod's egress node). See replyMarkRow.
 	ReplyMark *nbdb.QoS
+}
+
+// replyMarkRow is a node switch's QoS rule marking the replies its pods
+// send out of the cluster (NodeRows.ReplyMark): to a destination outside
+// internal (the pod and join subnets). Replies inside stay unmarked: they
+// need no exemption, and a marked packet cannot be tunnelled by OVS's
+// userspace datapath (its route lookup for the Geneve tunnel takes the
+// mark, and no route has one). Nil without subnets or internal ranges.
+func replyMarkRow(name string, subnets, internal []netip.Prefix) *nbdb.QoS {
+	if len(subnets) == 0 || len(internal) == 0 {
+		return nil
+	}
+	ids := Owner{Type: OwnerNode, Name: name}.ExternalIDs()
+	ids[RowIDKey] = ReplyMarkID
+	var clauses []string
+	for _, s := range subnets {
+		fam := "ip4"
+		if s.Addr().Is6() {
+			fam = "ip6"
+		}
+		clause := fam + ".src == " + s.String()
+		for _, in := range internal {
+			if in.Addr().Is6() == s.Addr().Is6() {
+				clause += " && " + fam + ".dst != " + in.String()
+			}
+		}
+		clauses = append(clauses, "("+clause+")")
+	}
+	return &nbdb.QoS{Direction: nbdb.QoSDirectionFromLport, Priority: ReplyMarkPriority,
+		Match:  fmt.Sprintf("ct.trk && ct.rpl && (%s)", strings.Join(clauses, " || ")),
+		Action: map[string]int{"mark": ReplyPktMark}, ExternalIDs: ids}
 }
 
 // ReplyPktMark is the packet mark of replies to connections made to pods
@@ -115,11 +146,12 @@ const MgmtAllowACLID = "mgmt-port-allow"
 // HostRouteIDPrefix starts the RowIDKey of a node's host routes.
 const HostRouteIDPrefix = "node-ip:"
 
-// Node computes a node's rows from its host subnets, its addresses, whether
-// it has a gateway router and, when the node has published one, its
-// management port MAC (else the MAC derived from .2). lbGroups are the UUIDs
-// of the load balancer groups the switch carries.
-func Node(name string, subnets []netip.Prefix, hostIPs []netip.Addr, gateway bool, mgmtMAC net.HardwareAddr, lbGroups ...string) NodeRows {
+// Node computes a node's rows from its host subnets, the cluster's internal
+// ranges (pod and join subnets: see replyMarkRow; none: no reply mark), its
+// addresses, whether it has a gateway router and, when the node has
+// published one, its management port MAC (else the MAC derived from .2).
+// lbGroups are the UUIDs of the load balancer groups the switch carries.
+func Node(name string, subnets, internal []netip.Prefix, hostIPs []netip.Addr, gateway bool, mgmtMAC net.HardwareAddr, lbGroups ...string) NodeRows {
 	owner := Owner{Type: OwnerNode, Name: name}.ExternalIDs()
 	var cidrs, gws, mgmtIPs, exclude []string
 	var gwIPs, mgmtAddrs []netip.Addr
@@ -190,22 +222,7 @@ func Node(name string, subnets []netip.Prefix, hostIPs []netip.Addr, gateway boo
 		mgmtAllow = &nbdb.ACL{Direction: nbdb.ACLDirectionToLport, Priority: ACLPriorityAlways, Match: strings.Join(clauses, " || "),
 			Action: nbdb.ACLActionAllowRelated, ExternalIDs: ids, Options: map[string]string{}}
 	}
-	var replyMark *nbdb.QoS
-	if len(subnets) > 0 {
-		ids := Owner{Type: OwnerNode, Name: name}.ExternalIDs()
-		ids[RowIDKey] = ReplyMarkID
-		var srcs []string
-		for _, s := range subnets {
-			fam := "ip4"
-			if s.Addr().Is6() {
-				fam = "ip6"
-			}
-			srcs = append(srcs, fam+".src == "+s.String())
-		}
-		replyMark = &nbdb.QoS{Direction: nbdb.QoSDirectionFromLport, Priority: ReplyMarkPriority,
-			Match:  fmt.Sprintf("ct.trk && ct.rpl && (%s)", strings.Join(srcs, " || ")),
-			Action: map[string]int{"mark": ReplyPktMark}, ExternalIDs: ids}
-	}
+	replyMark := replyMarkRow(name, subnets, internal)
 	return NodeRows{
 		ReplyMark:    replyMark,
 		MgmtAllow:    mgmtAllow,

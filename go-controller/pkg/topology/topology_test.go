@@ -52,7 +52,7 @@ func TestNode(t *testing.T) {
 		{"annotated MAC", mac, "aa:bb:cc:dd:ee:ff 10.244.1.2"},
 	}
 	for _, tt := range tests {
-		rows := Node("node1", []netip.Prefix{subnet}, nil, false, tt.mac, "lbg-uuid")
+		rows := Node("node1", []netip.Prefix{subnet}, nil, nil, false, tt.mac, "lbg-uuid")
 		if len(rows.Switch.LoadBalancerGroup) != 1 || rows.Switch.LoadBalancerGroup[0] != "lbg-uuid" {
 			t.Errorf("%s: switch load_balancer_group = %v", tt.name, rows.Switch.LoadBalancerGroup)
 		}
@@ -75,7 +75,8 @@ func TestNode(t *testing.T) {
 }
 
 func TestNodeDualStack(t *testing.T) {
-	rows := Node("n", []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24"), netip.MustParsePrefix("fd00:10:244:1::/64")}, nil, false, nil, "g")
+	internal := []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10:244::/48"), netip.MustParsePrefix("100.64.0.0/16")}
+	rows := Node("n", []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24"), netip.MustParsePrefix("fd00:10:244:1::/64")}, internal, nil, false, nil, "g")
 	if rows.Switch.OtherConfig["ipv6_prefix"] != "fd00:10:244:1::" {
 		t.Errorf("other_config = %v", rows.Switch.OtherConfig)
 	}
@@ -87,8 +88,12 @@ func TestNodeDualStack(t *testing.T) {
 	}
 	q := rows.ReplyMark
 	if q == nil || q.Direction != nbdb.QoSDirectionFromLport || q.Priority != ReplyMarkPriority || q.Action["mark"] != ReplyPktMark ||
-		q.Match != "ct.trk && ct.rpl && (ip4.src == 10.244.1.0/24 || ip6.src == fd00:10:244:1::/64)" || q.ExternalIDs[RowIDKey] != ReplyMarkID {
+		q.Match != "ct.trk && ct.rpl && ((ip4.src == 10.244.1.0/24 && ip4.dst != 10.244.0.0/16 && ip4.dst != 100.64.0.0/16) || (ip6.src == fd00:10:244:1::/64 && ip6.dst != fd00:10:244::/48))" ||
+		q.ExternalIDs[RowIDKey] != ReplyMarkID {
 		t.Errorf("reply mark %+v", q)
+	}
+	if Node("n", []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24")}, nil, nil, false, nil, "g").ReplyMark != nil {
+		t.Error("a reply mark without the internal ranges")
 	}
 }
 
@@ -278,7 +283,7 @@ func TestOurPortNamesCannotBePodPorts(t *testing.T) {
 }
 
 func TestNodeHostRoutes(t *testing.T) {
-	rows := Node("n", []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24")},
+	rows := Node("n", []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24")}, nil,
 		[]netip.Addr{netip.MustParseAddr("172.30.0.11"), netip.MustParseAddr("fd00::11")}, false, nil, "g")
 	if len(rows.HostRoutes) != 1 || len(rows.HostPolicies) != 0 {
 		t.Fatalf("host routes = %v, want one (no IPv6 subnet for the IPv6 address)", rows.HostRoutes)
@@ -298,7 +303,7 @@ func TestNodeHostRoutes(t *testing.T) {
 // other nodes' pods reach them through their own gateways, so that replies
 // to connections a gateway router took in leave through it.
 func TestNodeHostPoliciesWithAGateway(t *testing.T) {
-	rows := Node("n", []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24"), netip.MustParsePrefix("fd00:10:244:1::/64")},
+	rows := Node("n", []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24"), netip.MustParsePrefix("fd00:10:244:1::/64")}, nil,
 		[]netip.Addr{netip.MustParseAddr("172.30.0.11"), netip.MustParseAddr("fd00::11")}, true, nil, "g")
 	if len(rows.HostRoutes) != 0 || len(rows.HostPolicies) != 2 {
 		t.Fatalf("routes %v, policies %v: want no route and a policy per family", rows.HostRoutes, rows.HostPolicies)

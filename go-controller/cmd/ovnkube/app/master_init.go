@@ -75,7 +75,7 @@ func masterInit(ctx context.Context, nbAddr []string, nbTLS *tls.Config, join []
 	if err := master.EnsureCluster(ctx, nb, committer.Commit, join); err != nil {
 		return fmt.Errorf("creating cluster router and join switch: %w", err)
 	}
-	if err := master.EnsureNode(ctx, nb, committer.Commit, node, []netip.Prefix{subnet}, nil, false, nil, nil); err != nil {
+	if err := master.EnsureNode(ctx, nb, committer.Commit, node, []netip.Prefix{subnet}, nil, nil, false, nil, nil); err != nil {
 		return fmt.Errorf("creating switch of node %s: %w", node, err)
 	}
 	log.Info("cluster topology in place", "node", node, "subnet", subnet, "nbTransactions", committer.Transactions())
