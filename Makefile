@@ -110,7 +110,7 @@ unit:
 FUZZTIME ?= 30000x
 FUZZ_TARGETS := annotations:FuzzParsePodNetworks annotations:FuzzParseNodeSubnets annotations:FuzzParseL3GatewayConfig \
 	annotations:FuzzParseMAC cni:FuzzParseConf cni:FuzzParseArgs cni:FuzzServerRequest config:FuzzParsePortRange slim:FuzzDecodePod \
-	config:FuzzParseCIDR config:FuzzParseClusterSubnet config:FuzzParseOVSDBAddress
+	config:FuzzParseCIDR config:FuzzParseClusterSubnet config:FuzzParseOVSDBAddress dnstap:FuzzDecode
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t#*:}; \

@@ -43,6 +43,7 @@ func (c *Cluster) distConfig() *corev1.ConfigMap {
 			"datapath_type":     "netdev",
 			"external_ip_cidrs": externalCIDRs,
 			"dns_servers":       c.dnsIP(), // names resolve as pods resolve them
+			"dns_tap_address":   "",        // CoreDNS streams to the master of `make northsouth` alone
 		},
 	}
 }

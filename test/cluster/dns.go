@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"net"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -9,14 +10,46 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
 
 // CoreDNSImage is the image `make images` builds from our CoreDNS binary.
 const CoreDNSImage = "localhost/ovn-k8s/coredns:v1.14.7"
 
 // externalName is the external host's name in the cluster's DNS (the
-// egress firewall's dnsName rule).
-const externalName = "external.ovnk.test"
+// egress firewall's dnsName rule); wildName is another, under wildDomain
+// (its wildcard rule), which only a pod ever asks for.
+const (
+	externalName = "external.ovnk.test"
+	wildDomain   = "wild.ovnk.test"
+	wildName     = "www." + wildDomain
+)
+
+// dnsTapPort is where the master takes CoreDNS's dnstap stream
+// (--dns-tap-address), on every address of its node.
+const dnsTapPort = 6053
+
+// dnsTapTarget is where CoreDNS sends its dnstap stream: the management
+// address of the master's node (primary family), which pods reach with
+// their own addresses, so that the master can tell CoreDNS's pods from any
+// other; "" when the master takes no stream (the dist/ install's) or the
+// node has no subnet yet.
+func (c *Cluster) dnsTapTarget() string {
+	if c.Dist || c.Client == nil || len(c.Nodes) == 0 {
+		return ""
+	}
+	n, err := c.Client.CoreV1().Nodes().Get(bg, c.Nodes[0].Name, metaGet)
+	if err != nil {
+		return ""
+	}
+	subnets, err := annotations.ParseNodeSubnets(n.Annotations[annotations.NodeSubnets])
+	if err != nil || len(subnets) == 0 {
+		return ""
+	}
+	return net.JoinHostPort(topology.ManagementIP(subnets[0]).String(), fmt.Sprint(dnsTapPort))
+}
 
 // corefile serves the external host's name (a hosts block: its address of
 // each family of the cluster), the cluster zone and the reverse zones;
@@ -25,11 +58,15 @@ const externalName = "external.ovnk.test"
 func (c *Cluster) corefile() string {
 	var hosts strings.Builder
 	for _, ip := range c.perFamily(externalIP, externalIP6) {
-		fmt.Fprintf(&hosts, "        %s %s\n", ip, externalName)
+		fmt.Fprintf(&hosts, "        %s %s %s\n", ip, externalName, wildName)
+	}
+	tap := ""
+	if addr := c.dnsTapTarget(); addr != "" {
+		tap = "    dnstap tcp://" + addr + " full\n"
 	}
 	return `.:53 {
     errors
-    health {
+` + tap + `    health {
         lameduck 5s
     }
     ready

@@ -5,8 +5,9 @@ import (
 	"testing"
 )
 
-// The Corefile's hosts block names the external host by its address of each
-// family of the cluster, and passes every other name on.
+// The Corefile's hosts block names the external host (by both its names)
+// by its address of each family of the cluster, and passes every other
+// name on.
 func TestCorefileHosts(t *testing.T) {
 	for family, want := range map[string][]string{
 		IPv4: {externalIP},
@@ -18,7 +19,7 @@ func TestCorefileHosts(t *testing.T) {
 		hosts = hosts[:strings.Index(hosts, "}")]
 		var got []string
 		for _, l := range strings.Split(hosts, "\n") {
-			if f := strings.Fields(l); len(f) == 2 && f[1] == externalName {
+			if f := strings.Fields(l); len(f) == 3 && f[1] == externalName && f[2] == wildName {
 				got = append(got, f[0])
 			}
 		}

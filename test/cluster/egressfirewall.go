@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/dnsname"
 	k8sovnv1 "github.com/ovn-k8s/ovn-k8s/go-controller/pkg/k8sovn/v1"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/policy"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
@@ -36,6 +37,11 @@ import (
 //     cluster's DNS, on TCP externalWeb2, then Deny everything): the name's
 //     address set holds the external host's addresses, externalWeb2
 //     answers and externalWeb times out;
+//   - edited live again (Allow *.wildDomain on externalWeb2, then Deny
+//     everything): its set is empty and externalWeb2 times out until the
+//     client pod itself asks the cluster's DNS for wildName (curl by name):
+//     CoreDNS's dnstap stream tells the master, the set holds the external
+//     host's addresses and the connection goes through;
 //   - deleted: its rows are gone and both ports answer.
 //
 // Every verdict is polled (report.check) until it holds or 20 s pass.
@@ -106,11 +112,37 @@ func (c *Cluster) egressFirewall(ctx context.Context, r *report) error {
 		r.check(from(f), ext(f, externalWeb), "EgressFirewall deny, edited live", dropped(f, externalWeb))
 	}
 
+	// c2: a wildcard name, edited live: it matches the addresses the
+	// cluster's DNS gave pods for names under it (CoreDNS's dnstap stream to
+	// the master), none before a pod asks. Only the pod ever asks for
+	// wildName.
+	wild := dnsname.Wildcard + wildDomain
+	rules = []k8sovnv1.EgressFirewallRule{efRule(k8sovnv1.EgressFirewallRuleAllow, k8sovnv1.EgressFirewallDestination{DNSName: wild}, externalWeb2)}
+	rules = append(rules, c.efDenyAll()...)
+	if err := c.updateEF(ctx, efs, rules); err != nil {
+		return err
+	}
+	r.check("master", "EgressFirewall "+name+" dnsName "+wild, "status", c.efApplied(ctx, efs))
+	r.check("master", "dnsName "+wild, "no pod asked yet: empty", c.domainSetHolds(wild, nil))
+	for _, f := range c.families() {
+		r.check(from(f), ext(f, externalWeb2), "EgressFirewall allow "+wild+", no name under it asked yet: deny", dropped(f, externalWeb2))
+	}
+	for _, f := range c.families() {
+		r.check(from(f), "http://"+hostPort(wildName, externalWeb2), "the pod resolves "+wildName+" (CoreDNS → dnstap → master): allowed", func() (string, error) {
+			got, _, err := c.clientCurlHost(f, wildName, externalWeb2)
+			if node := f.node(c.Nodes[1]); err == nil && got != node {
+				err = fmt.Errorf("the external server saw %q, not node address %s", got, node)
+			}
+			return "server saw " + got, err
+		})
+	}
+	r.check("master", "dnsName "+wild, "what CoreDNS answered the pod for "+wildName, c.domainSetHolds(wild, c.perFamily(externalIP, externalIP6)))
+
 	// d: deleted.
 	if err := efs.Delete(ctx, k8sovnv1.EgressFirewallName, metav1.DeleteOptions{}); err != nil {
 		return fmt.Errorf("deleting EgressFirewall %s: %w", name, err)
 	}
-	r.check("master", "EgressFirewall "+name+" deleted", "port group, ACLs and DNS sets removed", c.efRowsGone(ctx, efs, externalName))
+	r.check("master", "EgressFirewall "+name+" deleted", "port group, ACLs and DNS sets removed", c.efRowsGone(ctx, efs, externalName, wild))
 	for _, f := range c.families() {
 		for _, port := range []int32{externalWeb, externalWeb2} {
 			r.check(from(f), ext(f, port), "EgressFirewall deleted", answers(f, port))
@@ -200,7 +232,17 @@ func (c *Cluster) efApplied(ctx context.Context, efs dynamic.ResourceInterface) 
 // port in f: what the server answered and curl's exit code (-1 when
 // kubectl did not run it).
 func (c *Cluster) clientCurl(f ipFamily, port int32) (string, int, error) {
-	got, err := c.kubectlExec("client", "curl", "-s", "-m", "2", "http://"+hostPort(f.external, port)+"/")
+	return c.clientCurlHost(f, f.external, port)
+}
+
+// clientCurlHost is clientCurl to host (an address or a name, resolved by
+// the pod through the cluster's DNS, in f's family).
+func (c *Cluster) clientCurlHost(f ipFamily, host string, port int32) (string, int, error) {
+	fam := "-4"
+	if f.v6 {
+		fam = "-6"
+	}
+	got, err := c.kubectlExec("client", "curl", fam, "-s", "-m", "2", "http://"+hostPort(host, port)+"/")
 	var exit *exec.ExitError
 	switch {
 	case err == nil:
@@ -289,20 +331,24 @@ func (c *Cluster) domainSetHolds(domain string, want []string) func() (string, e
 
 // efRowsGone is a probe: the demo namespace's firewall left no port group,
 // ACL or address set of the DNS name behind, and the API no object.
-func (c *Cluster) efRowsGone(ctx context.Context, efs dynamic.ResourceInterface, domain string) func() (string, error) {
+func (c *Cluster) efRowsGone(ctx context.Context, efs dynamic.ResourceInterface, domains ...string) func() (string, error) {
 	pg := policy.AdminPortGroup(policy.KindEF, demoNS)
-	set := policy.DomainSet{Domain: domain}.Name()
+	queries := [][]string{
+		{"find", "port_group", "name=" + pg},
+		{"find", "acl", `external_ids:"k8s.ovn.org/owner-type"="` + policy.KindEF + `"`},
+	}
+	var sets []string
+	for _, d := range domains {
+		set := policy.DomainSet{Domain: d}.Name()
+		sets = append(sets, set)
+		queries = append(queries, []string{"find", "address_set", "name=" + set}, []string{"find", "address_set", "name=" + topology.FamilySetName(set, true)})
+	}
 	return func() (string, error) {
 		if _, err := efs.Get(ctx, k8sovnv1.EgressFirewallName, metaGet); !apierrors.IsNotFound(err) {
 			return "", fmt.Errorf("the object is still there (%v)", err)
 		}
 		var left []string
-		for _, q := range [][]string{
-			{"find", "port_group", "name=" + pg},
-			{"find", "acl", `external_ids:"k8s.ovn.org/owner-type"="` + policy.KindEF + `"`},
-			{"find", "address_set", "name=" + set},
-			{"find", "address_set", "name=" + topology.FamilySetName(set, true)},
-		} {
+		for _, q := range queries {
 			out, err := c.nbctl(append([]string{"--bare", "--columns=_uuid"}, q...)...)
 			if err != nil {
 				return "", err
@@ -314,7 +360,7 @@ func (c *Cluster) efRowsGone(ctx context.Context, efs dynamic.ResourceInterface,
 		if len(left) > 0 {
 			return "", fmt.Errorf("left: %s", strings.Join(left, "; "))
 		}
-		return pg + ", its ACLs, " + set + " gone", nil
+		return pg + ", its ACLs, " + strings.Join(sets, ", ") + " gone", nil
 	}
 }
 

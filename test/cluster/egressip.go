@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
 
 	k8sovnv1 "github.com/ovn-k8s/ovn-k8s/go-controller/pkg/k8sovn/v1"
@@ -35,30 +36,13 @@ const (
 	externalProbe = 8082
 	// failoverTarget is how long an egress IP may be unusable when its node
 	// dies (the target: the reachability probes' two misses one
-	// second apart, the move, OVN's announcement); failoverDeadline is when
-	// traffic that has not resumed is a failure.
+	// second apart, the move, the announcement: OVN's gratuitous ARP for
+	// IPv4, the node daemon's unsolicited neighbour advertisement for
+	// IPv6); failoverDeadline is when traffic that has not resumed is a
+	// failure.
 	failoverTarget   = 5 * time.Second
 	failoverDeadline = 30 * time.Second
-	// failoverDeadline6 is failoverDeadline for IPv6: OVN announces an
-	// address that moved to another gateway router with gratuitous ARPs
-	// (nat-addresses=router) but sends no unsolicited neighbour
-	// advertisement for an IPv6 one (ovn-controller's GARP/RARP code knows
-	// IPv4 alone), so the external host keeps sending to the old node until
-	// its own neighbour unreachability detection gives up on that entry:
-	// the rest of its reachable time (15 to 45 s), 5 s of delay, 3 probes
-	// a second apart, then a new solicitation.
-	failoverDeadline6 = 75 * time.Second
 )
-
-// moveDeadline is how long traffic from a pod to the external host may
-// take to resume with the egress IP of f after that address moved to
-// another node.
-func (f ipFamily) moveDeadline() time.Duration {
-	if f.v6 {
-		return failoverDeadline6
-	}
-	return failoverDeadline
-}
 
 // egressIP is f's egress IP.
 func (f ipFamily) egressIP() string {
@@ -89,7 +73,10 @@ func (p eipPod) label(f ipFamily) string { return p.name + " (" + p.node.Name + 
 //   - both pods reach the external host with the egress IP of the family as
 //     their source, whichever node they run on and whichever node holds the
 //     address; the client pod still with its node's address; the web
-//     Service's ClusterIP (pods) still answers the selected pods;
+//     Service's ClusterIP (pods) still answers the selected pods; the
+//     external host reaches each selected pod through a NodePort with
+//     externalTrafficPolicy Local on the pod's node, its own address kept
+//     (the reply goes back through that node, not the egress node);
 //   - failover, family by family (IPv6 first): the EgressIP is edited to
 //     that family's address alone (with two egress nodes and both
 //     families, the other worker holds the other family's address, so
@@ -100,9 +87,8 @@ func (p eipPod) label(f ipFamily) string { return p.name + " (" + p.node.Name + 
 //     move the address to the other worker, and the external host sees the
 //     same source again: the gap between the last request it received
 //     before the kill and the first after is measured against the 5 s
-//     target (only traffic not resuming within 30 s fails, 75 s for IPv6:
-//     failoverDeadline6); the node is restored (link up, its daemons
-//     started again) and Ready;
+//     target (only traffic not resuming within 30 s fails); the node is
+//     restored (link up, its daemons started again) and Ready;
 //   - both addresses again: the restored node hosts one, both pods leave
 //     with the egress IPs;
 //   - deleted: the pods leave with their own nodes' addresses again.
@@ -145,6 +131,9 @@ func (c *Cluster) egressIP(ctx context.Context, r *report) error {
 	if err := c.createEIPPods(ctx, pods); err != nil {
 		return err
 	}
+	if err := c.createEIPLocalService(ctx); err != nil {
+		return err
+	}
 	all := c.perFamily(egressIPv4, egressIPv6)
 	if err := c.setEgressIP(ctx, eips, all); err != nil {
 		return err
@@ -161,9 +150,7 @@ func (c *Cluster) egressIP(ctx context.Context, r *report) error {
 	// its IPv6 address alone keeps it where it is, and the IPv4 address,
 	// placed anew when the EgressIP is edited to it alone, goes back to the
 	// worker it was on (both are free then, the lower name wins): so the
-	// IPv6 address moves only when its node is killed (each move of it
-	// costs the external host's neighbour unreachability detection, see
-	// failoverDeadline6).
+	// IPv6 address moves only when its node is killed.
 	fams := c.families()
 	slices.Reverse(fams)
 	for _, f := range fams {
@@ -210,7 +197,7 @@ func (c *Cluster) eipPaths(r *report, pods []eipPod, at map[string]string, svc *
 	for _, f := range c.families() {
 		ip := f.egressIP()
 		for _, p := range pods {
-			r.checkWithin(f.moveDeadline(), p.label(f), "external "+hostPort(f.external, externalWeb), "reroute → GR_"+at[ip]+" SNAT "+ip+when, func() (string, error) {
+			r.checkWithin(failoverDeadline, p.label(f), "external "+hostPort(f.external, externalWeb), "reroute → GR_"+at[ip]+" SNAT "+ip+when, func() (string, error) {
 				return c.podSeen(p.name, f, externalWeb, ip)
 			})
 		}
@@ -222,7 +209,38 @@ func (c *Cluster) eipPaths(r *report, pods []eipPod, at map[string]string, svc *
 		r.check(pods[0].label(f), "web "+hostPort(vip, 80), "no reroute inside the cluster"+when, func() (string, error) {
 			return c.kubectlExec(pods[0].name, "curl", "-s", "-m", "2", "http://"+hostPort(vip, 80)+"/hostname")
 		})
+		// A NodePort with externalTrafficPolicy Local on each pod's node:
+		// the reply goes back through that node's gateway router (which
+		// undoes the DNAT), not to the egress node, also where the node
+		// does not hold the egress IP.
+		np, err := c.nodePort(eipLocalService, 0)
+		for _, p := range pods {
+			r.check("external "+f.external, eipLocalService+" NodePort "+hostPort(f.node(p.node), np), "ETP=Local reply from "+p.name+": back through GR_"+p.node.Name+when, func() (string, error) {
+				if err != nil {
+					return "", err
+				}
+				got, err := c.externalGet("http://" + hostPort(f.node(p.node), np) + "/clientip")
+				if host, _, _ := net.SplitHostPort(strings.TrimSpace(got)); err == nil && host != f.external {
+					return got, fmt.Errorf("answered %q: not the external host's address %s", got, f.external)
+				}
+				return got, err
+			})
+		}
 	}
+}
+
+// eipLocalService is a NodePort Service with externalTrafficPolicy Local
+// in front of the selected pods.
+const eipLocalService = "eip-local"
+
+func (c *Cluster) createEIPLocalService(ctx context.Context) error {
+	s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: eipLocalService}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort,
+		Selector: map[string]string{"app": "egress"}, IPFamilyPolicy: c.familyPolicy(), ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
+		Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}}}
+	if err := ignoreExists(c.Client.CoreV1().Services(demoNS).Create(ctx, s, metav1.CreateOptions{})); err != nil {
+		return fmt.Errorf("creating service %s: %w", eipLocalService, err)
+	}
+	return nil
 }
 
 // eipFailover kills the node holding f's egress IP while the pod on the
@@ -266,7 +284,7 @@ func (c *Cluster) eipFailover(ctx context.Context, r *report, eips dynamic.Resou
 		return err
 	}
 	defer loop.stop(probes)
-	r.checkWithin(f.moveDeadline(), from.label(f), target, "probe loop (curl -m 1, every 200 ms) via "+dead.Name, func() (string, error) {
+	r.checkWithin(failoverDeadline, from.label(f), target, "probe loop (curl -m 1, every 200 ms) via "+dead.Name, func() (string, error) {
 		if err := loop.ensure(); err != nil {
 			return "", err
 		}
@@ -309,10 +327,7 @@ func (c *Cluster) eipFailover(ctx context.Context, r *report, eips dynamic.Resou
 		return fmt.Sprintf("%s → %s, seen %.1f s after the link went down", dead.Name, got[ip], time.Since(down).Seconds()), nil
 	})
 	path := "failover " + dead.Name + " → " + other.Name + ", same source"
-	if f.v6 {
-		path += " (no unsolicited NA: the external host's NUD)"
-	}
-	r.checkWithin(f.moveDeadline(), from.label(f), target, path, func() (string, error) {
+	r.checkWithin(failoverDeadline, from.label(f), target, path, func() (string, error) {
 		got, err := probes.gap(ip, down)
 		if err != nil {
 			if lerr := loop.ensure(); lerr != nil {
@@ -514,6 +529,7 @@ func (c *Cluster) podSeen(pod string, f ipFamily, port int32, want string) (stri
 // labels, the external host's routes.
 func (c *Cluster) eipCleanup(eips dynamic.ResourceInterface, workers []*Node, pods []eipPod) {
 	_ = eips.Delete(bg, eipName, metav1.DeleteOptions{})
+	_ = c.Client.CoreV1().Services(demoNS).Delete(bg, eipLocalService, metav1.DeleteOptions{})
 	for _, p := range pods {
 		_ = c.Client.CoreV1().Pods(demoNS).Delete(bg, p.name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
 	}

@@ -74,7 +74,7 @@ func (c *Cluster) startMaster(n *Node) error {
 		"--kubeconfig", Kubeconfig, "--nb-address", "unix:/run/ovn/ovnnb_db.sock",
 		"--sb-address", fmt.Sprintf("tcp:%s:%d", n.IP, sbPort), // pods are kept from it
 		"--cluster-subnet", c.clusterSubnetFlag(), "--service-cidr", c.serviceCIDRFlag(), "--external-ip-cidrs", externalCIDRs,
-		"--dns-servers", c.dnsIP())
+		"--dns-servers", c.dnsIP(), "--dns-tap-address", fmt.Sprintf(":%d", dnsTapPort))
 }
 
 // gatewayBridge is the bridge nics-to-bridge made of every node's NIC.

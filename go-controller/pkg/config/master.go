@@ -56,10 +56,22 @@ type Master struct {
 	// DNSServers ("host:port") resolve the DNS names of egress firewalls
 	// and admin policies (--dns-servers; none: such names match nothing).
 	DNSServers []string
+	// DNSTapAddress is where the master takes the cluster DNS's dnstap
+	// stream (--dns-tap-address, host:port; empty: not taken): the answers
+	// it gave its clients, which give wildcard DNS names their addresses.
+	// Only the endpoints of DNSService may send it.
+	DNSTapAddress string
+	// DNSService is the cluster DNS's Service, namespace/name
+	// (--dns-service).
+	DNSService string
 	// EgressIPReachTimeout bounds each reachability probe of an egress node
 	// (--egressip-reachability-timeout; 0: no probes).
 	EgressIPReachTimeout time.Duration
 }
+
+// DefaultDNSService is --dns-service's default: kubeadm's name of the
+// cluster DNS's Service.
+const DefaultDNSService = "kube-system/kube-dns"
 
 // DefaultResyncInterval is the master's periodic full resync.
 const DefaultResyncInterval = 5 * time.Minute

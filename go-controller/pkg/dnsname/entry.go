@@ -20,6 +20,21 @@ type entry struct {
 	backoff time.Duration
 	// capLogged is set once exceeding maxAddrs has been logged.
 	capLogged bool
+	// wild marks a wildcard name: never queried, its addresses come from
+	// Observe alone, and next is when the first of them expires.
+	wild bool
+}
+
+// earliestExpiry is when the first kept address expires (MaxTTL from now
+// when none is kept).
+func (e *entry) earliestExpiry(o Options) time.Time {
+	next := time.Now().Add(o.MaxTTL)
+	for _, exp := range e.expiry {
+		if exp.Before(next) {
+			next = exp
+		}
+	}
+	return next
 }
 
 // update merges the addresses of a successful answer received at now, drops

@@ -31,6 +31,29 @@ func Normalize(name string) (string, bool) {
 	return name, true
 }
 
+// Wildcard is the prefix of a wildcard name: "*.example.com" matches the
+// names under example.com, at any depth, but not example.com itself.
+const Wildcard = "*."
+
+// NormalizePattern is Normalize for a name or a wildcard name
+// ("*." followed by a valid name).
+func NormalizePattern(name string) (string, bool) {
+	if rest, ok := strings.CutPrefix(name, Wildcard); ok {
+		norm, ok := Normalize(rest)
+		return Wildcard + norm, ok
+	}
+	return Normalize(name)
+}
+
+// Matches says whether a normalized name falls under a normalized pattern:
+// equal to a plain name, under a wildcard's domain.
+func Matches(pattern, name string) bool {
+	if suffix, ok := strings.CutPrefix(pattern, Wildcard); ok {
+		return strings.HasSuffix(name, "."+suffix)
+	}
+	return pattern == name
+}
+
 func validLabel(label string) bool {
 	if label == "" || len(label) > maxLabelLen {
 		return false

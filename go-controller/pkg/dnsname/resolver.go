@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -117,11 +118,12 @@ func (r *Resolver) Run(ctx context.Context) {
 // Set makes names the whole set of followed names: new ones are queried at
 // once (by Run, without waiting here), the ones already followed keep their
 // state and schedule, and the others are forgotten. Names are normalized;
-// invalid ones (see Normalize) are ignored.
+// invalid ones (see NormalizePattern) are ignored. A wildcard name is never
+// queried: its addresses are those Observe reports for names under it.
 func (r *Resolver) Set(names []string) {
 	want := make(map[string]bool, len(names))
 	for _, name := range names {
-		if norm, ok := Normalize(name); ok {
+		if norm, ok := NormalizePattern(name); ok {
 			want[norm] = true
 		}
 	}
@@ -135,7 +137,7 @@ func (r *Resolver) Set(names []string) {
 	}
 	for name := range want {
 		if r.names[name] == nil {
-			r.names[name] = &entry{}
+			r.names[name] = &entry{wild: strings.HasPrefix(name, Wildcard)}
 			added = true
 		}
 	}
@@ -149,7 +151,7 @@ func (r *Resolver) Set(names []string) {
 // when the name is not followed or has not resolved yet, and non-nil (maybe
 // empty) once it has.
 func (r *Resolver) Addrs(name string) []netip.Addr {
-	name, ok := Normalize(name)
+	name, ok := NormalizePattern(name)
 	if !ok {
 		return nil
 	}
@@ -162,6 +164,58 @@ func (r *Resolver) Addrs(name string) []netip.Addr {
 	out := make([]netip.Addr, len(e.addrs))
 	copy(out, e.addrs)
 	return out
+}
+
+// Answer is an address a DNS server gave for a name, with its TTL.
+type Answer struct {
+	Addr netip.Addr
+	TTL  time.Duration
+}
+
+// Observe records an answer the cluster's DNS server gave one of its
+// clients (seen through dnstap) for name: its addresses join those of the
+// name if it is followed, and those of every followed wildcard it falls
+// under, each kept for its TTL (at least MinTTL) from now, so that a rule
+// matches the addresses the pods were given.
+func (r *Resolver) Observe(name string, answers []Answer) {
+	name, ok := Normalize(name)
+	if !ok || len(answers) == 0 {
+		return
+	}
+	found := make([]answerAddr, 0, len(answers))
+	for _, a := range answers {
+		found = append(found, answerAddr{addr: a.Addr.Unmap(), ttl: uint32(min(max(a.TTL/time.Second, 0), 1<<31))})
+	}
+	now := time.Now()
+	changed := false
+	r.mu.Lock()
+	for pattern, e := range r.names {
+		if !Matches(pattern, name) {
+			continue
+		}
+		if c, _ := e.update(found, now, r.opts.MinTTL); c {
+			r.changed[pattern] = struct{}{}
+			changed = true
+		}
+		if exp := e.earliestExpiry(r.opts); e.wild || exp.Before(e.next) {
+			e.next = exp // a plain name is refreshed then, dropping what expired
+		}
+	}
+	r.mu.Unlock()
+	if changed {
+		r.kick()
+	}
+}
+
+// expire drops a wildcard's expired addresses (r.mu held): a name under it
+// that the pods no longer resolve stops matching once its TTL has passed.
+func (r *Resolver) expire(name string, e *entry, now time.Time) {
+	if e.addrs != nil {
+		if c, _ := e.update(nil, now, r.opts.MinTTL); c {
+			r.changed[name] = struct{}{}
+		}
+	}
+	e.next = e.earliestExpiry(r.opts)
 }
 
 // kick wakes Run without blocking.
@@ -186,6 +240,10 @@ func (r *Resolver) dispatch(ctx context.Context, wg *sync.WaitGroup) ([]string, 
 		}
 		if d := e.next.Sub(now); d > 0 {
 			wait = min(wait, d)
+			continue
+		}
+		if e.wild {
+			r.expire(name, e, now)
 			continue
 		}
 		if r.running >= maxConcurrent {

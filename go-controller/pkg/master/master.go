@@ -190,6 +190,7 @@ func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client,
 	if len(cfg.DNSServers) > 0 {
 		m.dns = dnsname.New(dnsname.Options{Servers: cfg.DNSServers}, func(name string) { m.policies.DomainChanged(name) }, log.WithName("dns"))
 		popts.DNS = m.dns
+		popts.DNSTap = cfg.DNSTapAddress != ""
 	}
 	m.policies = policy.New(factory, nb, m.committer.Commit, popts, log.WithName("policy"), cfg.RetryMaxDelay)
 	if apis.EgressIP != nil {
@@ -290,8 +291,15 @@ func (m *Master) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	tap, err := m.listenDNSTap()
+	if err != nil {
+		return err
+	}
 	if m.dns != nil {
 		go m.dns.Run(ctx)
+	}
+	if tap != nil {
+		go m.serveDNSTap(ctx, tap)
 	}
 	if err := m.ensureClusterWithRetry(ctx); err != nil {
 		return err

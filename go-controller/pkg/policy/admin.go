@@ -238,21 +238,32 @@ func (p *AdminPolicy) addNetworks(r *AdminRule, where string, cidrs []string) {
 	}
 }
 
-// addDomains adds DNS name peers (domains.go). A wildcard name
-// ("*.example.com") cannot be resolved by asking for it: it matches
-// nothing, and the policy says so.
+// addDomains adds DNS name peers (domains.go): plain names, and wildcard
+// ones ("*.example.com"), which match what the cluster's DNS answered its
+// clients for names under them.
 func (p *AdminPolicy) addDomains(r *AdminRule, where string, names []string) {
 	for _, n := range names {
-		d, ok := dnsname.Normalize(n)
-		switch {
-		case strings.HasPrefix(n, "*."):
-			p.Problems = append(p.Problems, fmt.Sprintf("%s: wildcard name %q is not supported; it matches nothing", where, n))
-		case !ok:
-			p.Problems = append(p.Problems, fmt.Sprintf("%s: %q is not a DNS name; it matches nothing", where, n))
-		default:
+		if d, ok := dnsname.NormalizePattern(n); ok {
 			r.Domains = append(r.Domains, DomainSet{Domain: d})
+		} else {
+			p.Problems = append(p.Problems, fmt.Sprintf("%s: %q is not a DNS name; it matches nothing", where, n))
 		}
 	}
+}
+
+// wildcardProblem is what a policy naming wildcard DNS names says when the
+// master learns no answers from the cluster's DNS (no dnstap stream).
+func wildcardProblem(p *AdminPolicy) string {
+	for _, rules := range [][]AdminRule{p.Ingress, p.Egress} {
+		for _, r := range rules {
+			for _, d := range r.Domains {
+				if strings.HasPrefix(d.Domain, dnsname.Wildcard) {
+					return fmt.Sprintf("wildcard name %q matches nothing: the master learns the names under it from the cluster DNS's dnstap stream, which it does not receive (--dns-tap-address)", d.Domain)
+				}
+			}
+		}
+	}
+	return ""
 }
 
 func domainStrings[S ~string](names []S) []string {

@@ -352,6 +352,9 @@ func (c *Controller) syncAdmin(ctx context.Context, key string) error {
 			break
 		}
 		r := AdminRows(a.policy, c.resolve, c.adminLogging(kind, a.obj), c.fams)
+		if why := wildcardProblem(a.policy); why != "" && !c.opts.DNSTap {
+			r.Problems = append(r.Problems, why)
+		}
 		cond = programmedCondition(&r)
 		if r.Refused == "" {
 			rows = &r

@@ -162,11 +162,11 @@ func TestAdminNamedPortsLimitsAndProblems(t *testing.T) {
 			From:      []cnpv1alpha2.ClusterNetworkPolicyIngressPeer{{Namespaces: &metav1.LabelSelector{}}},
 			Protocols: []cnpv1alpha2.ClusterNetworkPolicyProtocol{{DestinationNamedPort: "web"}}}},
 		Egress: []cnpv1alpha2.ClusterNetworkPolicyEgressRule{{Action: cnpv1alpha2.ClusterNetworkPolicyRuleActionAccept,
-			To: []cnpv1alpha2.ClusterNetworkPolicyEgressPeer{{DomainNames: []cnpv1alpha2.DomainName{"*.example.com"}}}}},
+			To: []cnpv1alpha2.ClusterNetworkPolicyEgressPeer{{DomainNames: []cnpv1alpha2.DomainName{"bad_name.example.com"}}}}},
 	}}
 	r := AdminRows(FromCNP(cnp), resolve, AdminLogging{}, topology.IPv4Only)
 	if len(r.ACLs) != 1 {
-		t.Fatalf("ACLs %v, want only the resolved named port (the wildcard domain-name rule has no peer left)", viewACLs(r.ACLs))
+		t.Fatalf("ACLs %v, want only the resolved named port (the malformed domain-name rule has no peer left)", viewACLs(r.ACLs))
 	}
 	if a := r.ACLs[0]; !strings.Contains(a.Match, "tcp && tcp.dst == 8080") || a.ExternalIDs[ovndb.ACLTierKey] != "3" {
 		t.Errorf("named port ACL %q tier %s", a.Match, a.ExternalIDs[ovndb.ACLTierKey])

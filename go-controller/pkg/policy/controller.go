@@ -67,6 +67,10 @@ type Options struct {
 	// DNS, when set, resolves the DNS names rules name (domains.go); without
 	// it such rules match nothing and their policies say so.
 	DNS DomainResolver
+	// DNSTap says whether DNS learns the cluster DNS's answers (dnstap),
+	// which wildcard names need; without it they match nothing and their
+	// policies say so.
+	DNSTap bool
 }
 
 // Controller keeps the NB's port groups, address sets and ACLs in line with

@@ -92,14 +92,14 @@ func TestEgressFirewallProblemsAndLimits(t *testing.T) {
 	allow, deny := k8sovnv1.EgressFirewallRuleAllow, k8sovnv1.EgressFirewallRuleDeny
 	ef := egressFirewall("b",
 		efRule(deny, k8sovnv1.EgressFirewallDestination{CIDRSelector: "10.244.3.0/24"}),
-		efRule(allow, k8sovnv1.EgressFirewallDestination{DNSName: "*.example.com"}),
+		efRule(allow, k8sovnv1.EgressFirewallDestination{DNSName: "*.bad_name.com"}),
 		efRule("Maybe", k8sovnv1.EgressFirewallDestination{CIDRSelector: "1.1.1.1/32"}),
 		efRule(deny, k8sovnv1.EgressFirewallDestination{CIDRSelector: "not-a-cidr"}),
 		efRule(deny, k8sovnv1.EgressFirewallDestination{CIDRSelector: "8.8.8.8/32"}),
 	)
 	r := AdminRows(FromEF(ef, efClusterSubnets), noResolve, AdminLogging{}, topology.Families{V4: true})
 	if len(r.Problems) != 4 {
-		t.Errorf("problems %q, want 4 (inside the cluster, wildcard, type, CIDR)", r.Problems)
+		t.Errorf("problems %q, want 4 (inside the cluster, DNS name, type, CIDR)", r.Problems)
 	}
 	for _, want := range []string{"egress[0].to.cidrSelector", "egress[1].to.dnsName", "egress[2]: type", "egress[3].to.cidrSelector"} {
 		if !slices.ContainsFunc(r.Problems, func(p string) bool { return strings.HasPrefix(p, want) }) {
@@ -125,12 +125,22 @@ func TestEgressFirewallProblemsAndLimits(t *testing.T) {
 }
 
 // Domain name peers of admin policies share the firewall's sets; a
-// wildcard is a problem, not a match-all.
+// wildcard is a set of its own (what the cluster's DNS answered for names
+// under it), and says it matches nothing when the master has no dnstap
+// stream; a malformed name is a problem, not a match-all.
 func TestAdminDomainNames(t *testing.T) {
 	p := &AdminPolicy{Kind: KindCNP, Name: "dns"}
 	var rule AdminRule
-	p.addDomains(&rule, "egress[0].to[0].domainNames", []string{"Example.COM", "*.example.com", "bad_name.com"})
-	if !slices.Equal(rule.Domains, []DomainSet{{Domain: "example.com"}}) || len(p.Problems) != 2 {
+	p.addDomains(&rule, "egress[0].to[0].domainNames", []string{"Example.COM", "*.Example.com", "bad_name.com", "*.*.x.com"})
+	if !slices.Equal(rule.Domains, []DomainSet{{Domain: "example.com"}, {Domain: "*.example.com"}}) || len(p.Problems) != 2 {
 		t.Errorf("domains %v problems %q", rule.Domains, p.Problems)
+	}
+	p.Egress = []AdminRule{rule}
+	if why := wildcardProblem(p); !strings.Contains(why, `"*.example.com"`) || !strings.Contains(why, "--dns-tap-address") {
+		t.Errorf("wildcard problem %q", why)
+	}
+	p.Egress[0].Domains = p.Egress[0].Domains[:1]
+	if why := wildcardProblem(p); why != "" {
+		t.Errorf("wildcard problem without a wildcard: %q", why)
 	}
 }

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"net/url"
 	"os"
@@ -125,6 +126,8 @@ func masterCommand() *cli.Command {
 			&cli.StringFlag{Name: "nb-address", Usage: "OVN NB database: unix:PATH, tcp:HOST:PORT or ssl:HOST:PORT; comma-separated for a clustered NB"},
 			&cli.DurationFlag{Name: "egressip-reachability-timeout", Value: time.Second, Usage: "how long the master waits for an egress node to answer its probe (TCP to the node's gateway address, port 9: an answer or a refusal is reachable; two misses in a row, one second apart, move its egress IPs); 0 turns the probes off (the Ready condition and the label alone decide)"},
 			&cli.StringFlag{Name: "dns-servers", Usage: "comma-separated DNS servers (IP or IP:PORT) resolving egress firewalls' dnsName and admin policies' domainNames; default: the nameservers of /etc/resolv.conf"},
+			&cli.StringFlag{Name: "dns-tap-address", Usage: "HOST:PORT (or unix:PATH, for a DNS server on this host: the file's permissions decide who may send) on which the master takes the cluster DNS's dnstap stream (CoreDNS: dnstap tcp://ADDRESS full): the answers it gives pods give wildcard DNS names (*.example.com) their addresses; only the endpoints of --dns-service may connect, so point CoreDNS at the management address of the master's node (the .2 of its node subnet), which pods reach with their own addresses; empty: wildcard names match nothing"},
+			&cli.StringFlag{Name: "dns-service", Value: config.DefaultDNSService, Usage: "the cluster DNS's Service, NAMESPACE/NAME: its endpoints may send the dnstap stream (--dns-tap-address)"},
 			&cli.StringFlag{Name: "sb-address", Usage: "the OVN SB database the nodes use (tcp: or ssl:, comma-separated when clustered): an ACL on every node switch keeps pods from it and from the NB's tcp:/ssl: endpoints; the master never connects to it"},
 			&cli.StringSliceFlag{Name: "cluster-subnet", Aliases: []string{"cluster-ip-subnet"}, Value: cli.NewStringSlice(config.DefaultClusterSubnetFlag), Usage: "pod network CIDR/HOSTLEN (repeatable; one per IP family for dual-stack)"},
 			&cli.StringSliceFlag{Name: "service-cidr", Value: cli.NewStringSlice(config.DefaultServiceCIDR), Usage: "service ClusterIP range (repeatable)"},
@@ -329,6 +332,19 @@ func masterConfig(c *cli.Context) (config.Master, error) {
 	cfg.NamespaceIsolation = c.Bool("namespace-isolation")
 	if cfg.DNSServers, err = dnsServers(c.String("dns-servers")); err != nil {
 		return cfg, flagError("dns-servers", err)
+	}
+	if cfg.DNSTapAddress = c.String("dns-tap-address"); cfg.DNSTapAddress != "" {
+		if path, ok := strings.CutPrefix(cfg.DNSTapAddress, "unix:"); ok && !filepath.IsAbs(path) {
+			return cfg, flagError("dns-tap-address", fmt.Errorf("%q: the socket path must be absolute", cfg.DNSTapAddress))
+		} else if _, _, err := net.SplitHostPort(cfg.DNSTapAddress); !ok && err != nil {
+			return cfg, flagError("dns-tap-address", fmt.Errorf("%q is not HOST:PORT or unix:PATH", cfg.DNSTapAddress))
+		}
+		if len(cfg.DNSServers) == 0 {
+			return cfg, flagError("dns-tap-address", fmt.Errorf("needs DNS servers (--dns-servers, or nameservers in /etc/resolv.conf)"))
+		}
+	}
+	if cfg.DNSService = c.String("dns-service"); strings.Count(cfg.DNSService, "/") != 1 || strings.HasPrefix(cfg.DNSService, "/") || strings.HasSuffix(cfg.DNSService, "/") {
+		return cfg, flagError("dns-service", fmt.Errorf("%q is not NAMESPACE/NAME", cfg.DNSService))
 	}
 	if cfg.EgressIPReachTimeout = c.Duration("egressip-reachability-timeout"); cfg.EgressIPReachTimeout < 0 {
 		return cfg, flagError("egressip-reachability-timeout", fmt.Errorf("must not be negative"))

@@ -3,7 +3,9 @@ package app
 import (
 	"context"
 	"runtime"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 )
@@ -36,5 +38,24 @@ func TestOneProcAfterSync(t *testing.T) {
 	oneProcAfterSync(context.Background(), synced, logr.Discard())
 	if got := runtime.GOMAXPROCS(0); got != 2 {
 		t.Fatalf("GOMAXPROCS %d with GOMAXPROCS=2 in the environment, want 2 (the environment wins)", got)
+	}
+}
+
+// Bad --dns-tap-address and --dns-service values exit 2 naming the flag.
+func TestDNSTapFlagsRefusedNamingTheFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"--dns-servers", "10.96.0.10", "--dns-tap-address", "6053"}, "--dns-tap-address"},
+		{[]string{"--dns-servers", "10.96.0.10", "--dns-tap-address", "unix:relative.sock"}, "--dns-tap-address"},
+		{[]string{"--dns-servers", "10.96.0.10", "--dns-service", "kube-dns"}, "--dns-service"},
+		{[]string{"--dns-servers", "10.96.0.10", "--dns-service", "kube-system/"}, "--dns-service"},
+	} {
+		args := append([]string{"master", "--kubeconfig", "/nonexistent", "--nb-address", "unix:/nonexistent"}, tc.args...)
+		status, out := runMain(t, 10*time.Second, args...)
+		if status != exitUsage || !strings.Contains(out, tc.flag) {
+			t.Errorf("%v: exit %d, output %q; want 2 naming %s", tc.args, status, out, tc.flag)
+		}
 	}
 }
