@@ -15,8 +15,10 @@ import (
 	cnpv1alpha2 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
 	npclient "sigs.k8s.io/network-policy-api/pkg/client/clientset/versioned"
 
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb/ovndbtest"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/policy"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 	"github.com/ovn-k8s/ovn-k8s/test/harness"
@@ -469,4 +471,77 @@ func TestOVNTraceAdminTiersDualStack(t *testing.T) {
 		leaves(tc.name, tc.f, tc.want)
 	}
 	c.cnpCondition(np, "egress", policy.ReasonProgrammed)
+}
+
+// TestAdminPolicyLostReplyAndBadLogging: an admin policy's transaction
+// committed while its reply is lost is not sent again from a stale cache
+// (one port group, its ACLs once); a malformed ACL logging annotation
+// leaves the rules programmed, logs nothing, and says so in the condition;
+// corrected, the ACLs log.
+func TestAdminPolicyLostReplyAndBadLogging(t *testing.T) {
+	c := newCluster(t)
+	np := c.installAdminCRDs()
+	proxy := ovndbtest.NewProxy(t, c.ovn.NBSock)
+	c.startMaster("--nb-address", "unix:"+proxy.Sock)
+	c.createNode("n1", nil)
+	c.namespace("a", map[string]string{"tenant": "a"})
+	c.createPod("a", "server", "n1", withLabels("app", "server"))
+	c.tracePods([3]string{"a", "server", "n1"})
+	c.waitSynced()
+
+	lost := proxy.LoseNextReply()
+	p := cnp("lost", cnpv1alpha2.AdminTier, 1, cnpv1alpha2.ClusterNetworkPolicySubject{Namespaces: sel("tenant", "a")})
+	for i := range 3 {
+		p.Spec.Ingress = append(p.Spec.Ingress, cnpIngress(cnpv1alpha2.ClusterNetworkPolicyRuleActionDeny, sel("tenant", fmt.Sprint(i)), 0))
+	}
+	p.Annotations = map[string]string{annotations.NamespaceACLLogging: `{"deny": "loud"}`}
+	if _, err := np.PolicyV1alpha2().ClusterNetworkPolicies().Create(c.ctx(), p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lost:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no transaction lost its reply")
+	}
+	c.waitAdminPortGroups("one port group with its 3 ACLs, once", map[string]int{"cnp.lost": 3})
+	c.cnpCondition(np, "lost", policy.ReasonPartlyProgrammed)
+	o, err := np.PolicyV1alpha2().ClusterNetworkPolicies().Get(c.ctx(), "lost", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cond := meta.FindStatusCondition(o.Status.Conditions, policy.ConditionReady); cond == nil || !strings.Contains(cond.Message, annotations.NamespaceACLLogging) {
+		t.Errorf("the condition does not name the malformed annotation: %+v", cond)
+	}
+	if logged := c.loggedACLs("cnp.lost"); logged != 0 {
+		t.Errorf("%d ACLs log with a malformed annotation, want none", logged)
+	}
+
+	o.Annotations[annotations.NamespaceACLLogging] = `{"deny": "alert"}`
+	if _, err := np.PolicyV1alpha2().ClusterNetworkPolicies().Update(c.ctx(), o, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, 20*time.Second, "the Deny ACLs logging once the annotation is right", func() error {
+		if logged := c.loggedACLs("cnp.lost"); logged != 3 {
+			return fmt.Errorf("%d of 3 ACLs log", logged)
+		}
+		return nil
+	})
+	c.cnpCondition(np, "lost", policy.ReasonProgrammed)
+	c.waitAdminPortGroups("still one port group with 3 ACLs", map[string]int{"cnp.lost": 3})
+}
+
+// loggedACLs counts a port group's ACLs that log.
+func (c *cluster) loggedACLs(pgName string) int {
+	pg := &nbdb.PortGroup{Name: pgName}
+	if err := c.nb.Get(c.ctx(), pg); err != nil {
+		return -1
+	}
+	n := 0
+	for _, uuid := range pg.ACLs {
+		a := &nbdb.ACL{UUID: uuid}
+		if c.nb.Get(c.ctx(), a) == nil && a.Log {
+			n++
+		}
+	}
+	return n
 }

@@ -351,7 +351,11 @@ func (c *Controller) syncAdmin(ctx context.Context, key string) error {
 			cond = refusedCondition(ReasonPriorityCollision, fmt.Sprintf("priority %d of this tier is %s's (created first); nothing is programmed until one of them changes priority", a.policy.Priority, w.policy.Key()))
 			break
 		}
-		r := AdminRows(a.policy, c.resolve, c.adminLogging(kind, a.obj), c.fams)
+		logging, bad := c.adminLogging(kind, a.obj)
+		r := AdminRows(a.policy, c.resolve, logging, c.fams)
+		if bad != "" {
+			r.Problems = append(r.Problems, bad)
+		}
 		if why := wildcardProblem(a.policy); why != "" && !c.opts.DNSTap {
 			r.Problems = append(r.Problems, why)
 		}
@@ -520,24 +524,25 @@ func (c *Controller) writeEFStatus(ctx context.Context, ef *k8sovnv1.EgressFirew
 }
 
 // adminLogging is an admin policy's ACL logging, from its
-// k8s.ovn.org/acl-logging annotation; a malformed one logs nothing. An
-// egress firewall logs as its namespace's NetworkPolicies do (its Allow
-// with their allow severity), as upstream's does.
-func (c *Controller) adminLogging(kind string, obj metav1.Object) AdminLogging {
+// k8s.ovn.org/acl-logging annotation; a malformed one logs nothing and
+// says so in problem (for the policy's condition: its rules are programmed
+// all the same). An egress firewall logs as its namespace's
+// NetworkPolicies do (its Allow with their allow severity), as upstream's
+// does.
+func (c *Controller) adminLogging(kind string, obj metav1.Object) (l AdminLogging, problem string) {
 	if kind == KindEF {
 		l := c.logging(obj.GetNamespace())
-		return AdminLogging{Pass: l.Allow, Deny: l.Deny, Meter: l.Meter}
+		return AdminLogging{Pass: l.Allow, Deny: l.Deny, Meter: l.Meter}, ""
 	}
 	v, ok := obj.GetAnnotations()[annotations.NamespaceACLLogging]
 	if !ok {
-		return AdminLogging{}
+		return AdminLogging{}, ""
 	}
-	l, err := annotations.ParseACLLogging(v)
+	parsed, err := annotations.ParseACLLogging(v)
 	if err != nil {
-		c.log.Info("ignoring the admin policy's ACL logging annotation", "name", obj.GetName(), "error", err.Error())
-		return AdminLogging{}
+		return AdminLogging{}, fmt.Sprintf("annotation %s: %v; ACL logging is off", annotations.NamespaceACLLogging, err)
 	}
-	return AdminLogging{Accept: l.Allow, Deny: l.Deny, Pass: l.Pass, Meter: topology.ACLLogMeter}
+	return AdminLogging{Accept: parsed.Allow, Deny: parsed.Deny, Pass: parsed.Pass, Meter: topology.ACLLogMeter}, ""
 }
 
 // subjectPorts are the UUIDs of the ports of the pods a subject selects,
