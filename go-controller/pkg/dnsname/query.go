@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/miekg/dns"
 )
@@ -134,6 +135,25 @@ func extract(msg *dns.Msg, fqdn string) []answerAddr {
 		}
 	}
 	return found
+}
+
+// AnswerAddrs returns the A and AAAA addresses of an answer section that
+// belong to fqdn, directly or through a CNAME chain, each with the smallest
+// TTL on its way; an address given twice keeps its longest TTL.
+// IPv4-mapped IPv6 addresses are unmapped.
+func AnswerAddrs(answer []dns.RR, fqdn string) []Answer {
+	var out []Answer
+	index := map[netip.Addr]int{}
+	for _, f := range extract(&dns.Msg{Answer: answer}, fqdn) {
+		ttl := time.Duration(f.ttl) * time.Second
+		if i, seen := index[f.addr]; seen {
+			out[i].TTL = max(out[i].TTL, ttl)
+			continue
+		}
+		index[f.addr] = len(out)
+		out = append(out, Answer{Addr: f.addr, TTL: ttl})
+	}
+	return out
 }
 
 // cnameChain maps the owners that stand for fqdn in answer (fqdn itself and

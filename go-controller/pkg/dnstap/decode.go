@@ -3,10 +3,6 @@ package dnstap
 import (
 	"errors"
 	"fmt"
-	"math"
-	"net/netip"
-	"strings"
-	"time"
 
 	"github.com/miekg/dns"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -126,71 +122,5 @@ func answers(response []byte) (name string, out []Answer, err error) {
 	if !ok {
 		return "", nil, nil
 	}
-	return name, extract(m.Answer, strings.ToLower(q.Name)), nil
-}
-
-// extract returns the A and AAAA records of answer owned by fqdn (lower
-// case) or by a CNAME target reached from it, each with the smallest TTL on
-// its way (the CNAMEs' and its own). IPv4-mapped IPv6 addresses count as
-// IPv4; an address given twice keeps its longest TTL.
-func extract(answer []dns.RR, fqdn string) []Answer {
-	chain := cnameChain(answer, fqdn)
-	var out []Answer
-	index := map[netip.Addr]int{}
-	for _, rr := range answer {
-		var addr netip.Addr
-		var hdr *dns.RR_Header
-		switch rr := rr.(type) {
-		case *dns.A:
-			addr, _ = netip.AddrFromSlice(rr.A.To4())
-			hdr = &rr.Hdr
-		case *dns.AAAA:
-			addr, _ = netip.AddrFromSlice(rr.AAAA.To16())
-			addr, hdr = addr.Unmap(), &rr.Hdr
-		default:
-			continue
-		}
-		if !addr.IsValid() || hdr.Class != dns.ClassINET {
-			continue
-		}
-		limit, in := chain[strings.ToLower(hdr.Name)]
-		if !in {
-			continue
-		}
-		ttl := time.Duration(min(limit, hdr.Ttl)) * time.Second
-		if i, seen := index[addr]; seen {
-			out[i].TTL = max(out[i].TTL, ttl)
-			continue
-		}
-		index[addr] = len(out)
-		out = append(out, Answer{Addr: addr, TTL: ttl})
-	}
-	return out
-}
-
-// cnameChain maps the owners that stand for fqdn in answer (fqdn itself and
-// the CNAME targets reached from it, lower case) to the smallest CNAME TTL on
-// the way there.
-func cnameChain(answer []dns.RR, fqdn string) map[string]uint32 {
-	links := map[string][]*dns.CNAME{}
-	for _, rr := range answer {
-		if c, ok := rr.(*dns.CNAME); ok && c.Hdr.Class == dns.ClassINET {
-			owner := strings.ToLower(c.Hdr.Name)
-			links[owner] = append(links[owner], c)
-		}
-	}
-	chain := map[string]uint32{fqdn: math.MaxUint32}
-	queue := []string{fqdn}
-	for len(queue) > 0 {
-		owner := queue[0]
-		queue = queue[1:]
-		for _, c := range links[owner] {
-			target := strings.ToLower(c.Target)
-			if _, seen := chain[target]; !seen {
-				chain[target] = min(chain[owner], c.Hdr.Ttl)
-				queue = append(queue, target)
-			}
-		}
-	}
-	return chain
+	return name, dnsname.AnswerAddrs(m.Answer, q.Name), nil
 }

@@ -65,6 +65,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/dnsname"
 	"io"
 	"net"
 	"net/netip"
@@ -77,10 +78,7 @@ import (
 )
 
 // Answer is one address a name resolved to, with its TTL.
-type Answer struct {
-	Addr netip.Addr
-	TTL  time.Duration
-}
+type Answer = dnsname.Answer
 
 // Options tune a Server. The zero value takes the defaults.
 type Options struct {

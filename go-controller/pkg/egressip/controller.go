@@ -432,7 +432,7 @@ func (c *Controller) syncEIP(ctx context.Context, name string) error {
 		t.EnsureChild(cluster, &cluster.Policies, topology.RowIDKey, p, topology.PolicyColumns(p))
 	}
 	var stale []string
-	for _, p := range c.ownedReroutes(name) {
+	for _, p := range ovndb.Owned[nbdb.LogicalRouterPolicy](c.nb, topology.Owner{Type: OwnerEgressIP, Name: name}) {
 		if !keep[p.ExternalIDs[topology.RowIDKey]] {
 			stale = append(stale, p.UUID)
 		}
@@ -460,7 +460,7 @@ func (c *Controller) syncEIP(ctx context.Context, name string) error {
 // many NATs the gateway routers hold.
 func (c *Controller) syncSNATs(t *ovndb.Txn, name string, want map[string][]*nbdb.NAT) error {
 	have := map[string]nbdb.NAT{}
-	for _, n := range c.ownedNATs(name) {
+	for _, n := range ovndb.Owned[nbdb.NAT](c.nb, topology.Owner{Type: OwnerEgressIP, Name: name}) {
 		have[n.ExternalIDs[topology.RowIDKey]] = n
 	}
 	routers := map[string]*nbdb.LogicalRouter{}
@@ -722,28 +722,6 @@ func (c *Controller) nbRowDeleted(m model.Model) {
 	case OwnerCluster:
 		c.queue.Add(keyCluster)
 	}
-}
-
-// ownedNATs are the cached NATs of an EgressIP (the NB client's owner index).
-func (c *Controller) ownedNATs(name string) []nbdb.NAT {
-	var out []nbdb.NAT
-	probe := &nbdb.NAT{}
-	_ = c.nb.WhereAny(probe, model.Condition{Field: &probe.ExternalIDs, Function: ovsdb.ConditionIncludes,
-		Value: map[string]string{topology.OwnerNameKey: name}}).List(context.Background(), &out)
-	return slices.DeleteFunc(out, func(n nbdb.NAT) bool {
-		return !topology.OwnedBy(n.ExternalIDs, topology.Owner{Type: OwnerEgressIP, Name: name})
-	})
-}
-
-// ownedReroutes are the cached router policies of an EgressIP.
-func (c *Controller) ownedReroutes(name string) []nbdb.LogicalRouterPolicy {
-	var out []nbdb.LogicalRouterPolicy
-	probe := &nbdb.LogicalRouterPolicy{}
-	_ = c.nb.WhereAny(probe, model.Condition{Field: &probe.ExternalIDs, Function: ovsdb.ConditionIncludes,
-		Value: map[string]string{topology.OwnerNameKey: name}}).List(context.Background(), &out)
-	return slices.DeleteFunc(out, func(p nbdb.LogicalRouterPolicy) bool {
-		return !topology.OwnedBy(p.ExternalIDs, topology.Owner{Type: OwnerEgressIP, Name: name})
-	})
 }
 
 // setWanted records the ids of the NATs and policies an EgressIP's sync is

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 
-	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/dnsname"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/dnstap"
 )
 
@@ -49,13 +48,7 @@ func (m *Master) serveDNSTap(ctx context.Context, l net.Listener) {
 	if l.Addr().Network() != "unix" {
 		allow = dnsEndpoint(m.factory.Discovery().V1().EndpointSlices().Lister(), ns, name)
 	}
-	srv := dnstap.New(dnstap.Options{Allow: allow}, func(qname string, answers []dnstap.Answer) {
-		obs := make([]dnsname.Answer, len(answers))
-		for i, a := range answers {
-			obs[i] = dnsname.Answer{Addr: a.Addr, TTL: a.TTL}
-		}
-		m.dns.Observe(qname, obs)
-	}, m.log.WithName("dnstap"))
+	srv := dnstap.New(dnstap.Options{Allow: allow}, m.dns.Observe, m.log.WithName("dnstap"))
 	m.log.Info("taking the cluster DNS's dnstap stream", "address", l.Addr().String(), "senders", "endpoints of "+m.cfg.DNSService)
 	if err := srv.Serve(ctx, l); err != nil && ctx.Err() == nil {
 		m.log.Error(err, "dnstap stream stopped: wildcard DNS names keep their addresses until their TTLs pass")

@@ -283,3 +283,19 @@ func FetchByName(ctx context.Context, c client.Client, row model.Model, fields .
 		return false, fmt.Errorf("%d %s rows are named %q", len(rows), table, name)
 	}
 }
+
+// Owned lists the cached rows of T's table (T a model struct such as
+// nbdb.NAT) that owner owns, through the client index on the owner's name
+// (NBModel gives load balancers, NATs and router policies one): no scan of
+// the table.
+func Owned[T any, PT interface {
+	*T
+	model.Model
+}](c client.Client, owner topology.Owner) []T {
+	var out []T
+	probe := PT(new(T))
+	field := reflect.ValueOf(probe).Elem().FieldByName("ExternalIDs").Addr().Interface()
+	_ = c.WhereAny(probe, model.Condition{Field: field, Function: ovsdb.ConditionIncludes,
+		Value: map[string]string{topology.OwnerNameKey: owner.Name}}).List(context.Background(), &out)
+	return slices.DeleteFunc(out, func(row T) bool { return !topology.OwnedBy(externalIDs(PT(&row)), owner) })
+}

@@ -190,13 +190,7 @@ func (c *Controller) gatewayRouters() []nbdb.LogicalRouter {
 
 // ownedLBs lists the load balancers the NB cache holds for a service.
 func (c *Controller) ownedLBs(key string) []nbdb.LoadBalancer {
-	var lbs []nbdb.LoadBalancer
-	probe := &nbdb.LoadBalancer{}
-	_ = c.nb.WhereAny(probe, model.Condition{Field: &probe.ExternalIDs, Function: ovsdb.ConditionIncludes,
-		Value: map[string]string{topology.OwnerNameKey: key}}).List(context.Background(), &lbs)
-	return slices.DeleteFunc(lbs, func(lb nbdb.LoadBalancer) bool {
-		return !ownedBy(lb.ExternalIDs, topology.Owner{Type: topology.OwnerService, Name: key})
-	})
+	return ovndb.Owned[nbdb.LoadBalancer](c.nb, topology.Owner{Type: topology.OwnerService, Name: key})
 }
 
 func ownedBy(ids map[string]string, want topology.Owner) bool {
