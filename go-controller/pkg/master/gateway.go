@@ -141,7 +141,7 @@ func (m *Master) existingJoinIPs(node string, ann map[string]string) []netip.Pre
 		return ps
 	}
 	lrp := &nbdb.LogicalRouterPort{Name: topology.RouterToGatewayJoinPort(node)}
-	if m.nb.Get(context.Background(), lrp) != nil || !ownedBy(lrp.ExternalIDs, topology.Owner{Type: topology.OwnerNode, Name: node}) {
+	if m.nb.Get(context.Background(), lrp) != nil || !topology.OwnedBy(lrp.ExternalIDs, topology.Owner{Type: topology.OwnerNode, Name: node}) {
 		return nil
 	}
 	var out []netip.Prefix
@@ -231,7 +231,7 @@ func gatewaySourceRoutes(t *ovndb.Txn, cluster *nbdb.LogicalRouter, node string,
 	owner := topology.Owner{Type: topology.OwnerNode, Name: node}
 	return t.ChildrenWhere(cluster.StaticRoutes, func(ids map[string]string) bool {
 		id := ids[topology.RowIDKey]
-		return ownedBy(ids, owner) && strings.HasPrefix(id, topology.GatewayClusterRouteIDPrefix) && !keep[id]
+		return topology.OwnedBy(ids, owner) && strings.HasPrefix(id, topology.GatewayClusterRouteIDPrefix) && !keep[id]
 	}, &nbdb.LogicalRouterStaticRoute{})
 }
 
@@ -250,7 +250,7 @@ func removeStaleLocalnets(ctx context.Context, t *ovndb.Txn, nb libovsdbclient.C
 	var stale []string
 	for _, uuid := range ext.Ports {
 		p := &nbdb.LogicalSwitchPort{UUID: uuid}
-		if nb.Get(ctx, p) == nil && p.Type == "localnet" && p.Name != keep && ownedBy(p.ExternalIDs, owner) {
+		if nb.Get(ctx, p) == nil && p.Type == "localnet" && p.Name != keep && topology.OwnedBy(p.ExternalIDs, owner) {
 			stale = append(stale, uuid)
 		}
 	}
@@ -281,14 +281,14 @@ func (m *Master) removeGateway(ctx context.Context, name string) error {
 // them), its join port and its source routes on the cluster router.
 func removeGatewayRows(t *ovndb.Txn, name string) {
 	owner := topology.Owner{Type: topology.OwnerNode, Name: name}
-	if gr := ovndb.Lookup(t, &nbdb.LogicalRouter{Name: topology.GatewayRouter(name)}); gr != nil && ownedBy(gr.ExternalIDs, owner) {
+	if gr := ovndb.Lookup(t, &nbdb.LogicalRouter{Name: topology.GatewayRouter(name)}); gr != nil && topology.OwnedBy(gr.ExternalIDs, owner) {
 		t.Delete(gr)
 	}
-	if ext := ovndb.Lookup(t, &nbdb.LogicalSwitch{Name: topology.ExternalSwitch(name)}); ext != nil && ownedBy(ext.ExternalIDs, owner) {
+	if ext := ovndb.Lookup(t, &nbdb.LogicalSwitch{Name: topology.ExternalSwitch(name)}); ext != nil && topology.OwnedBy(ext.ExternalIDs, owner) {
 		t.Delete(ext)
 	}
 	join := ovndb.Lookup(t, &nbdb.LogicalSwitch{Name: topology.JoinSwitch})
-	if jtor := ovndb.Lookup(t, &nbdb.LogicalSwitchPort{Name: topology.JoinToGatewayPort(name)}); jtor != nil && join != nil && ownedBy(jtor.ExternalIDs, owner) {
+	if jtor := ovndb.Lookup(t, &nbdb.LogicalSwitchPort{Name: topology.JoinToGatewayPort(name)}); jtor != nil && join != nil && topology.OwnedBy(jtor.ExternalIDs, owner) {
 		t.RemoveChildren(join, &join.Ports, jtor.UUID)
 	}
 	if cluster := ovndb.Lookup(t, &nbdb.LogicalRouter{Name: topology.ClusterRouter}); cluster != nil {

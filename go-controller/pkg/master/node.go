@@ -175,7 +175,7 @@ func EnsureNode(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc
 		}
 		if len(guardedDBs) == 0 { // a guard left from a run that had endpoints
 			t.RemoveChildren(sw, &sw.ACLs, t.ChildrenWhere(sw.ACLs, func(ids map[string]string) bool {
-				return ownedBy(ids, topology.Owner{Type: topology.OwnerNode, Name: name}) && ids[topology.RowIDKey] == topology.DBGuardACLID
+				return topology.OwnedBy(ids, topology.Owner{Type: topology.OwnerNode, Name: name}) && ids[topology.RowIDKey] == topology.DBGuardACLID
 			}, &nbdb.ACL{})...)
 		}
 	}
@@ -189,7 +189,7 @@ func EnsureNode(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc
 	owner := topology.Owner{Type: topology.OwnerNode, Name: name}
 	t.RemoveChildren(router, &router.StaticRoutes, t.ChildrenWhere(router.StaticRoutes, func(ids map[string]string) bool {
 		id := ids[topology.RowIDKey]
-		return ownedBy(ids, owner) && strings.HasPrefix(id, topology.HostRouteIDPrefix) && !wanted[id]
+		return topology.OwnedBy(ids, owner) && strings.HasPrefix(id, topology.HostRouteIDPrefix) && !wanted[id]
 	}, &nbdb.LogicalRouterStaticRoute{})...)
 	wantedPolicies := map[string]bool{}
 	for _, p := range rows.HostPolicies {
@@ -198,7 +198,7 @@ func EnsureNode(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc
 	}
 	t.RemoveChildren(router, &router.Policies, t.ChildrenWhere(router.Policies, func(ids map[string]string) bool {
 		id := ids[topology.RowIDKey]
-		return ownedBy(ids, owner) && strings.HasPrefix(id, topology.HostRouteIDPrefix) && !wantedPolicies[id]
+		return topology.OwnedBy(ids, owner) && strings.HasPrefix(id, topology.HostRouteIDPrefix) && !wantedPolicies[id]
 	}, &nbdb.LogicalRouterPolicy{})...)
 	ops, err := t.Ops()
 	if err != nil {
@@ -221,20 +221,20 @@ func (m *Master) deleteNode(ctx context.Context, name string) error {
 	}
 	owner := topology.Owner{Type: topology.OwnerNode, Name: name}
 	t := ovndb.NewTxn(m.nb)
-	if sw := ovndb.Lookup(t, &nbdb.LogicalSwitch{Name: name}); sw != nil && ownedBy(sw.ExternalIDs, owner) {
+	if sw := ovndb.Lookup(t, &nbdb.LogicalSwitch{Name: name}); sw != nil && topology.OwnedBy(sw.ExternalIDs, owner) {
 		t.Delete(sw) // its ports are garbage-collected with it
 	}
 	lrp := ovndb.Lookup(t, &nbdb.LogicalRouterPort{Name: topology.NodeRouterToSwitchPort(name)})
 	router := ovndb.Lookup(t, &nbdb.LogicalRouter{Name: topology.ClusterRouter})
-	if lrp != nil && router != nil && ownedBy(lrp.ExternalIDs, owner) {
+	if lrp != nil && router != nil && topology.OwnedBy(lrp.ExternalIDs, owner) {
 		t.RemoveChildren(router, &router.Ports, lrp.UUID)
 	}
 	removeGatewayRows(t, name)
 	if router != nil {
 		t.RemoveChildren(router, &router.StaticRoutes, t.ChildrenWhere(router.StaticRoutes,
-			func(ids map[string]string) bool { return ownedBy(ids, owner) }, &nbdb.LogicalRouterStaticRoute{})...)
+			func(ids map[string]string) bool { return topology.OwnedBy(ids, owner) }, &nbdb.LogicalRouterStaticRoute{})...)
 		t.RemoveChildren(router, &router.Policies, t.ChildrenWhere(router.Policies,
-			func(ids map[string]string) bool { return ownedBy(ids, owner) }, &nbdb.LogicalRouterPolicy{})...)
+			func(ids map[string]string) bool { return topology.OwnedBy(ids, owner) }, &nbdb.LogicalRouterPolicy{})...)
 	}
 	ops, err := t.Ops()
 	if err != nil {
@@ -249,11 +249,6 @@ func (m *Master) deleteNode(ctx context.Context, name string) error {
 	m.ipam.releaseNode(name)
 	m.ipam.releaseGatewayJoinIPs(name)
 	return nil
-}
-
-func ownedBy(ids map[string]string, want topology.Owner) bool {
-	o, ok := topology.OwnerOf(ids)
-	return ok && o == want
 }
 
 func (m *Master) nodeUpdated(old, cur any) {

@@ -249,7 +249,7 @@ func (m *Master) removePodPort(ctx context.Context, key string) error {
 	ns, name, _ := splitKey(key)
 	t := ovndb.NewTxn(m.nb)
 	lsp := ovndb.Lookup(t, &nbdb.LogicalSwitchPort{Name: topology.PodPort(ns, name)})
-	if lsp == nil || !ownedBy(lsp.ExternalIDs, topology.Owner{Type: topology.OwnerPod, Name: key}) {
+	if lsp == nil || !topology.OwnedBy(lsp.ExternalIDs, topology.Owner{Type: topology.OwnerPod, Name: key}) {
 		return t.Err()
 	}
 	// Whichever switch holds it: normally its node's, but rows may have been

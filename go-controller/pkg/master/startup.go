@@ -98,7 +98,7 @@ func (m *Master) existingNodeSubnets(node string, ann map[string]string) ([]neti
 		return m.annotatedNodeSubnets(v)
 	}
 	lrp := &nbdb.LogicalRouterPort{Name: topology.NodeRouterToSwitchPort(node)}
-	if err := m.nb.Get(context.Background(), lrp); err != nil || !ownedBy(lrp.ExternalIDs, topology.Owner{Type: topology.OwnerNode, Name: node}) {
+	if err := m.nb.Get(context.Background(), lrp); err != nil || !topology.OwnedBy(lrp.ExternalIDs, topology.Owner{Type: topology.OwnerNode, Name: node}) {
 		return nil, fmt.Errorf("no annotation and no router port of ours")
 	}
 	var subnets []netip.Prefix
@@ -140,7 +140,7 @@ func (m *Master) portAddrs(pod *slim.Pod, subnets []netip.Prefix) ([]netip.Addr,
 		return nil, fmt.Errorf("no port")
 	}
 	owner := topology.Owner{Type: topology.OwnerPod, Name: pod.Namespace + "/" + pod.Name}
-	if !ownedBy(lsp.ExternalIDs, owner) || lsp.Options["iface-id-ver"] != string(pod.UID) || len(lsp.Addresses) != 1 {
+	if !topology.OwnedBy(lsp.ExternalIDs, owner) || lsp.Options["iface-id-ver"] != string(pod.UID) || len(lsp.Addresses) != 1 {
 		return nil, fmt.Errorf("the port belongs to another incarnation or is not ours")
 	}
 	_, ips, ok := topology.ParseLSPAddress(lsp.Addresses[0])

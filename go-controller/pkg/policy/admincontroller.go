@@ -331,7 +331,7 @@ func (c *Controller) collisionWinner(a *adminObject) *adminObject {
 // hasPortGroup says whether an admin policy's port group is in the NB.
 func (c *Controller) hasPortGroup(p *AdminPolicy) bool {
 	pg := &nbdb.PortGroup{Name: AdminPortGroup(p.Kind, p.Name)}
-	return c.nb.Get(context.Background(), pg) == nil && ownedBy(pg.ExternalIDs, topology.Owner{Type: p.Kind, Name: p.Name})
+	return c.nb.Get(context.Background(), pg) == nil && topology.OwnedBy(pg.ExternalIDs, topology.Owner{Type: p.Kind, Name: p.Name})
 }
 
 // syncAdmin makes an admin policy's port group (members and ACLs) match
@@ -379,7 +379,7 @@ func (c *Controller) syncAdmin(ctx context.Context, key string) error {
 	members := memberMemo{}
 	err := c.commitBuilt(ctx, func(t *ovndb.Txn) {
 		if rows == nil {
-			if pg := ovndb.Lookup(t, &nbdb.PortGroup{Name: AdminPortGroup(kind, name)}); pg != nil && ownedBy(pg.ExternalIDs, owner) {
+			if pg := ovndb.Lookup(t, &nbdb.PortGroup{Name: AdminPortGroup(kind, name)}); pg != nil && topology.OwnedBy(pg.ExternalIDs, owner) {
 				t.Delete(pg) // its ACLs go with it
 			}
 			return

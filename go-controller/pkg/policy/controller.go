@@ -544,7 +544,7 @@ func (c *Controller) syncPolicy(ctx context.Context, key string) error {
 		c.reportRefusal(&networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, "")
 		unused, _ = c.register(key, ns, nil)
 		build = func(t *ovndb.Txn) {
-			if pg := ovndb.Lookup(t, &nbdb.PortGroup{Name: PolicyPortGroup(ns, name)}); pg != nil && ownedBy(pg.ExternalIDs, owner) {
+			if pg := ovndb.Lookup(t, &nbdb.PortGroup{Name: PolicyPortGroup(ns, name)}); pg != nil && topology.OwnedBy(pg.ExternalIDs, owner) {
 				t.Delete(pg) // its ACLs go with it
 			}
 		}
@@ -685,7 +685,7 @@ func (c *Controller) syncSet(ctx context.Context, name string, owner topology.Ow
 		switch {
 		case row != nil && c.fams.Has(v6):
 			ensureAddressSet(t, cached, row(v6))
-		case cached != nil && ownedBy(cached.ExternalIDs, owner):
+		case cached != nil && topology.OwnedBy(cached.ExternalIDs, owner):
 			t.Delete(cached)
 		}
 	}
@@ -867,7 +867,7 @@ func (c *Controller) selectedPorts(t *ovndb.Txn, ns string, match func(*slim.Pod
 			continue
 		}
 		lsp := ovndb.Lookup(t, &nbdb.LogicalSwitchPort{Name: topology.PodPort(p.Namespace, p.Name)})
-		if lsp != nil && ownedBy(lsp.ExternalIDs, topology.Owner{Type: topology.OwnerPod, Name: key}) {
+		if lsp != nil && topology.OwnedBy(lsp.ExternalIDs, topology.Owner{Type: topology.OwnerPod, Name: key}) {
 			c.podPorts.Store(key, lsp.UUID)
 			out = append(out, lsp.UUID)
 		}
@@ -930,7 +930,7 @@ func (c *Controller) syncNamespace(ctx context.Context, ns string) error {
 	for d, sels := range map[Direction][]labels.Selector{Ingress: in, Egress: eg} {
 		if len(sels) == 0 {
 			if pg := ovndb.Lookup(t, &nbdb.PortGroup{Name: DefaultDenyPortGroup(ns, d)}); pg != nil &&
-				ownedBy(pg.ExternalIDs, topology.Owner{Type: OwnerNamespace, Name: ns}) {
+				topology.OwnedBy(pg.ExternalIDs, topology.Owner{Type: OwnerNamespace, Name: ns}) {
 				t.Delete(pg)
 			}
 			continue
@@ -965,11 +965,6 @@ func (c *Controller) logging(namespace string) Logging {
 		return Logging{}
 	}
 	return Logging{Allow: l.Allow, Deny: l.Deny, Meter: topology.ACLLogMeter}
-}
-
-func ownedBy(ids map[string]string, want topology.Owner) bool {
-	o, ok := topology.OwnerOf(ids)
-	return ok && o == want
 }
 
 func (c *Controller) policyChanged(obj any) {

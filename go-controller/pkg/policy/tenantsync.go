@@ -106,7 +106,7 @@ func (c *Controller) syncTenant(ctx context.Context, tenant string) error {
 	cachedPG := ovndb.Lookup(t, &nbdb.PortGroup{Name: TenantPortGroup(tenant)})
 	pg, acls := TenantRows(tenant, c.opts.ClusterSubnets, c.opts.NodeSources)
 	if len(members) == 0 || tenant == GlobalTenant {
-		if cachedPG != nil && ownedBy(cachedPG.ExternalIDs, owner) {
+		if cachedPG != nil && topology.OwnedBy(cachedPG.ExternalIDs, owner) {
 			t.Delete(cachedPG)
 		}
 	}
@@ -114,7 +114,7 @@ func (c *Controller) syncTenant(ctx context.Context, tenant string) error {
 	for _, v6 := range []bool{false, true} {
 		cachedSet := ovndb.Lookup(t, &nbdb.AddressSet{Name: topology.FamilySetName(TenantAddressSet(tenant), v6)})
 		if !keepSet || !c.fams.Has(v6) {
-			if cachedSet != nil && ownedBy(cachedSet.ExternalIDs, owner) {
+			if cachedSet != nil && topology.OwnedBy(cachedSet.ExternalIDs, owner) {
 				t.Delete(cachedSet)
 			}
 			continue

@@ -162,7 +162,7 @@ func (c *Controller) nbRowChanged(m model.Model, ev rowEvent) {
 	case *nbdb.LogicalSwitch:
 		// A node switch that comes (or comes back) gets its node's
 		// balancers of services with a Local internal policy.
-		if ev == rowAdded && ownedBy(row.ExternalIDs, topology.Owner{Type: topology.OwnerNode, Name: row.Name}) {
+		if ev == rowAdded && topology.OwnedBy(row.ExternalIDs, topology.Owner{Type: topology.OwnerNode, Name: row.Name}) {
 			c.gatewaysChanged()
 		}
 	}
@@ -191,11 +191,6 @@ func (c *Controller) gatewayRouters() []nbdb.LogicalRouter {
 // ownedLBs lists the load balancers the NB cache holds for a service.
 func (c *Controller) ownedLBs(key string) []nbdb.LoadBalancer {
 	return ovndb.Owned[nbdb.LoadBalancer](c.nb, topology.Owner{Type: topology.OwnerService, Name: key})
-}
-
-func ownedBy(ids map[string]string, want topology.Owner) bool {
-	o, ok := topology.OwnerOf(ids)
-	return ok && o == want
 }
 
 func (c *Controller) gatewaysChanged() {
@@ -308,7 +303,7 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 	for node, lb := range d.PerNodeSwitch {
 		node, _, _ = strings.Cut(node, "/")
 		ls := ovndb.Lookup(t, &nbdb.LogicalSwitch{Name: node})
-		if ls == nil || !ownedBy(ls.ExternalIDs, topology.Owner{Type: topology.OwnerNode, Name: node}) {
+		if ls == nil || !topology.OwnedBy(ls.ExternalIDs, topology.Owner{Type: topology.OwnerNode, Name: node}) {
 			continue // no switch yet (its creation re-syncs these services)
 		}
 		wanted[lb.Name] = true
