@@ -134,7 +134,7 @@ func (m *Master) reportFamilyDrop(obj runtime.Object, d familyDrop) {
 	if !ok {
 		return
 	}
-	if prev, seen := m.familyReported.Swap(familyKey(d.holder, d.name, d.annotation), msg); seen && prev == msg {
+	if prev, seen := m.reported.Swap(familyKey(d.holder, d.name, d.annotation), msg); seen && prev == msg {
 		return
 	}
 	m.log.Info("an annotation holds addresses of an IP family the cluster does not have; they are dropped",
@@ -145,7 +145,7 @@ func (m *Master) reportFamilyDrop(obj runtime.Object, d familyDrop) {
 // forgetFamilyDrops forgets what was reported about an object that is gone.
 func (m *Master) forgetFamilyDrops(holder, name string, annotations ...string) {
 	for _, a := range annotations {
-		m.familyReported.Delete(familyKey(holder, name, a))
+		m.reported.Delete(familyKey(holder, name, a))
 	}
 }
 

@@ -38,11 +38,16 @@ func (m *Master) syncGateway(ctx context.Context, node *corev1.Node, subnets []n
 	case errors.Is(err, errGatewayNotYet):
 		return nil
 	case err != nil:
-		m.log.Error(err, "ignoring the node's gateway annotation; its gateway is left as it is", "node", node.Name)
-		m.recorder.Eventf(node, corev1.EventTypeWarning, "GatewayConfigInvalid",
-			"gateway of node %s not changed: %v; run gateway-init on the node again", node.Name, err)
+		// Once per node and problem: every update of the node (a heartbeat)
+		// syncs it again.
+		if prev, seen := m.reported.Swap(gatewayKey(node.Name), err.Error()); !seen || prev != err.Error() {
+			m.log.Error(err, "ignoring the node's gateway annotation; its gateway is left as it is", "node", node.Name)
+			m.recorder.Eventf(node, corev1.EventTypeWarning, "GatewayConfigInvalid",
+				"gateway of node %s not changed: %v; run gateway-init on the node again", node.Name, err)
+		}
 		return nil
 	}
+	m.reported.Delete(gatewayKey(node.Name))
 	if err := EnsureGateway(ctx, m.nb, m.committer.Commit, in); err != nil {
 		return fmt.Errorf("gateway of node %s: %w", node.Name, err)
 	}
@@ -54,6 +59,8 @@ func (m *Master) syncGateway(ctx context.Context, node *corev1.Node, subnets []n
 	}
 	return nil
 }
+
+func gatewayKey(node string) string { return "gateway " + node }
 
 // reportJoinIPsDrop reports a join address annotation, about to be
 // rewritten as joinIPs, that held a family the cluster lacks. Restoring

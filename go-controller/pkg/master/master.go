@@ -76,9 +76,10 @@ type Master struct {
 	// duplicate-address conflicts already reported (nodeaddr.go).
 	nodeIndexer     cache.Indexer
 	dupAddrReported sync.Map
-	// familyReported holds, per object and annotation, the IP family drop
-	// last reported (families.go).
-	familyReported sync.Map
+	// reported holds, per object and annotation, the problem last reported
+	// (an IP family drop, families.go; a malformed gateway, gateway.go), so
+	// that a retry or a resync does not repeat it.
+	reported sync.Map
 	latency        podLatency
 }
 

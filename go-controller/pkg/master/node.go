@@ -215,6 +215,7 @@ func EnsureNode(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc
 func (m *Master) deleteNode(ctx context.Context, name string) error {
 	m.nodesReady.Delete(name)
 	m.forgetFamilyDrops("node", name, annotations.NodeSubnets, annotations.NodeGatewayJoinIP)
+	m.reported.Delete(gatewayKey(name))
 	if n := m.podsHoldingOn(name); n > 0 {
 		m.log.Info("node is gone but pods bound to it remain; keeping its subnet and rows until they are gone", "node", name, "pods", n)
 		return nil
