@@ -80,7 +80,7 @@ type Master struct {
 	// (an IP family drop, families.go; a malformed gateway, gateway.go), so
 	// that a retry or a resync does not repeat it.
 	reported sync.Map
-	latency        podLatency
+	latency  podLatency
 }
 
 // NewInformers is the informer factory a master reads the cluster through,
