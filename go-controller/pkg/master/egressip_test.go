@@ -3,6 +3,7 @@ package master
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/egressip"
 	k8sovnv1 "github.com/ovn-k8s/ovn-k8s/go-controller/pkg/k8sovn/v1"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
@@ -43,13 +45,22 @@ func (e *env) egressNode(name, ip string) {
 }
 
 func egressIPObject(name string, ips ...string) *unstructured.Unstructured {
+	return egressIPSelecting(name, map[string]string{"env": "prod"}, ips...)
+}
+
+// egressIPSelecting is an EgressIP of the pods of the namespaces labelled ns.
+func egressIPSelecting(name string, ns map[string]string, ips ...string) *unstructured.Unstructured {
+	labels := map[string]any{}
+	for k, v := range ns {
+		labels[k] = v
+	}
 	var list []any
 	for _, ip := range ips {
 		list = append(list, ip)
 	}
 	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": k8sovnv1.GroupVersion.String(), "kind": "EgressIP",
 		"metadata": map[string]any{"name": name, "creationTimestamp": time.Now().UTC().Format(time.RFC3339)},
-		"spec":     map[string]any{"egressIPs": list, "namespaceSelector": map[string]any{"matchLabels": map[string]any{"env": "prod"}}}}}
+		"spec":     map[string]any{"egressIPs": list, "namespaceSelector": map[string]any{"matchLabels": labels}}}}
 }
 
 // egressRows counts the rows of one EgressIP in the NB: SNATs, reroutes.
@@ -191,4 +202,196 @@ func TestEgressIPMovesItsNATs(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// freshEgressIPInformer gives the next start of the master an EgressIP
+// informer of its own (a stopped informer cannot run again), as a new
+// process would have.
+func (e *env) freshEgressIPInformer(dyn *dynamicfake.FakeDynamicClient) {
+	e.apis.EgressIP = &egressip.API{Dynamic: dyn, Informer: k8sovnv1.NewEgressIPInformer(dyn, 0)}
+}
+
+// eipRowsAre is nil when an EgressIP's status and NB rows are exactly those
+// of ip alone, assigned to node (any node when ""), for the pods with these
+// addresses: its status one item; its SNATs, every one in the NB held by
+// GR_<its node>, one per pod, each to ip; one reroute to that node's gateway
+// router; its address set the pods. No NAT of anyone's gives stale. It
+// returns the node.
+func (e *env) eipRowsAre(dyn *dynamicfake.FakeDynamicClient, name, ip, node string, pods []string, stale string) (string, error) {
+	ctx := context.Background()
+	o, err := dyn.Resource(k8sovnv1.EgressIPResource).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	items, _, _ := unstructured.NestedSlice(o.Object, "status", "items")
+	if len(items) != 1 {
+		return "", fmt.Errorf("status items %v, want one for %s", items, ip)
+	}
+	it, _ := items[0].(map[string]any)
+	got, _ := it["node"].(string)
+	if it["egressIP"] != ip || got == "" || (node != "" && got != node) {
+		return "", fmt.Errorf("status items %v, want %s on %q", items, ip, node)
+	}
+	node = got
+	// Which router holds each NAT.
+	var routers []nbdb.LogicalRouter
+	if err := e.nb.List(ctx, &routers); err != nil {
+		return "", err
+	}
+	holder := map[string][]string{}
+	for _, r := range routers {
+		for _, u := range r.Nat {
+			holder[u] = append(holder[u], r.Name)
+		}
+	}
+	var nats []nbdb.NAT
+	if err := e.nb.List(ctx, &nats); err != nil {
+		return "", err
+	}
+	var logical, bad []string
+	for _, n := range nats {
+		owner, _ := topology.OwnerOf(n.ExternalIDs)
+		mine := owner.Type == egressip.OwnerEgressIP && owner.Name == name
+		if n.ExternalIP == stale && stale != "" {
+			bad = append(bad, fmt.Sprintf("%s>%s on %v (owner %v)", n.LogicalIP, n.ExternalIP, holder[n.UUID], owner))
+			continue
+		}
+		if !mine {
+			continue
+		}
+		if n.ExternalIP != ip || n.Type != nbdb.NATTypeSNAT || !slices.Equal(holder[n.UUID], []string{topology.GatewayRouter(node)}) {
+			bad = append(bad, fmt.Sprintf("%s %s>%s on %v", n.Type, n.LogicalIP, n.ExternalIP, holder[n.UUID]))
+			continue
+		}
+		logical = append(logical, n.LogicalIP)
+	}
+	if len(bad) > 0 {
+		return "", fmt.Errorf("NATs not of %s on %s: %v", ip, node, bad)
+	}
+	slices.Sort(logical)
+	want := slices.Sorted(slices.Values(pods))
+	if !slices.Equal(logical, want) {
+		return "", fmt.Errorf("SNATs of %v on GR_%s, want %v", logical, node, want)
+	}
+	n, err := e.kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	joins, err := annotations.ParseGatewayJoinIPs(n.Annotations[annotations.NodeGatewayJoinIP])
+	if err != nil || len(joins) == 0 {
+		return "", fmt.Errorf("node %s's join address: %v", node, err)
+	}
+	var reroutes []string
+	var lrps []nbdb.LogicalRouterPolicy
+	_ = e.nb.WhereCache(func(p *nbdb.LogicalRouterPolicy) bool {
+		o, _ := topology.OwnerOf(p.ExternalIDs)
+		return o.Type == egressip.OwnerEgressIP && o.Name == name
+	}).List(ctx, &lrps)
+	for _, p := range lrps {
+		reroutes = append(reroutes, fmt.Sprintf("%d %s %s %v", p.Priority, p.Match, p.Action, p.Nexthops))
+	}
+	wantReroute := fmt.Sprintf("%d ip4.src == $%s %s [%s]", egressip.ReroutePriority, egressip.SetName(name), nbdb.LogicalRouterPolicyActionReroute, joins[0].Addr())
+	if !slices.Equal(reroutes, []string{wantReroute}) {
+		return "", fmt.Errorf("reroutes %q, want %q", reroutes, wantReroute)
+	}
+	set := &nbdb.AddressSet{Name: egressip.SetName(name)}
+	if err := e.nb.Get(ctx, set); err != nil {
+		return "", fmt.Errorf("address set %s: %w", set.Name, err)
+	}
+	if members := slices.Sorted(slices.Values(set.Addresses)); !slices.Equal(members, want) {
+		return "", fmt.Errorf("address set %s holds %v, want %v", set.Name, members, want)
+	}
+	return node, nil
+}
+
+// An EgressIP deleted and at once created again under the same name, with
+// another IP (and, in variants, selecting other pods, or while the master is
+// stopped, its old node no longer assignable), ends with exactly the new
+// object's rows: every SNAT of it gives the new IP on the new assignment's
+// gateway router, no NAT gives the old IP, the reroute goes to the new
+// node alone, the address set holds only the newly selected pods, and the
+// status lists the new IP only.
+func TestEgressIPDeletedAndRecreatedWithTheSameName(t *testing.T) {
+	prod, dev := map[string]string{"env": "prod"}, map[string]string{"env": "dev"}
+	for _, tc := range []struct {
+		name    string
+		ns      map[string]string // the re-created one's namespace selector
+		stopped bool              // re-created while the master is stopped; the old node unassignable meanwhile
+	}{
+		{"another IP", prod, false},
+		{"another IP and other pods", dev, false},
+		{"while the master is stopped", dev, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			dyn := e.withEgressIPs()
+			e.egressNode("n1", "172.18.0.2")
+			e.egressNode("n2", "172.18.0.3")
+			e.createNamespace("prod", prod)
+			e.createNamespace("dev", dev)
+			for _, p := range [][3]string{{"prod", "a", "n1"}, {"prod", "b", "n2"}, {"dev", "c", "n1"}, {"dev", "d", "n2"}} {
+				e.createPod(p[0], p[1], p[2])
+			}
+			e.start()
+			addrs := map[string][]string{}
+			for _, p := range [][2]string{{"prod", "a"}, {"prod", "b"}, {"dev", "c"}, {"dev", "d"}} {
+				pn := e.podNetwork(p[0], p[1])
+				addrs[p[0]] = append(addrs[p[0]], pn.IPs[0].Addr().String())
+			}
+			eips := dyn.Resource(k8sovnv1.EgressIPResource)
+			if _, err := eips.Create(context.Background(), egressIPObject("eip1", "172.18.0.100"), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			var oldNode string
+			harness.Eventually(t, 10*time.Second, "eip1 programmed with 172.18.0.100", func() (err error) {
+				oldNode, err = e.eipRowsAre(dyn, "eip1", "172.18.0.100", "", addrs["prod"], "")
+				return err
+			})
+
+			if tc.stopped {
+				e.stop()
+			}
+			if err := eips.Delete(context.Background(), "eip1", metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := eips.Create(context.Background(), egressIPSelecting("eip1", tc.ns, "172.18.0.101"), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			wantNode, pods := "", addrs["prod"]
+			if tc.ns["env"] == "dev" {
+				pods = addrs["dev"]
+			}
+			if tc.stopped {
+				// The old rows are on the old node's router; the new IP
+				// must go to the other one.
+				n, err := e.kube.CoreV1().Nodes().Get(context.Background(), oldNode, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				delete(n.Labels, k8sovnv1.EgressAssignableLabel)
+				if _, err := e.kube.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				wantNode = map[string]string{"n1": "n2", "n2": "n1"}[oldNode]
+				e.freshEgressIPInformer(dyn)
+				e.start()
+			}
+			var newNode string
+			harness.Eventually(t, 10*time.Second, "eip1 with 172.18.0.101 only, nothing of 172.18.0.100", func() (err error) {
+				newNode, err = e.eipRowsAre(dyn, "eip1", "172.18.0.101", wantNode, pods, "172.18.0.100")
+				return err
+			})
+			// And it stays so once the master has nothing left to do.
+			harness.Eventually(t, 10*time.Second, "the master idle", func() error {
+				if !e.m.eips.Idle() {
+					return fmt.Errorf("busy")
+				}
+				return nil
+			})
+			if _, err := e.eipRowsAre(dyn, "eip1", "172.18.0.101", newNode, pods, "172.18.0.100"); err != nil {
+				t.Fatalf("once idle: %v", err)
+			}
+			t.Logf("172.18.0.100 was on %s, 172.18.0.101 is on %s", oldNode, newNode)
+		})
+	}
 }
