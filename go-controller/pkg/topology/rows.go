@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
@@ -107,6 +108,13 @@ func replyMarkRow(name string, subnets, internal []netip.Prefix) *nbdb.QoS {
 	}
 	ids := Owner{Type: OwnerNode, Name: name}.ExternalIDs()
 	ids[RowIDKey] = ReplyMarkID
+	internal = slices.Clone(internal) // in address order: one match whoever computes it
+	slices.SortFunc(internal, func(a, b netip.Prefix) int {
+		if c := a.Addr().Compare(b.Addr()); c != 0 {
+			return c
+		}
+		return a.Bits() - b.Bits()
+	})
 	var clauses []string
 	for _, s := range subnets {
 		fam := "ip4"

@@ -58,12 +58,12 @@ func masterInitCommand() *cli.Command {
 			defer cancel()
 			ctx, cancelT := context.WithTimeout(ctx, c.Duration("timeout"))
 			defer cancelT()
-			return masterInit(ctx, nbAddr, nbTLS, []netip.Prefix{join}, node, sw)
+			return masterInit(ctx, nbAddr, nbTLS, cluster, join, node, sw)
 		},
 	}
 }
 
-func masterInit(ctx context.Context, nbAddr []string, nbTLS *tls.Config, join []netip.Prefix, node string, subnet netip.Prefix) error {
+func masterInit(ctx context.Context, nbAddr []string, nbTLS *tls.Config, cluster, join netip.Prefix, node string, subnet netip.Prefix) error {
 	log := logger().WithName("master-init")
 	nb, err := ovndb.ConnectNB(ctx, nbAddr, log, nbTLS)
 	if err != nil {
@@ -72,10 +72,12 @@ func masterInit(ctx context.Context, nbAddr []string, nbTLS *tls.Config, join []
 	defer nb.Close()
 	committer := ovndb.NewCommitter(nb, log)
 	go committer.Run(ctx)
-	if err := master.EnsureCluster(ctx, nb, committer.Commit, join); err != nil {
+	if err := master.EnsureCluster(ctx, nb, committer.Commit, []netip.Prefix{join}); err != nil {
 		return fmt.Errorf("creating cluster router and join switch: %w", err)
 	}
-	if err := master.EnsureNode(ctx, nb, committer.Commit, node, []netip.Prefix{subnet}, nil, nil, false, nil, nil); err != nil {
+	// The internal ranges as the master has them, so that it adopts the
+	// node switch's rows unchanged.
+	if err := master.EnsureNode(ctx, nb, committer.Commit, node, []netip.Prefix{subnet}, []netip.Prefix{cluster, join}, nil, false, nil, nil); err != nil {
 		return fmt.Errorf("creating switch of node %s: %w", node, err)
 	}
 	log.Info("cluster topology in place", "node", node, "subnet", subnet, "nbTransactions", committer.Transactions())
