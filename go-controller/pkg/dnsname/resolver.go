@@ -189,8 +189,9 @@ func (r *Resolver) Observe(name string, answers []Answer) {
 	now := time.Now()
 	changed := false
 	r.mu.Lock()
-	for pattern, e := range r.names {
-		if !Matches(pattern, name) {
+	for _, pattern := range patternsOf(name) {
+		e := r.names[pattern]
+		if e == nil {
 			continue
 		}
 		if c, _ := e.update(found, now, r.opts.MinTTL); c {
@@ -204,6 +205,21 @@ func (r *Resolver) Observe(name string, answers []Answer) {
 	r.mu.Unlock()
 	if changed {
 		r.kick()
+	}
+}
+
+// patternsOf are the names that match name (Matches): itself and the
+// wildcard of each domain above it, so that an observation costs a lookup
+// per label, however many names are followed.
+func patternsOf(name string) []string {
+	out := []string{name}
+	for rest := name; ; {
+		_, after, ok := strings.Cut(rest, ".")
+		if !ok {
+			return out
+		}
+		out = append(out, Wildcard+after)
+		rest = after
 	}
 }
 

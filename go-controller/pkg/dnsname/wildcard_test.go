@@ -57,6 +57,14 @@ func TestMatches(t *testing.T) {
 			t.Errorf("Matches(%q, %q) = %v", c.pattern, c.name, got)
 		}
 	}
+	if got := patternsOf("a.b.example.com"); !slices.Equal(got, []string{"a.b.example.com", "*.b.example.com", "*.example.com", "*.com"}) {
+		t.Errorf("patternsOf = %v", got)
+	}
+	for _, p := range patternsOf("a.b.example.com") {
+		if !Matches(p, "a.b.example.com") {
+			t.Errorf("pattern %q does not match the name it came from", p)
+		}
+	}
 	for in, want := range map[string]string{"*.Example.COM.": "*.example.com", "www.example.com": "www.example.com", "*.": "", "**.x": "", "a.*.x": ""} {
 		if got, ok := NormalizePattern(in); got != want && !(want == "" && !ok) {
 			t.Errorf("NormalizePattern(%q) = %q, %v", in, got, ok)
