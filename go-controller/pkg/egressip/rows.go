@@ -123,7 +123,7 @@ func Compute(p Plan, fams topology.Families) Rows {
 		}
 		slices.Sort(hops)
 		ids = owner.ExternalIDs()
-		fam := family(v6)
+		fam := topology.IPLayer(v6)
 		ids[topology.RowIDKey] = RowID(p.Name, "reroute", fam)
 		r.Reroutes = append(r.Reroutes, &nbdb.LogicalRouterPolicy{Priority: ReroutePriority,
 			Match:  fmt.Sprintf("%s.src == $%s", fam, topology.FamilySetName(SetName(p.Name), v6)),
@@ -149,13 +149,6 @@ func snats(p Plan, a Assignment, v6 bool) []*nbdb.NAT {
 	return out
 }
 
-func family(v6 bool) string {
-	if v6 {
-		return "ip6"
-	}
-	return "ip4"
-}
-
 // NoReroutes are the policies keeping the selected pods' traffic inside the
 // cluster on its way: to the pod subnets, to the join subnets (replies to
 // gateway routers) and to the nodes' addresses (the set NodesSet), and
@@ -173,7 +166,7 @@ func NoReroutes(clusterSubnets, joinSubnets []netip.Prefix) []*nbdb.LogicalRoute
 	// Local answered by a selected pod on a node that is not its egress node.
 	add("replies", fmt.Sprintf("pkt.mark == %d", topology.ReplyPktMark))
 	for _, cs := range clusterSubnets {
-		fam := family(cs.Addr().Is6())
+		fam := topology.IPLayer(cs.Addr().Is6())
 		add("pods/"+cs.String(), fmt.Sprintf("%s.src == %s && %s.dst == %s", fam, cs, fam, cs))
 		for _, j := range joinSubnets {
 			if j.Addr().Is6() == cs.Addr().Is6() {

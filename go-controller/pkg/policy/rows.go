@@ -214,10 +214,7 @@ func addrMatch(fams topology.Families, field string, sets []string) string {
 
 // ipField is the match field of an address of one family ("src", "dst").
 func ipField(v6 bool, field string) string {
-	if v6 {
-		return "ip6." + field
-	}
-	return "ip4." + field
+	return topology.IPLayer(v6) + "." + field
 }
 
 // Resolver lists the distinct numbers a named port has among the pods of a

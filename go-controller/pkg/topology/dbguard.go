@@ -24,11 +24,7 @@ const ACLPriorityDBGuard = 32000
 func DBGuard(node string, endpoints []netip.AddrPort) *nbdb.ACL {
 	var clauses []string
 	for _, ep := range endpoints {
-		fam := "ip4"
-		if ep.Addr().Is6() {
-			fam = "ip6"
-		}
-		c := "(" + fam + ".dst == " + ep.Addr().Unmap().String() + " && tcp.dst == " + strconv.Itoa(int(ep.Port())) + ")"
+		c := "(" + IPLayer(ep.Addr().Is6()) + ".dst == " + ep.Addr().Unmap().String() + " && tcp.dst == " + strconv.Itoa(int(ep.Port())) + ")"
 		if !slices.Contains(clauses, c) {
 			clauses = append(clauses, c)
 		}

@@ -46,3 +46,12 @@ func (f Families) Has(v6 bool) bool {
 	}
 	return f.V4
 }
+
+// IPLayer is the OVN match layer of an address family: "ip6" for IPv6,
+// else "ip4" (as in "ip4.src").
+func IPLayer(v6 bool) string {
+	if v6 {
+		return "ip6"
+	}
+	return "ip4"
+}

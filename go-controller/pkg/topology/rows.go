@@ -117,10 +117,7 @@ func replyMarkRow(name string, subnets, internal []netip.Prefix) *nbdb.QoS {
 	})
 	var clauses []string
 	for _, s := range subnets {
-		fam := "ip4"
-		if s.Addr().Is6() {
-			fam = "ip6"
-		}
+		fam := IPLayer(s.Addr().Is6())
 		clause := fam + ".src == " + s.String()
 		for _, in := range internal {
 			if in.Addr().Is6() == s.Addr().Is6() {
@@ -199,10 +196,7 @@ func Node(name string, subnets, internal []netip.Prefix, hostIPs []netip.Addr, g
 			ids := Owner{Type: OwnerNode, Name: name}.ExternalIDs()
 			ids[RowIDKey] = HostRouteIDPrefix + ip.String()
 			if gateway {
-				fam := "ip4"
-				if ip.Is6() {
-					fam = "ip6"
-				}
+				fam := IPLayer(ip.Is6())
 				hostPolicies = append(hostPolicies, &nbdb.LogicalRouterPolicy{
 					Priority: HostPolicyPriority, Match: fmt.Sprintf("inport == %q && %s.dst == %s", out, fam, ip),
 					Action: nbdb.LogicalRouterPolicyActionReroute, Nexthops: []string{mgmtIPs[i]}, ExternalIDs: ids, Options: map[string]string{},
@@ -221,11 +215,7 @@ func Node(name string, subnets, internal []netip.Prefix, hostIPs []netip.Addr, g
 		ids[RowIDKey] = MgmtAllowACLID
 		var clauses []string
 		for _, a := range mgmtAddrs {
-			fam := "ip4"
-			if a.Is6() {
-				fam = "ip6"
-			}
-			clauses = append(clauses, fam+".src == "+a.String())
+			clauses = append(clauses, IPLayer(a.Is6())+".src == "+a.String())
 		}
 		mgmtAllow = &nbdb.ACL{Direction: nbdb.ACLDirectionToLport, Priority: ACLPriorityAlways, Match: strings.Join(clauses, " || "),
 			Action: nbdb.ACLActionAllowRelated, ExternalIDs: ids, Options: map[string]string{}}
