@@ -407,13 +407,19 @@ func dnsServers(v string) ([]string, error) {
 	return out, nil
 }
 
+// jsonConfig is rc for custom resources, which have no protobuf encoding.
+func jsonConfig(rc *rest.Config) *rest.Config {
+	json := rest.CopyConfig(rc)
+	json.ContentType, json.AcceptContentTypes = "application/json", "application/json"
+	return json
+}
+
 // customAPIs follows the custom resource kinds the API server serves
 // (their CRDs from dist/kubernetes): admin network policies, egress
 // firewalls and EgressIPs. A kind installed later is followed from the
 // master's next start.
 func customAPIs(rc *rest.Config, kube kubernetes.Interface, log logr.Logger) master.APIs {
-	json := rest.CopyConfig(rc) // custom resources have no protobuf encoding
-	json.ContentType, json.AcceptContentTypes = "application/json", "application/json"
+	json := jsonConfig(rc)
 	client, err := npclient.NewForConfig(json)
 	if err != nil {
 		log.Error(err, "custom resources (admin network policies, egress firewalls, EgressIPs) are not followed")

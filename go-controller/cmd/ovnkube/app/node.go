@@ -237,8 +237,7 @@ func dynamicClient(k config.Kube, agent string) (dynamic.Interface, error) {
 	if err != nil {
 		return nil, err
 	}
-	rc.ContentType, rc.AcceptContentTypes = "application/json", "application/json"
-	return dynamic.NewForConfig(rc)
+	return dynamic.NewForConfig(jsonConfig(rc))
 }
 
 // serveCNI starts the CNI server with a pod informer of this node's pods;
