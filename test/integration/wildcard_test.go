@@ -58,6 +58,11 @@ func TestEgressFirewallWildcardFromCoreDNS(t *testing.T) {
 	c.waitEFRows("the names asked under the wildcard", "a", "*.wild.test", 2, "192.0.2.20", "192.0.2.21")
 	// a.wild.test's TTL (5 s) passes; b.deep's (the hosts default, 3600 s) does not.
 	c.waitEFRows("a.wild.test's address gone with its TTL", "a", "*.wild.test", 2, "192.0.2.21")
+
+	// A restarted master has observed nothing yet: the set keeps what it
+	// holds, and the restart writes nothing.
+	c.idleRestartWritesNothing()
+	c.waitEFRows("the wildcard's set kept across a restart", "a", "*.wild.test", 2, "192.0.2.21")
 }
 
 // startCoreDNS runs our CoreDNS build on dnsAddr with a server block per
