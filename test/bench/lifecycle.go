@@ -64,9 +64,11 @@ func (b *bench) restart() Result {
 // waitNBQuiet waits until the running master has finished what earlier
 // scenarios queued (a scenario waits for the rows it measures, not for
 // every other row the change touches): the NB quiet for a second.
-func (b *bench) waitNBQuiet() {
+func (b *bench) waitNBQuiet() { b.waitNBQuietBefore("the restart") }
+
+func (b *bench) waitNBQuietBefore(what string) {
 	last, since := b.nbEvents.Load(), time.Now()
-	harness.Eventually(b.s, 120*time.Second, "the NB quiet for a second before the restart", func() error {
+	harness.Eventually(b.s, 120*time.Second, "the NB quiet for a second before "+what, func() error {
 		if n := b.nbEvents.Load(); n != last {
 			last, since = n, time.Now()
 		}
@@ -184,4 +186,42 @@ func (b *bench) cold() Result {
 	}
 	used.metrics(m, done.Seconds())
 	return Result{Scenario: "cold", Metrics: m}
+}
+
+// quietCores is the CPU (in cores) below which the machine counts as quiet:
+// the API server, etcd and the OVN daemons idle over 10,000 pods use a few
+// percent of one core each.
+const quietCores = 0.3
+
+// settle waits, before a scenario, until what the earlier ones started is
+// done: the NB quiet for a second, northd caught up with it (the SB in
+// sync), and the processes the benchmark runs using less than quietCores
+// over a second (at most a minute: then it says what still runs and goes
+// on). A scenario timed while the API server still digests the last one's
+// 10,000 pods measures that one as much as its own.
+func (b *bench) settle(next string) {
+	start := time.Now()
+	b.waitNBQuietBefore(next)
+	if _, err := b.ovn.NBCtl("--timeout=120", "--wait=sb", "sync"); err != nil {
+		b.s.Fatal(err)
+	}
+	for {
+		before := cpuSnapshot()
+		time.Sleep(time.Second)
+		used := cpuSnapshot().since(before)
+		total := 0.0
+		for name, v := range used {
+			if name != stealName {
+				total += v
+			}
+		}
+		if total < quietCores {
+			say("  (settled before %s in %.1f s)", next, time.Since(start).Seconds())
+			return
+		}
+		if time.Since(start) > time.Minute {
+			say("  (not quiet a minute after the last scenario; going on with %s: %s)", next, used.describe(1))
+			return
+		}
+	}
 }

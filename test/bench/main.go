@@ -233,6 +233,9 @@ func run(s *harness.Session, o options) {
 		{"latency", b.latency}, {"services", b.services}, {"policies", b.policies}, {"adminpolicies", b.adminPolicies}, {"egressips", b.egressIPs}, {"memory", b.memory}, {"restart", b.restart}, {"cold", b.cold},
 	} {
 		if slices.Contains(o.scenarioList(), sc.name) {
+			if len(results) > 1 { // after the limits and a scenario
+				b.settle(sc.name)
+			}
 			r := sc.run()
 			if sc.name == "burst" || sc.name == "latency" { // after the figures: it costs nothing measured
 				r.Metrics["addresses_per_pod"] = b.checkAddresses()

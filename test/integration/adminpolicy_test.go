@@ -2,6 +2,8 @@ package integration
 
 import (
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -218,6 +220,17 @@ func TestOVNTraceAdminTiers(t *testing.T) {
 			return nil
 		})
 	}
+	// What a node reports is its own kubelet's word: n2 claiming a pod's
+	// address, a ClusterIP, a join address or n1's (older) address puts
+	// none of them in the node peer set.
+	c.nodeAddresses("n1", "172.30.0.11")
+	c.nodeAddresses("n2", "172.30.0.12", pods["server"].ip, "10.96.0.10", "100.64.0.2", "172.30.0.11", "203.0.113.12")
+	harness.Eventually(t, 20*time.Second, "the node peer set holds only n2's own addresses", func() error {
+		if got := c.nodePeerAddresses(); !slices.Equal(got, []string{"172.30.0.12", "203.0.113.12"}) {
+			return fmt.Errorf("node peer set addresses %v, want [172.30.0.12 203.0.113.12]", got)
+		}
+		return nil
+	})
 	// The node leaves the selector: its address leaves the set.
 	node, _ = c.kube.Client.CoreV1().Nodes().Get(c.ctx(), "n2", metav1.GetOptions{})
 	node.Labels = nil
@@ -249,6 +262,45 @@ func TestOVNTraceAdminTiers(t *testing.T) {
 	if err != nil || after.ResourceVersion != cnpBefore.ResourceVersion {
 		t.Errorf("an idle restart rewrote a CNP (resourceVersion %s → %s, %v)", cnpBefore.ResourceVersion, after.ResourceVersion, err)
 	}
+}
+
+// nodeAddresses sets a Node's reported addresses (InternalIP, then
+// ExternalIP for the rest), as its kubelet would.
+func (c *cluster) nodeAddresses(name string, addrs ...string) {
+	c.t.Helper()
+	node, err := c.kube.Client.CoreV1().Nodes().Get(c.ctx(), name, metav1.GetOptions{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	node.Status.Addresses = nil
+	for i, a := range addrs {
+		typ := corev1.NodeExternalIP
+		if i == 0 {
+			typ = corev1.NodeInternalIP
+		}
+		node.Status.Addresses = append(node.Status.Addresses, corev1.NodeAddress{Type: typ, Address: a})
+	}
+	if _, err := c.kube.Client.CoreV1().Nodes().UpdateStatus(c.ctx(), node, metav1.UpdateOptions{}); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// nodePeerAddresses are the addresses of every node peer address set in
+// the NB, sorted.
+func (c *cluster) nodePeerAddresses() []string {
+	c.t.Helper()
+	var sets []nbdb.AddressSet
+	if err := c.nb.List(c.ctx(), &sets); err != nil {
+		c.t.Fatal(err)
+	}
+	var out []string
+	for _, s := range sets {
+		if o, ok := topology.OwnerOf(s.ExternalIDs); ok && o.Type == policy.OwnerNodePeers {
+			out = append(out, s.Addresses...)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // aclTiers reads, with ovn-nbctl, the tier of the ACLs of each port group

@@ -187,7 +187,7 @@ func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client,
 		nodeSources = append(nodeSources, topology.ManagementAddresses(s.CIDR, s.HostSubnetLength))
 	}
 	popts := policy.Options{Isolation: cfg.NamespaceIsolation, ClusterSubnets: podRanges,
-		NodeSources: nodeSources, Events: m.recorder, Admin: admin}
+		InternalRanges: append(m.internalRanges(), cfg.ServiceCIDRs...), NodeSources: nodeSources, Events: m.recorder, Admin: admin}
 	if len(cfg.DNSServers) > 0 {
 		m.dns = dnsname.New(dnsname.Options{Servers: cfg.DNSServers}, func(name string) { m.policies.DomainChanged(name) }, log.WithName("dns"))
 		popts.DNS = m.dns

@@ -352,19 +352,3 @@ func (s NodeSet) Key() string { return "nodes=[" + s.Nodes.String() + "]" }
 
 // Name is the address set's name (see PeerSet.Name).
 func (s NodeSet) Name() string { return "nodes." + peerSetHash(s.Key()) }
-
-// NodeAddresses are a node's addresses of one family that peers match:
-// its InternalIP and ExternalIP addresses.
-func NodeAddresses(n *corev1.Node, v6 bool) []string {
-	var out []string
-	for _, a := range n.Status.Addresses {
-		if a.Type != corev1.NodeInternalIP && a.Type != corev1.NodeExternalIP {
-			continue
-		}
-		ip, err := netip.ParseAddr(strings.TrimSpace(a.Address))
-		if err == nil && ip.Is6() == v6 && !ip.Is4In6() {
-			out = append(out, ip.String())
-		}
-	}
-	return out
-}

@@ -564,49 +564,6 @@ func (c *Controller) subjectPorts(t *ovndb.Txn, s PeerSet) []string {
 	return out
 }
 
-// syncNodeSet makes one node address set's rows hold the addresses of
-// exactly the nodes it selects, or deletes them when no policy names it.
-func (c *Controller) syncNodeSet(ctx context.Context, name string) error {
-	c.mu.RLock()
-	e := c.nodeSets[name]
-	c.mu.RUnlock()
-	var row setRow
-	if e != nil {
-		row = func(v6 bool) *nbdb.AddressSet { return NodeSetRow(e.set, v6, c.nodeMembers(e.set, v6)) }
-	}
-	return c.syncSet(ctx, name, topology.Owner{Type: OwnerNodePeers, Name: name}, row)
-}
-
-func (c *Controller) nodeMembers(s NodeSet, v6 bool) []string {
-	if c.nodeLister == nil {
-		return nil
-	}
-	nodes, _ := c.nodeLister.List(s.Nodes)
-	var out []string
-	for _, n := range nodes {
-		out = append(out, NodeAddresses(n, v6)...)
-	}
-	sort.Strings(out)
-	return slices.Compact(out)
-}
-
-// nodeChanged queues the node sets a node enters, leaves or changes the
-// addresses of.
-func (c *Controller) nodeChanged(old, cur *corev1.Node) {
-	if !c.started.Load() {
-		return
-	}
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	for name, e := range c.nodeSets {
-		was := old != nil && e.set.Nodes.Matches(labels.Set(old.Labels))
-		is := cur != nil && e.set.Nodes.Matches(labels.Set(cur.Labels))
-		if was != is || (is && !slices.Equal(old.Status.Addresses, cur.Status.Addresses)) {
-			c.queue.Add(nodesKey + name)
-		}
-	}
-}
-
 // adminPodChanged queues the admin policies whose subject holds the pod
 // before or after the change (c.mu held for reading).
 func (c *Controller) adminPodChanged(old, cur *slim.Pod, nsLabels labels.Set) {

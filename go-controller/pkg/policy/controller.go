@@ -56,6 +56,10 @@ type Options struct {
 	// ClusterSubnets are the pod address ranges (isolation drops other
 	// tenants' pods by their addresses within these).
 	ClusterSubnets []netip.Prefix
+	// InternalRanges are the cluster's own ranges (pods, join, services):
+	// node peers never match an address in them, whatever a Node reports
+	// (nodepeers.go).
+	InternalRanges []netip.Prefix
 	// NodeSources match the nodes' management port addresses, which
 	// isolation lets reach every tenant (topology.ManagementAddresses).
 	NodeSources []string
@@ -118,9 +122,11 @@ type Controller struct {
 	// priority collision, and the node address sets they name.
 	admin      adminSources
 	nodeLister corelisters.NodeLister
-	admins     map[string]*adminEntry
-	collided   map[string]bool
-	nodeSets   map[string]*setEntry[NodeSet]
+	// nodeIndexer finds the Nodes reporting an address (nodePeerIndex).
+	nodeIndexer cache.Indexer
+	admins      map[string]*adminEntry
+	collided    map[string]bool
+	nodeSets    map[string]*setEntry[NodeSet]
 	// domainSets are the DNS names' address sets some policy names, which
 	// opts.DNS follows.
 	domainSets map[string]*setEntry[DomainSet]
@@ -245,6 +251,8 @@ func New(factory informers.SharedInformerFactory, nb libovsdbclient.Client, comm
 		c.watchAdmin(opts.Admin)
 		nodes := factory.Core().V1().Nodes()
 		c.nodeLister = nodes.Lister()
+		_ = nodes.Informer().AddIndexers(cache.Indexers{nodePeerIndex: indexNodePeerAddresses})
+		c.nodeIndexer = nodes.Informer().GetIndexer()
 		_, _ = nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { c.nodeChanged(nil, nodeOf(obj)) },
 			UpdateFunc: func(old, cur any) { c.nodeChanged(nodeOf(old), nodeOf(cur)) },
