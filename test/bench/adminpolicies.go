@@ -338,6 +338,8 @@ func (b *bench) adminPolicies() Result {
 	ctx := context.Background()
 	rssBefore := procStatus(b.master.Cmd.Process.Pid, "VmRSS")
 	stopProfile := b.profile("adminpolicies")
+	scraped := b.scrapeMaster()
+	stopProbe := b.probeNB(20 * time.Millisecond)
 	created := map[string]time.Time{}
 	var createCall []float64
 	var mu sync.Mutex
@@ -379,6 +381,9 @@ func (b *bench) adminPolicies() Result {
 	})
 	used, wall := cpuSnapshot().since(cpu), time.Since(start).Seconds()
 	stopProfile()
+	m0 := map[string]float64{}
+	probe := describeProbe(m0, "create_", stopProbe())
+	breakdown := masterBreakdown(m0, "create_", scraped, b.scrapeMaster(), "networkpolicies", "policyaddresssets", "adminpolicystatus")
 	sort.Float64s(createCall)
 	m := map[string]float64{"admin_policies": float64(n), "rules": float64(n * adminRules), "pods": float64(b.podCount), "rate_per_s": float64(b.o.policyRate),
 		"admin_tier": float64(n - baseline), "baseline_tier": float64(baseline),
@@ -410,6 +415,11 @@ func (b *bench) adminPolicies() Result {
 			m["create_to_watch_p50_ms"], m["create_to_watch_p99_ms"], m["api_create_call_p50_ms"], m["api_create_call_p99_ms"])
 		say("    informer told → ACLs committed, per policy (the master and the NB): p50 %.0f ms, p99 %.0f ms", m["watch_to_acls_p50_ms"], m["watch_to_acls_p99_ms"])
 	}
+	maps.Copy(m, m0)
+	if breakdown != "" {
+		say("    inside the master meanwhile: %s", breakdown)
+	}
+	say("    the NB's limit meanwhile: %s", probe)
 	say("  creation → Ready condition in the policy's status (%v): p50 %.0f ms, p99 %.0f ms, max %.0f ms",
 		conds.tally(), m["create_to_condition_p50_ms"], m["create_to_condition_p99_ms"], m["create_to_condition_max_ms"])
 	used.metrics(m, wall)
@@ -519,6 +529,8 @@ func (b *bench) moveNamespaces(m map[string]float64, sets map[string]policy.Peer
 	}
 	var moves []*nsMove
 	setsMoved := 0
+	scraped := b.scrapeMaster()
+	stopProbe := b.probeNB(20 * time.Millisecond)
 	interval := time.Second / time.Duration(b.o.policyRate)
 	for done := 0; done < b.o.labelChanges; {
 		round := min(b.o.namespaces, b.o.labelChanges-done)
@@ -568,6 +580,8 @@ func (b *bench) moveNamespaces(m map[string]float64, sets map[string]policy.Peer
 		})
 		done += round
 	}
+	probe := describeProbe(m, "moves_", stopProbe())
+	breakdown := masterBreakdown(m, "moves_", scraped, b.scrapeMaster(), "networkpolicies", "policyaddresssets")
 	if len(moves) == 0 {
 		say("  namespace moves: none changed the members of a peer set (no pods with addresses?)")
 		return
@@ -598,6 +612,10 @@ func (b *bench) moveNamespaces(m map[string]float64, sets map[string]policy.Peer
 		say("    of which the API server's (PATCH → the benchmark's namespace informer told): p50 %.0f ms, p99 %.0f ms; informer told → sets updated (the master and the NB): p50 %.0f ms, p99 %.0f ms",
 			m["ns_label_to_watch_p50_ms"], m["ns_label_to_watch_p99_ms"], m["ns_watch_to_address_sets_p50_ms"], m["ns_watch_to_address_sets_p99_ms"])
 	}
+	if breakdown != "" {
+		say("    inside the master meanwhile: %s", breakdown)
+	}
+	say("    the NB's limit meanwhile: %s", probe)
 }
 
 // addressesIn are the IPv4 addresses of a namespace's annotated pods that

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"reflect"
 	"strings"
 	"sync"
@@ -47,6 +48,7 @@ type bench struct {
 	annotated   map[string]time.Time // pod key → first seen annotated
 	lspSeen     map[string]time.Time // pod key → LSP first seen in the NB
 	nbEvents    atomic.Int64         // changes to rows ovn-k8s writes
+	metricsAddr string               // where the master serves /metrics (masterArgs)
 	podLSPs     atomic.Int64         // pod LSPs added since the last reset
 	lbFull      map[string]bool      // service load balancer UUID → has all its backends
 	policyTrack *policyTracker
@@ -267,7 +269,22 @@ func (b *bench) profile(name string) func() {
 func (b *bench) masterArgs() []string {
 	// Level 2 adds one "NB commits" line every 10 s, read back for batching figures.
 	args := append([]string{"--loglevel", "2"}, b.o.family().masterArgs...)
-	return append(args, strings.Fields(b.o.masterArgs)...)
+	extra := strings.Fields(b.o.masterArgs)
+	// Its queues' and NB figures are read from /metrics (scrape.go), served
+	// where -master-args says (--pprof-address is the old form of
+	// --metrics-address) or on a port of the benchmark's.
+	for i, f := range extra[:max(len(extra)-1, 0)] {
+		if f == "--metrics-address" || f == "--pprof-address" {
+			b.metricsAddr = extra[i+1]
+		}
+	}
+	if b.metricsAddr == "" {
+		b.metricsAddr = fmt.Sprintf("127.0.0.1:%d", harness.FreePort(b.s))
+	}
+	if !slices.Contains(extra, "--metrics-address") && !slices.Contains(extra, "--pprof-address") {
+		args = append(args, "--metrics-address", b.metricsAddr)
+	}
+	return append(args, extra...)
 }
 
 func say(format string, args ...any) { fmt.Printf(format+"\n", args...) }

@@ -798,53 +798,10 @@ func (c *Controller) resolve(s PeerSet, name string, proto corev1.Protocol) []in
 func PodAddresses(p *slim.Pod) []netip.Addr { return podAddrs(p) }
 
 func podAddrs(p *slim.Pod) []netip.Addr {
-	if !p.Networked() || !p.Annotated {
+	if !p.Networked() {
 		return nil
 	}
-	a := parsedAddrs.get(p.Networks)
-	if a.uid == "" || a.uid != string(p.UID) {
-		return nil
-	}
-	return a.addrs
-}
-
-// parsedAddrs memoizes the addresses of pod-networks annotations by their
-// text: a peer set's sync reads those of every pod it selects, and parsing
-// the JSON each time was a quarter of the master's CPU under policy churn.
-var parsedAddrs = &addrMemo{max: 1 << 17}
-
-type addrMemo struct {
-	mu  sync.RWMutex
-	m   map[string]memoAddrs
-	max int // entries kept at most: past it the memo starts afresh
-}
-
-// memoAddrs is one annotation's pod UID ("" when malformed) and addresses.
-type memoAddrs struct {
-	uid   string
-	addrs []netip.Addr
-}
-
-func (a *addrMemo) get(value string) memoAddrs {
-	a.mu.RLock()
-	e, ok := a.m[value]
-	a.mu.RUnlock()
-	if ok {
-		return e
-	}
-	if pn, err := annotations.ParsePodNetworks(value); err == nil {
-		e.uid = pn.PodUID
-		for _, ip := range pn.IPs {
-			e.addrs = append(e.addrs, ip.Addr())
-		}
-	}
-	a.mu.Lock()
-	if a.m == nil || len(a.m) >= a.max {
-		a.m = map[string]memoAddrs{}
-	}
-	a.m[value] = e
-	a.mu.Unlock()
-	return e
+	return p.Addresses() // parsed once per pod version
 }
 
 // podIPs are a pod's addresses of one family (see podAddrs).

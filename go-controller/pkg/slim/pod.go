@@ -6,6 +6,9 @@
 package slim
 
 import (
+	"net/netip"
+	"sync/atomic"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -29,6 +32,41 @@ type Pod struct {
 	Networks   string
 	Annotated  bool
 	NamedPorts []NamedPort
+
+	// parsed is Networks decoded, on first use (Addresses): an update of
+	// the pod is a new Pod, so it is parsed once per version.
+	parsed atomic.Pointer[parsedNetworks]
+}
+
+// parsedNetworks is a pod-networks annotation's pod UID ("" when malformed)
+// and addresses.
+type parsedNetworks struct {
+	uid   string
+	addrs []netip.Addr
+}
+
+// Addresses are the addresses of the pod-networks annotation when it was
+// written for this pod (its UID), nil otherwise (absent, malformed, or
+// copied from another pod). The annotation is parsed once per pod version.
+func (p *Pod) Addresses() []netip.Addr {
+	if !p.Annotated {
+		return nil
+	}
+	n := p.parsed.Load()
+	if n == nil {
+		n = &parsedNetworks{}
+		if pn, err := annotations.ParsePodNetworks(p.Networks); err == nil {
+			n.uid = pn.PodUID
+			for _, ip := range pn.IPs {
+				n.addrs = append(n.addrs, ip.Addr())
+			}
+		}
+		p.parsed.Store(n)
+	}
+	if n.uid == "" || n.uid != string(p.UID) {
+		return nil
+	}
+	return n.addrs
 }
 
 // NamedPort is a container port with a name, which NetworkPolicies may use.
@@ -102,10 +140,10 @@ func (p *Pod) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind 
 
 // DeepCopyObject copies p; the informer's readers never modify what it holds.
 func (p *Pod) DeepCopyObject() runtime.Object {
-	c := *p
+	c := &Pod{NodeName: p.NodeName, HostNetwork: p.HostNetwork, Phase: p.Phase, Networks: p.Networks, Annotated: p.Annotated,
+		NamedPorts: append([]NamedPort(nil), p.NamedPorts...)}
 	p.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
-	c.NamedPorts = append([]NamedPort(nil), p.NamedPorts...)
-	return &c
+	return c
 }
 
 // Lister reads the Pods an informer holds (see Transform).

@@ -3,13 +3,17 @@ package slim_test
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/netip"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
@@ -151,3 +155,42 @@ func TestListerOverInformer(t *testing.T) {
 		return nil
 	})
 }
+
+func TestAddressesOnlyForThePodTheyWereWrittenFor(t *testing.T) {
+	mac, _ := net.ParseMAC("0a:58:0a:80:00:05")
+	written := annotations.FormatPodNetworks(annotations.PodNetwork{PodUID: "uid-1", MAC: mac,
+		IPs: []netip.Prefix{netip.MustParsePrefix("10.128.0.5/24"), netip.MustParsePrefix("fd01::5/64")}})
+	for _, tt := range []struct {
+		name       string
+		annotation *string // nil: absent
+		uid        string
+		want       []netip.Addr
+	}{
+		{"written for the pod", &written, "uid-1", []netip.Addr{netip.MustParseAddr("10.128.0.5"), netip.MustParseAddr("fd01::5")}},
+		{"copied from an earlier incarnation", &written, "uid-2", nil},
+		{"malformed", ptr(`{"default":`), "uid-1", nil},
+		{"empty", ptr(""), "uid-1", nil},
+		{"absent", nil, "uid-1", nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := fullPod()
+			p.UID = types.UID(tt.uid)
+			delete(p.Annotations, annotations.PodNetworks)
+			if tt.annotation != nil {
+				p.Annotations[annotations.PodNetworks] = *tt.annotation
+			}
+			s := slim.FromPod(p)
+			for i := 0; i < 2; i++ { // the second answer comes from the parsed copy
+				if got := s.Addresses(); !slices.Equal(got, tt.want) {
+					t.Fatalf("Addresses() #%d = %v, want %v", i+1, got, tt.want)
+				}
+			}
+			c := s.DeepCopyObject().(*slim.Pod)
+			if got := c.Addresses(); !slices.Equal(got, tt.want) {
+				t.Errorf("a copy's Addresses() = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
