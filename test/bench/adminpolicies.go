@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -340,6 +342,7 @@ func (b *bench) adminPolicies() Result {
 	stopProfile := b.profile("adminpolicies")
 	scraped := b.scrapeMaster()
 	stopProbe := b.probeNB(20 * time.Millisecond)
+	b.northdStats(true)
 	created := map[string]time.Time{}
 	var createCall []float64
 	var mu sync.Mutex
@@ -383,6 +386,7 @@ func (b *bench) adminPolicies() Result {
 	stopProfile()
 	m0 := map[string]float64{}
 	probe := describeProbe(m0, "create_", stopProbe())
+	northd := describeNorthd(m0, "create_", b.northdStats(false))
 	breakdown := masterBreakdown(m0, "create_", scraped, b.scrapeMaster(), "networkpolicies", "policyaddresssets", "adminpolicystatus")
 	sort.Float64s(createCall)
 	m := map[string]float64{"admin_policies": float64(n), "rules": float64(n * adminRules), "pods": float64(b.podCount), "rate_per_s": float64(b.o.policyRate),
@@ -406,6 +410,7 @@ func (b *bench) adminPolicies() Result {
 		lat = latencies(b.adminTrack.seen)
 		m["create_to_acls_p50_ms"], m["create_to_acls_p99_ms"], m["create_to_acls_max_ms"] = pct(lat, 0.5), pct(lat, 0.99), lat[len(lat)-1]
 		ours := between(watched, b.adminTrack.seen)
+		slowest := slowestOf(created, b.adminTrack.seen, 5)
 		b.adminTrack.mu.Unlock()
 		m["create_to_acls_p99_ratio_to_target"] = m["create_to_acls_p99_ms"] / 100
 		m["watch_to_acls_p50_ms"], m["watch_to_acls_p99_ms"] = pct(ours, 0.5), pct(ours, 0.99)
@@ -413,13 +418,15 @@ func (b *bench) adminPolicies() Result {
 			adminRules, m["create_to_acls_p50_ms"], m["create_to_acls_p99_ms"], m["create_to_acls_p99_ratio_to_target"], m["create_to_acls_max_ms"])
 		say("    of which the API server's (creation → the benchmark's informer told): p50 %.0f ms, p99 %.0f ms (the CREATE call alone: p50 %.0f ms, p99 %.0f ms);",
 			m["create_to_watch_p50_ms"], m["create_to_watch_p99_ms"], m["api_create_call_p50_ms"], m["api_create_call_p99_ms"])
-		say("    informer told → ACLs committed, per policy (the master and the NB): p50 %.0f ms, p99 %.0f ms", m["watch_to_acls_p50_ms"], m["watch_to_acls_p99_ms"])
+		say("    informer told → ACLs committed, per policy (the master and the NB): p50 %.0f ms, p99 %.0f ms; the slowest: %s",
+			m["watch_to_acls_p50_ms"], m["watch_to_acls_p99_ms"], slowest)
 	}
 	maps.Copy(m, m0)
 	if breakdown != "" {
 		say("    inside the master meanwhile: %s", breakdown)
 	}
 	say("    the NB's limit meanwhile: %s", probe)
+	say("    ovn-northd meanwhile: %s", northd)
 	say("  creation → Ready condition in the policy's status (%v): p50 %.0f ms, p99 %.0f ms, max %.0f ms",
 		conds.tally(), m["create_to_condition_p50_ms"], m["create_to_condition_p99_ms"], m["create_to_condition_max_ms"])
 	used.metrics(m, wall)
@@ -468,6 +475,23 @@ func between(from, to map[string]time.Time) []float64 {
 	}
 	sort.Float64s(lat)
 	return lat
+}
+
+// slowestOf names the n names slowest from from to to, with their
+// latencies and the order they started in (#1 first).
+func slowestOf(from, to map[string]time.Time, n int) string {
+	names := slices.Collect(maps.Keys(from))
+	slices.SortFunc(names, func(a, b string) int { return from[a].Compare(from[b]) })
+	order := map[string]int{}
+	for i, name := range names {
+		order[name] = i + 1
+	}
+	slices.SortFunc(names, func(a, b string) int { return cmp.Compare(to[b].Sub(from[b]), to[a].Sub(from[a])) })
+	var parts []string
+	for _, name := range names[:min(n, len(names))] {
+		parts = append(parts, fmt.Sprintf("%s (#%d) %.0f ms", name, order[name], float64(to[name].Sub(from[name]).Microseconds())/1000))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // adminRows counts the NB rows of the admin policies: their port groups and
@@ -531,6 +555,8 @@ func (b *bench) moveNamespaces(m map[string]float64, sets map[string]policy.Peer
 	setsMoved := 0
 	scraped := b.scrapeMaster()
 	stopProbe := b.probeNB(20 * time.Millisecond)
+	b.northdStats(true)
+	movesStart, movesCPU := time.Now(), cpuSnapshot()
 	interval := time.Second / time.Duration(b.o.policyRate)
 	for done := 0; done < b.o.labelChanges; {
 		round := min(b.o.namespaces, b.o.labelChanges-done)
@@ -580,7 +606,9 @@ func (b *bench) moveNamespaces(m map[string]float64, sets map[string]policy.Peer
 		})
 		done += round
 	}
+	movesUsed, movesWall := cpuSnapshot().since(movesCPU), time.Since(movesStart).Seconds()
 	probe := describeProbe(m, "moves_", stopProbe())
+	northd := describeNorthd(m, "moves_", b.northdStats(false))
 	breakdown := masterBreakdown(m, "moves_", scraped, b.scrapeMaster(), "networkpolicies", "policyaddresssets")
 	if len(moves) == 0 {
 		say("  namespace moves: none changed the members of a peer set (no pods with addresses?)")
@@ -616,6 +644,12 @@ func (b *bench) moveNamespaces(m map[string]float64, sets map[string]policy.Peer
 		say("    inside the master meanwhile: %s", breakdown)
 	}
 	say("    the NB's limit meanwhile: %s", probe)
+	say("    ovn-northd meanwhile: %s", northd)
+	say("    CPU over the moves: %s", movesUsed.describe(movesWall))
+	for name, v := range movesUsed {
+		m["moves_"+cpuMetric(name)] = v
+	}
+	m["moves_wall_s"] = movesWall
 }
 
 // addressesIn are the IPv4 addresses of a namespace's annotated pods that

@@ -3,7 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -83,4 +87,58 @@ func describeProbe(m map[string]float64, prefix string, lat []float64) string {
 	}
 	m[prefix+"nb_probe_p50_ms"], m[prefix+"nb_probe_p99_ms"], m[prefix+"nb_probe_n"] = pct(lat, 0.5), pct(lat, 0.99), float64(len(lat))
 	return fmt.Sprintf("one small NB transaction of the benchmark's own, alone (%d of them): p50 %.1f ms, p99 %.1f ms", len(lat), pct(lat, 0.5), pct(lat, 0.99))
+}
+
+// northdStats reads ovn-northd's incremental engine counters
+// (inc-engine/show-stats): recomputes and incremental computes by engine
+// node; clear first resets them (inc-engine/clear-stats).
+func (b *bench) northdStats(clear bool) map[string][2]float64 {
+	ctl := filepath.Join(b.ovn.Dir, "northd.ctl")
+	if clear {
+		_, _ = exec.Command("ovn-appctl", "-t", ctl, "inc-engine/clear-stats").CombinedOutput()
+		return nil
+	}
+	out, err := exec.Command("ovn-appctl", "-t", ctl, "inc-engine/show-stats").CombinedOutput()
+	if err != nil {
+		say("  (northd engine stats: %v: %s)", err, strings.TrimSpace(string(out)))
+		return nil
+	}
+	stats := map[string][2]float64{}
+	node := ""
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(strings.TrimSpace(line))
+		switch {
+		case len(f) >= 2 && f[0] == "Node:":
+			node = f[1]
+		case len(f) == 3 && f[0] == "-" && node != "":
+			v, _ := strconv.ParseFloat(f[2], 64)
+			s := stats[node]
+			switch strings.TrimSuffix(f[1], ":") {
+			case "recompute":
+				s[0] = v
+			case "compute":
+				s[1] = v
+			}
+			stats[node] = s
+		}
+	}
+	return stats
+}
+
+// describeNorthd adds northd's recomputes and incremental computes of its
+// main nodes as metrics under prefix and says them.
+func describeNorthd(m map[string]float64, prefix string, stats map[string][2]float64) string {
+	var parts []string
+	for _, node := range []string{"northd", "lflow", "port_group", "sync_to_sb_addr_set"} {
+		s, ok := stats[node]
+		if !ok {
+			continue
+		}
+		m[prefix+"northd_"+node+"_recomputes"], m[prefix+"northd_"+node+"_computes"] = s[0], s[1]
+		parts = append(parts, fmt.Sprintf("%s %.0f recomputes, %.0f incremental", node, s[0], s[1]))
+	}
+	if len(parts) == 0 {
+		return "no northd engine stats"
+	}
+	return strings.Join(parts, "; ")
 }

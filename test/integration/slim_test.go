@@ -155,7 +155,7 @@ func TestSlimPodListWatchAgainstAPIServer(t *testing.T) {
 func fmtPods(m map[string]*slim.Pod) string {
 	s := ""
 	for name, p := range m {
-		s += fmt.Sprintf("\n  %s: %+v", name, *p)
+		s += fmt.Sprintf("\n  %s: %+v %s phase=%s networks=%q annotated=%t ports=%+v", name, p.ObjectMeta, p.NodeName, p.Phase, p.Networks, p.Annotated, p.NamedPorts)
 	}
 	return s
 }

@@ -3,12 +3,13 @@ package master
 import (
 	"fmt"
 	"net/netip"
-	"sort"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/policy"
 )
 
 // Node indexes: by InternalIP address, and by the chassis (OVS system-id)
@@ -82,13 +83,7 @@ func (m *Master) nodesClaiming(index, v string) []*corev1.Node {
 			nodes = append(nodes, n)
 		}
 	}
-	sort.Slice(nodes, func(i, j int) bool {
-		a, b := nodes[i], nodes[j]
-		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-			return a.CreationTimestamp.Before(&b.CreationTimestamp)
-		}
-		return a.Name < b.Name
-	})
+	slices.SortFunc(nodes, policy.ClaimOrder)
 	return nodes
 }
 

@@ -548,17 +548,12 @@ func (c *Controller) adminLogging(kind string, obj metav1.Object) (l AdminLoggin
 // subjectPorts are the UUIDs of the ports of the pods a subject selects,
 // across the namespaces it selects.
 func (c *Controller) subjectPorts(t *ovndb.Txn, s PeerSet) []string {
-	names := []string{s.Namespace}
-	if s.Namespace == "" {
-		nss, _ := c.nsLister.List(s.Namespaces)
-		names = names[:0]
-		for _, ns := range nss {
-			names = append(names, ns.Name)
-		}
-	}
 	var out []string
-	for _, ns := range names {
-		out = append(out, c.selectedPorts(t, ns, func(p *slim.Pod) bool { return s.Pods.Matches(labels.Set(p.Labels)) })...)
+	q, epoch := portsQuestion(s), ovndb.CurrentEpoch(c.nb)
+	for _, ns := range c.namespacesOf(s) {
+		out = append(out, c.memo.get(ns, q, epoch, func() []string {
+			return c.selectedPorts(t, ns, func(p *slim.Pod) bool { return s.Pods.Matches(labels.Set(p.Labels)) })
+		})...)
 	}
 	sort.Strings(out)
 	return out

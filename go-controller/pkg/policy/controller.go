@@ -141,6 +141,8 @@ type Controller struct {
 	// the NB cache's events: reading a port from the cache copies it, and
 	// a port group's sync reads every port it holds.
 	podPorts sync.Map
+	// memo keeps per-namespace answers about pods between syncs (podmemo.go).
+	memo *podMemo
 	// setLocks hold a mutex per address set name, taken by the
 	// transactions creating that set (commitBuilt).
 	setLocks sync.Map
@@ -227,6 +229,7 @@ func New(factory informers.SharedInformerFactory, nb libovsdbclient.Client, comm
 		nodeSets:   map[string]*setEntry[NodeSet]{},
 		domainSets: map[string]*setEntry[DomainSet]{},
 		ranks:      map[string]tierPriority{},
+		memo:       newPodMemo(1 << 16),
 		wantStatus: map[string]metav1.Condition{},
 	}
 	c.queue = &queues{rows: controller.NewQueue("networkpolicies", maxDelay, c.sync, log),
@@ -611,23 +614,49 @@ func (c *Controller) reportRefusal(np *networkingv1.NetworkPolicy, why string) {
 	}
 }
 
-// commitBuilt commits the operations build makes. Those creating address
-// sets, which policies share, are built again and committed holding a lock
-// on each set's name: a second policy creating the same set meanwhile then
-// finds it in the cache instead of failing on its name.
+// commitBuilt commits the operations build makes. The address sets it
+// creates, which policies share, are committed first on their own, holding
+// a lock on each set's name while the set's transaction is rebuilt and sent:
+// a second policy creating the same set meanwhile then finds it in the
+// cache instead of failing on its name, and waits one small transaction,
+// not the first policy's whole one. The rest is then built again (the sets
+// now exist) and committed: no ACL ever names a set not yet there.
 func (c *Controller) commitBuilt(ctx context.Context, build func(*ovndb.Txn)) error {
 	t := ovndb.NewTxn(c.nb)
 	build(t)
 	if names := createdAddressSets(t); len(names) > 0 {
-		for _, n := range names { // sorted: no two syncs wait on each other in a circle
-			mu, _ := c.setLocks.LoadOrStore(n, &sync.Mutex{})
-			mu.(*sync.Mutex).Lock()
-			defer mu.(*sync.Mutex).Unlock()
+		if err := c.createSets(ctx, names, build); err != nil {
+			return err
 		}
 		t = ovndb.NewTxn(c.nb)
 		build(t)
 	}
 	return c.commitTxn(ctx, t)
+}
+
+// createSets commits, under the locks of their names, the address set
+// inserts build makes (built again under the locks: another sync may have
+// created some meanwhile). Set rows reference no other row, so their
+// inserts stand alone.
+func (c *Controller) createSets(ctx context.Context, names []string, build func(*ovndb.Txn)) error {
+	for _, n := range names { // sorted: no two syncs wait on each other in a circle
+		mu, _ := c.setLocks.LoadOrStore(n, &sync.Mutex{})
+		mu.(*sync.Mutex).Lock()
+		defer mu.(*sync.Mutex).Unlock()
+	}
+	t := ovndb.NewTxn(c.nb)
+	build(t)
+	ops, err := t.Ops()
+	if err != nil {
+		return err
+	}
+	var inserts []ovsdb.Operation
+	for _, op := range ops {
+		if op.Op == ovsdb.OperationInsert && op.Table == nbdb.AddressSetTable {
+			inserts = append(inserts, op)
+		}
+	}
+	return c.commit(ctx, inserts)
 }
 
 // createdAddressSets are the names of the address sets a transaction
@@ -743,35 +772,54 @@ func ensureAddressSet(t *ovndb.Txn, cached, want *nbdb.AddressSet) {
 	t.SetMembers(cached, &cached.Addresses, addrs)
 }
 
-// members are the addresses of one family of the networked pods a set selects.
+// members are the addresses of one family of the networked pods a set
+// selects, each namespace's from the memo when its pods did not change.
 func (c *Controller) members(s PeerSet, v6 bool) []string {
 	var out []string
-	for _, p := range c.podsIn(s) {
-		out = append(out, podIPs(p, v6)...)
+	q, epoch := membersQuestion(s, v6), ovndb.CurrentEpoch(c.nb)
+	for _, ns := range c.namespacesOf(s) {
+		out = append(out, c.memo.get(ns, q, epoch, func() []string {
+			var addrs []string
+			for _, p := range c.podsInNamespace(s, ns) {
+				addrs = append(addrs, podIPs(p, v6)...)
+			}
+			return addrs
+		})...)
 	}
 	sort.Strings(out)
 	return slices.Compact(out)
 }
 
+// namespacesOf lists the namespaces a set spans.
+func (c *Controller) namespacesOf(s PeerSet) []string {
+	if s.Namespace != "" {
+		return []string{s.Namespace}
+	}
+	nss, _ := c.nsLister.List(s.Namespaces)
+	out := make([]string, 0, len(nss))
+	for _, ns := range nss {
+		out = append(out, ns.Name)
+	}
+	return out
+}
+
 // podsIn lists the pods a set selects (networked or not).
 func (c *Controller) podsIn(s PeerSet) []*slim.Pod {
-	var namespaces []string
-	if s.Namespace != "" {
-		namespaces = []string{s.Namespace}
-	} else {
-		nss, _ := c.nsLister.List(s.Namespaces)
-		for _, ns := range nss {
-			namespaces = append(namespaces, ns.Name)
-		}
-	}
 	var out []*slim.Pod
-	for _, ns := range namespaces {
-		for _, p := range c.podLister.List(ns, s.Pods) {
-			if s.Port == nil {
-				out = append(out, p)
-			} else if n, ok := p.ContainerPort(s.Port.Name, s.Port.Protocol); ok && n == s.Port.Number {
-				out = append(out, p)
-			}
+	for _, ns := range c.namespacesOf(s) {
+		out = append(out, c.podsInNamespace(s, ns)...)
+	}
+	return out
+}
+
+// podsInNamespace lists the pods a set selects in one namespace.
+func (c *Controller) podsInNamespace(s PeerSet, ns string) []*slim.Pod {
+	var out []*slim.Pod
+	for _, p := range c.podLister.List(ns, s.Pods) {
+		if s.Port == nil {
+			out = append(out, p)
+		} else if n, ok := p.ContainerPort(s.Port.Name, s.Port.Protocol); ok && n == s.Port.Number {
+			out = append(out, p)
 		}
 	}
 	return out
@@ -943,12 +991,15 @@ func (c *Controller) policyChanged(obj any) {
 // namespace's default-deny groups, and the peer sets it enters, leaves or
 // changes the address of.
 func (c *Controller) podChanged(old, cur *slim.Pod) {
-	if !c.started.Load() {
-		return
-	}
 	pod := cur
 	if pod == nil {
 		pod = old
+	}
+	if pod != nil {
+		c.memo.changed(pod.Namespace) // before the early returns: the memo is conservative
+	}
+	if !c.started.Load() {
+		return
 	}
 	if pod == nil || !c.concerns(pod.Namespace) || old != nil && cur != nil && samePolicyView(old, cur) {
 		return
@@ -1126,12 +1177,13 @@ func (c *Controller) nbRowChanged(m model.Model, deleted bool) {
 		if !ok || o.Type != topology.OwnerPod {
 			return
 		}
-		if deleted { // it leaves port groups by itself
+		ns, name, _ := strings.Cut(o.Name, "/")
+		c.memo.changed(ns) // the subjects' port lists of its namespace
+		if deleted {       // it leaves port groups by itself
 			c.podPorts.CompareAndDelete(o.Name, row.UUID)
 			return
 		}
 		c.podPorts.Store(o.Name, row.UUID)
-		ns, name, _ := strings.Cut(o.Name, "/")
 		if pod := c.podLister.Get(ns, name); pod != nil {
 			c.podChanged(nil, pod)
 		}

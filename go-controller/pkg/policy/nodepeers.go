@@ -77,21 +77,16 @@ func NodeAddresses(n *corev1.Node, v6 bool, internal []netip.Prefix, holder func
 	return out
 }
 
-// addressHolder is the Node that keeps an address several report: the
-// oldest, then the first by name.
+// addressHolder is the Node that keeps an address several report (the
+// first in ClaimOrder).
 func (c *Controller) addressHolder(ip netip.Addr) string {
 	objs, err := c.nodeIndexer.ByIndex(nodePeerIndex, ip.String())
-	if err != nil || len(objs) == 0 {
+	if err != nil {
 		return ""
 	}
 	var best *corev1.Node
 	for _, o := range objs {
-		n, ok := o.(*corev1.Node)
-		if !ok {
-			continue
-		}
-		if best == nil || n.CreationTimestamp.Before(&best.CreationTimestamp) ||
-			(n.CreationTimestamp.Equal(&best.CreationTimestamp) && n.Name < best.Name) {
+		if n, ok := o.(*corev1.Node); ok && (best == nil || ClaimOrder(n, best) < 0) {
 			best = n
 		}
 	}
@@ -99,6 +94,19 @@ func (c *Controller) addressHolder(ip netip.Addr) string {
 		return ""
 	}
 	return best.Name
+}
+
+// ClaimOrder orders Nodes claiming one thing (an address, a chassis): the
+// oldest first, then by name. The first keeps it, so that a newcomer never
+// takes what an older Node holds.
+func ClaimOrder(a, b *corev1.Node) int {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		if a.CreationTimestamp.Before(&b.CreationTimestamp) {
+			return -1
+		}
+		return 1
+	}
+	return strings.Compare(a.Name, b.Name)
 }
 
 // syncNodeSet makes one node address set's rows hold the addresses of
