@@ -225,12 +225,22 @@ func TestOVNTraceAdminTiers(t *testing.T) {
 	// none of them in the node peer set.
 	c.nodeAddresses("n1", "172.30.0.11")
 	c.nodeAddresses("n2", "172.30.0.12", pods["server"].ip, "10.96.0.10", "100.64.0.2", "172.30.0.11", "203.0.113.12")
-	harness.Eventually(t, 20*time.Second, "the node peer set holds only n2's own addresses", func() error {
-		if got := c.nodePeerAddresses(); !slices.Equal(got, []string{"172.30.0.12", "203.0.113.12"}) {
-			return fmt.Errorf("node peer set addresses %v, want [172.30.0.12 203.0.113.12]", got)
-		}
-		return nil
-	})
+	nodePeers := func(what string, want ...string) {
+		t.Helper()
+		harness.Eventually(t, 20*time.Second, what, func() error {
+			if got := c.nodePeerAddresses(); !slices.Equal(got, want) {
+				return fmt.Errorf("node peer set addresses %v, want %v", got, want)
+			}
+			return nil
+		})
+	}
+	nodePeers("the node peer set holds only n2's own addresses", "172.30.0.12", "203.0.113.12")
+	// n1, older and selected by no policy, reports n2's external address
+	// too: it is n1's now, and n2's again once n1 lets it go.
+	c.nodeAddresses("n1", "172.30.0.11", "203.0.113.12")
+	nodePeers("an address an older node reports leaves the younger's set", "172.30.0.12")
+	c.nodeAddresses("n1", "172.30.0.11")
+	nodePeers("the younger node's address back once the older lets it go", "172.30.0.12", "203.0.113.12")
 	// The node leaves the selector: its address leaves the set.
 	node, _ = c.kube.Client.CoreV1().Nodes().Get(c.ctx(), "n2", metav1.GetOptions{})
 	node.Labels = nil
