@@ -94,19 +94,27 @@ func (c cpuSample) since(earlier cpuSample) cpuUse {
 // one core over the given wall time.
 func (c cpuUse) describe(wall float64) string {
 	names := make([]string, 0, len(c))
-	total := 0.0
-	for n, v := range c {
+	for n := range c {
 		names = append(names, n)
-		if n != stealName {
-			total += v
-		}
 	}
+	total := c.total()
 	sort.Slice(names, func(i, j int) bool { return c[names[i]] > c[names[j]] })
 	parts := make([]string, 0, len(names)+1)
 	for _, n := range names {
 		parts = append(parts, fmt.Sprintf("%s %.0f%%", n, 100*c[n]/wall))
 	}
 	return fmt.Sprintf("%.0f%% of one core in all: %s", 100*total/wall, strings.Join(parts, ", "))
+}
+
+// total is the CPU seconds of every process, without the steal time.
+func (c cpuUse) total() float64 {
+	t := 0.0
+	for n, v := range c {
+		if n != stealName {
+			t += v
+		}
+	}
+	return t
 }
 
 // cpuPrefix starts the metrics that hold a process's CPU seconds in a

@@ -209,13 +209,7 @@ func (b *bench) settle(next string) {
 		before := cpuSnapshot()
 		time.Sleep(time.Second)
 		used := cpuSnapshot().since(before)
-		total := 0.0
-		for name, v := range used {
-			if name != stealName {
-				total += v
-			}
-		}
-		if total < quietCores {
+		if used.total() < quietCores {
 			say("  (settled before %s in %.1f s)", next, time.Since(start).Seconds())
 			return
 		}
