@@ -158,14 +158,16 @@ NOT_SELECTED = \[Slow\]|\[Serial\]|\[Disruptive\]|\[Feature:([^I]|I[^P])|\[Featu
 # Not passing yet, each with its reason in docs/conformance.md ("Not passing
 # yet"; issue 32 stays open): UDP datagrams larger than the MTU through a load
 # balancer (the userspace datapath hands OVN's balancer the fragments, not the
-# datagram; both families, with pod and with host-network endpoints), a NodePort
-# reached from its own node keeping the node's address as the source, and the
-# invalid-conntrack-state test, which passes in most runs but not all.
-NOT_PASSING = should be able to handle large requests: udp|should function for service endpoints using hostNetwork|HealthCheckNodePort correctly when ExternalTrafficPolicy changes|should not be vulnerable to the invalid conntrack state bug
+# datagram; both families, with pod and with host-network endpoints).
+NOT_PASSING = should be able to handle large requests: udp|should function for service endpoints using hostNetwork
 SKIP ?=
 PARALLEL ?= 4
+# Three workers: "should implement NodePort and HealthCheckNodePort correctly
+# when ExternalTrafficPolicy changes" needs three schedulable nodes (the
+# control plane is tainted).
+CONFORMANCE_WORKERS ?= 3
 conformance: deps build images $(BIN)/ovnk-cluster $(if $(filter 1,$(NPAPI)),npapi-tools)
-	$(BIN)/ovnk-cluster -ip-family $(IP_FAMILY) -focus '$(FOCUS)' -skip '$(NOT_SELECTED)|$(NOT_PASSING)$(if $(SKIP),|$(SKIP))' -parallel $(PARALLEL) \
+	$(BIN)/ovnk-cluster -ip-family $(IP_FAMILY) -workers $(CONFORMANCE_WORKERS) -focus '$(FOCUS)' -skip '$(NOT_SELECTED)|$(NOT_PASSING)$(if $(SKIP),|$(SKIP))' -parallel $(PARALLEL) \
 		-npapi $(if $(filter 1,$(NPAPI)),$(NPAPI_SUITES),none) conformance
 
 ## npapi-tools: the network-policy-api conformance suites' binaries (about 3 minutes on a cold build cache)

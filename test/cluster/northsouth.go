@@ -169,6 +169,17 @@ func (c *Cluster) northSouthFamily(r *report, f ipFamily, p nsPorts) {
 			})
 		}
 	}
+	// The control plane runs no web pod: its own Local NodePort is
+	// kube-proxy's short-circuit, and the pod sees the node's address.
+	cp := c.Nodes[0]
+	own := hostPort(f.node(cp), p.tcp["web-local"])
+	r.check("node "+cp.Name+f.tag, "its own ETP Local "+own, "OVN-KUBE-NODEPORT → a node with endpoints, no SNAT", func() (string, error) {
+		got, err := c.Exec(cp, "curl", "-s", "-m", "2", "http://"+own+"/clientip")
+		if host, _, _ := net.SplitHostPort(got); err == nil && host != f.node(cp) {
+			err = fmt.Errorf("the pod saw %s, not the node's address %s", got, f.node(cp))
+		}
+		return "pod saw " + got, err
+	})
 }
 
 // NorthSouth runs the demo's paths, then proves the demo namespace's

@@ -42,20 +42,22 @@ type ctKey struct {
 //     a backend of that frontend in any of the node's balancers;
 //   - in the host's zone (0), an entry to one of the node's addresses at a
 //     NodePort that the host's chain (OVN-KUBE-NODEPORT) does not send,
-//     or no longer sends, to the ClusterIP it went to: a flow started
-//     before the rule existed, or the port now belongs to another service.
+//     or no longer sends, where it went (the ClusterIP, or another node's
+//     NodePort for externalTrafficPolicy Local): a flow started before the
+//     rule existed, the port now belongs to another service, or the nodes
+//     with endpoints changed.
 //
 // It implements netlink.CustomConntrackFilter.
 type ConntrackPlan struct {
 	ovn  map[ctKey]map[netip.AddrPort]bool
-	host map[ctKey]netip.AddrPort
+	host map[ctKey]map[netip.AddrPort]bool
 }
 
 // NewConntrackPlan computes the plan from the node's services and their
 // EndpointSlices, with self the node (services.GatewayOf) and policy the
 // node's service address policy.
-func NewConntrackPlan(svcs []*corev1.Service, slices []*discovery.EndpointSlice, self services.NodeGateway, policy services.AddressPolicy) ConntrackPlan {
-	p := ConntrackPlan{ovn: map[ctKey]map[netip.AddrPort]bool{}, host: map[ctKey]netip.AddrPort{}}
+func NewConntrackPlan(svcs []*corev1.Service, slices []*discovery.EndpointSlice, self services.NodeGateway, policy services.AddressPolicy, peers Peers) ConntrackPlan {
+	p := ConntrackPlan{ovn: map[ctKey]map[netip.AddrPort]bool{}, host: map[ctKey]map[netip.AddrPort]bool{}}
 	bySvc := map[string][]*discovery.EndpointSlice{}
 	for _, sl := range slices {
 		k := sl.Namespace + "/" + sl.Labels[discovery.LabelServiceName]
@@ -84,14 +86,21 @@ func NewConntrackPlan(svcs []*corev1.Service, slices []*discovery.EndpointSlice,
 			p.addLB(lb)
 		}
 	}
-	for _, np := range hostNodePorts(svcs, policy) {
+	for _, np := range hostNodePorts(svcs, policy, peers) {
 		proto, ok := protoNumber(np.proto)
 		if !ok {
 			continue
 		}
 		for _, ip := range self.Own {
-			if ip.Is6() == np.target.Addr().Is6() {
-				p.host[ctKey{proto, netip.AddrPortFrom(ip, uint16(np.nodePort))}] = np.target
+			if ip.Is6() != np.targets[0].Addr().Is6() {
+				continue
+			}
+			k := ctKey{proto, netip.AddrPortFrom(ip, uint16(np.nodePort))}
+			if p.host[k] == nil {
+				p.host[k] = map[netip.AddrPort]bool{}
+			}
+			for _, t := range np.targets {
+				p.host[k][t] = true
 			}
 		}
 	}
@@ -163,8 +172,8 @@ func (p ConntrackPlan) MatchConntrackFlow(f *netlink.ConntrackFlow) bool {
 	k := ctKey{f.Forward.Protocol, tupleAddr(f.Forward.DstIP, f.Forward.DstPort)}
 	replyFrom := tupleAddr(f.Reverse.SrcIP, f.Reverse.SrcPort)
 	if f.Zone == 0 {
-		target, ok := p.host[k]
-		return ok && replyFrom != target
+		targets, ok := p.host[k]
+		return ok && !targets[replyFrom]
 	}
 	backends, ok := p.ovn[k]
 	return ok && replyFrom != k.dst && !backends[replyFrom]
@@ -175,18 +184,17 @@ func (p ConntrackPlan) Equal(o ConntrackPlan) bool {
 	if len(p.ovn) != len(o.ovn) || len(p.host) != len(o.host) {
 		return false
 	}
-	for k, t := range p.host {
-		if ot, ok := o.host[k]; !ok || ot != t {
+	return sameSets(p.host, o.host) && sameSets(p.ovn, o.ovn)
+}
+
+func sameSets(a, b map[ctKey]map[netip.AddrPort]bool) bool {
+	for k, as := range a {
+		bs, ok := b[k]
+		if !ok || len(bs) != len(as) {
 			return false
 		}
-	}
-	for k, bs := range p.ovn {
-		obs, ok := o.ovn[k]
-		if !ok || len(obs) != len(bs) {
-			return false
-		}
-		for b := range bs {
-			if !obs[b] {
+		for x := range as {
+			if !bs[x] {
 				return false
 			}
 		}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -74,7 +76,7 @@ func TestConntrackPlan(t *testing.T) {
 	v6, v6Slice := ctSvc("six", "fd00:10:96::10", corev1.ProtocolUDP, map[string]string{"fd00:10:244:1::5": "n1"})
 	v6.Spec.Ports[0].NodePort = 30060
 	plan := NewConntrackPlan([]*corev1.Service{udp, tcp, sctp, empty, host, v6},
-		[]*discovery.EndpointSlice{udpSlice, tcpSlice, sctpSlice, emptySlice, hostSlice, v6Slice}, ctNode, services.AddressPolicy{})
+		[]*discovery.EndpointSlice{udpSlice, tcpSlice, sctpSlice, emptySlice, hostSlice, v6Slice}, ctNode, services.AddressPolicy{}, Peers{})
 
 	for _, c := range []struct {
 		name  string
@@ -112,13 +114,13 @@ func TestConntrackPlan(t *testing.T) {
 // Two plans from the same input are equal; a changed endpoint makes them differ.
 func TestConntrackPlanEqual(t *testing.T) {
 	svc, sl := ctSvc("dns", "10.96.0.10", corev1.ProtocolUDP, map[string]string{"10.244.1.5": "n1"})
-	a := NewConntrackPlan([]*corev1.Service{svc}, []*discovery.EndpointSlice{sl}, ctNode, services.AddressPolicy{})
-	b := NewConntrackPlan([]*corev1.Service{svc}, []*discovery.EndpointSlice{sl}, ctNode, services.AddressPolicy{})
+	a := NewConntrackPlan([]*corev1.Service{svc}, []*discovery.EndpointSlice{sl}, ctNode, services.AddressPolicy{}, Peers{})
+	b := NewConntrackPlan([]*corev1.Service{svc}, []*discovery.EndpointSlice{sl}, ctNode, services.AddressPolicy{}, Peers{})
 	if !a.Equal(b) {
 		t.Fatal("plans of the same services differ")
 	}
 	_, sl2 := ctSvc("dns", "10.96.0.10", corev1.ProtocolUDP, map[string]string{"10.244.1.6": "n1"})
-	c := NewConntrackPlan([]*corev1.Service{svc}, []*discovery.EndpointSlice{sl2}, ctNode, services.AddressPolicy{})
+	c := NewConntrackPlan([]*corev1.Service{svc}, []*discovery.EndpointSlice{sl2}, ctNode, services.AddressPolicy{}, Peers{})
 	if a.Equal(c) {
 		t.Error("a new endpoint left the plan equal")
 	}
@@ -154,7 +156,7 @@ func TestSweepConntrack(t *testing.T) {
 	svc, sl := ctSvc("dns", "10.96.0.10", corev1.ProtocolUDP, map[string]string{"10.244.1.5": "n1"})
 	v6, v6sl := ctSvc("six", "fd00:10:96::10", corev1.ProtocolUDP, map[string]string{"fd00:10:244:1::5": "n1"})
 	v6.Spec.Ports[0].NodePort = 30060
-	plan := NewConntrackPlan([]*corev1.Service{svc, v6}, []*discovery.EndpointSlice{sl, v6sl}, ctNode, services.AddressPolicy{})
+	plan := NewConntrackPlan([]*corev1.Service{svc, v6}, []*discovery.EndpointSlice{sl, v6sl}, ctNode, services.AddressPolicy{}, Peers{})
 	good := flow(5, 17, "10.96.0.10:53", "10.244.1.5:5353")
 	table := &fakeTable{flows: []*netlink.ConntrackFlow{good,
 		flow(5, 17, "10.96.0.10:53", "10.244.1.99:5353"),
@@ -180,7 +182,7 @@ func TestRunConntrackSweepsOnChange(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		plans++
-		return NewConntrackPlan([]*corev1.Service{svc}, []*discovery.EndpointSlice{current}, ctNode, services.AddressPolicy{}), nil
+		return NewConntrackPlan([]*corev1.Service{svc}, []*discovery.EndpointSlice{current}, ctNode, services.AddressPolicy{}, Peers{}), nil
 	}
 	table := &lockedTable{}
 	kick := make(chan struct{}, 1)
@@ -232,4 +234,66 @@ func (l *lockedTable) ConntrackDeleteFilters(netlink.ConntrackTableType, netlink
 	defer l.mu.Unlock()
 	l.calls++
 	return 0, nil
+}
+
+// externalTrafficPolicy Local: the node's own NodePort goes to the nodes
+// that have endpoints (in turn), keeping the node's address as the source
+// (Kubernetes' "NodePort and HealthCheckNodePort correctly when
+// ExternalTrafficPolicy changes"); to the ClusterIP when the node has an
+// endpoint of its own, when nobody has one, and for the Cluster policy.
+// The conntrack plan keeps the host's entries sent to those nodes.
+func TestHostNodePortShortCircuitsLocalServices(t *testing.T) {
+	gw := func(name string, ips ...string) services.NodeGateway {
+		n := services.NodeGateway{Node: name}
+		for _, s := range ips {
+			n.IPs = append(n.IPs, netip.MustParseAddr(s))
+		}
+		n.Own = n.IPs
+		return n
+	}
+	nodes := []services.NodeGateway{gw("n3", "172.18.0.4"), gw("n1", "172.18.0.2"), gw("n2", "172.18.0.3")}
+	svc, sl := ctSvc("dns", "10.96.0.10", corev1.ProtocolUDP, map[string]string{"10.244.2.5": "n2", "10.244.3.5": "n3", "10.244.3.6": "n3"})
+	svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	rules := func(svc *corev1.Service, sl *discovery.EndpointSlice, self string) []string {
+		return HostNodePortRules([]*corev1.Service{svc}, services.AddressPolicy{}, NewPeers(self, nodes, []*discovery.EndpointSlice{sl}), false)
+	}
+	const match = "-A OVN-KUBE-NODEPORT -p udp -m addrtype --dst-type LOCAL -m udp --dport 30053 "
+	toClusterIP := []string{match + "-j DNAT --to-destination 10.96.0.10:53"}
+	for _, c := range []struct {
+		name string
+		got  []string
+		want []string
+	}{
+		{"endpoints elsewhere only", rules(svc, sl, "n1"), []string{
+			match + "-m statistic --mode nth --every 2 --packet 0 -j DNAT --to-destination 172.18.0.3:30053",
+			match + "-j DNAT --to-destination 172.18.0.4:30053"}},
+		{"an endpoint of its own", rules(svc, sl, "n2"), toClusterIP},
+		{"no endpoints anywhere", rules(svc, &discovery.EndpointSlice{}, "n1"), toClusterIP},
+		{"no peers known", HostNodePortRules([]*corev1.Service{svc}, services.AddressPolicy{}, Peers{}, false), toClusterIP},
+	} {
+		if !slices.Equal(c.got, c.want) {
+			t.Errorf("%s:\n%s\nwant\n%s", c.name, strings.Join(c.got, "\n"), strings.Join(c.want, "\n"))
+		}
+	}
+	cluster := svc.DeepCopy()
+	cluster.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyCluster
+	if got := rules(cluster, sl, "n1"); !slices.Equal(got, toClusterIP) {
+		t.Errorf("Cluster policy: %q", got)
+	}
+
+	self := gw("n1", "172.18.0.2")
+	plan := NewConntrackPlan([]*corev1.Service{svc}, []*discovery.EndpointSlice{sl}, self, services.AddressPolicy{}, NewPeers("n1", nodes, []*discovery.EndpointSlice{sl}))
+	for _, c := range []struct {
+		name  string
+		flow  *netlink.ConntrackFlow
+		stale bool
+	}{
+		{"sent to a node with endpoints", flow(0, 17, "172.18.0.2:30053", "172.18.0.3:30053"), false},
+		{"sent to the other node with endpoints", flow(0, 17, "172.18.0.2:30053", "172.18.0.4:30053"), false},
+		{"sent to the ClusterIP before", flow(0, 17, "172.18.0.2:30053", "10.96.0.10:53"), true},
+	} {
+		if got := plan.MatchConntrackFlow(c.flow); got != c.stale {
+			t.Errorf("%s: stale %v, want %v", c.name, got, c.stale)
+		}
+	}
 }

@@ -3,8 +3,9 @@ package node
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/netip"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
@@ -38,7 +40,7 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 	if report == nil {
 		report = func(error) {}
 	}
-	nodeKick, gwKick, ctKick := make(chan struct{}, 1), make(chan struct{}, 1), make(chan struct{}, 1)
+	nodeKick, gwKick, ctKick, chainKick := make(chan struct{}, 1), make(chan struct{}, 1), make(chan struct{}, 1), make(chan struct{}, 1)
 	poke := func(ch chan struct{}) {
 		select {
 		case ch <- struct{}{}:
@@ -63,7 +65,7 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 	})
 	nodes := factory.Core().V1().Nodes().Lister()
 	factory.Start(ctx.Done())
-	var svcs corelisters.ServiceLister
+	var view *serviceView
 	if gw != nil {
 		// Services drive the bridge's flows and the host's NodePort chain;
 		// services and their EndpointSlices drive the health checks.
@@ -77,19 +79,32 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 		})
 		sliceInf := svcFactory.Discovery().V1().EndpointSlices()
 		_, _ = sliceInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { poke(hcKick); poke(ctKick) },
-			UpdateFunc: func(any, any) { poke(hcKick); poke(ctKick) },
-			DeleteFunc: func(any) { poke(hcKick); poke(ctKick) },
+			AddFunc:    func(any) { poke(hcKick); poke(ctKick); poke(chainKick) },
+			UpdateFunc: func(any, any) { poke(hcKick); poke(ctKick); poke(chainKick) },
+			DeleteFunc: func(any) { poke(hcKick); poke(ctKick); poke(chainKick) },
 		})
-		svcs = inf.Lister()
+		// Every node's gateway addresses: the host's chain sends its own
+		// NodePorts of Local services to the nodes with endpoints (Peers).
+		allNodes := svcFactory.Core().V1().Nodes()
+		_, _ = allNodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: func(any) { poke(chainKick); poke(ctKick) },
+			UpdateFunc: func(old, cur any) {
+				if !slices.Equal(services.GatewayOf(old.(*corev1.Node)).IPs, services.GatewayOf(cur.(*corev1.Node)).IPs) {
+					poke(chainKick)
+					poke(ctKick)
+				}
+			},
+			DeleteFunc: func(any) { poke(chainKick); poke(ctKick) },
+		})
+		view = &serviceView{self: cfg.NodeName, svcs: inf.Lister(), slices: sliceInf.Lister(), nodes: allNodes.Lister()}
 		svcFactory.Start(ctx.Done())
 		svcFactory.WaitForCacheSync(ctx.Done())
 		list := func() ([]*corev1.Service, []*discovery.EndpointSlice, error) {
-			s, err := svcs.List(labels.Everything())
+			s, err := view.svcs.List(labels.Everything())
 			if err != nil {
 				return nil, nil, err
 			}
-			sl, err := sliceInf.Lister().List(labels.Everything())
+			sl, err := view.slices.List(labels.Everything())
 			return s, sl, err
 		}
 		go runHealthChecks(ctx, &HealthServer{Log: log.WithName("healthcheck")}, cfg.NodeName, gw.Services, list, hcKick)
@@ -98,8 +113,11 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 			if err != nil {
 				return ConntrackPlan{}, err
 			}
-			s, sl, err := list()
-			return NewConntrackPlan(s, sl, services.GatewayOf(node), gw.Services), err
+			s, peers, err := view.read()
+			if err != nil {
+				return ConntrackPlan{}, err
+			}
+			return NewConntrackPlan(s, peers.all(), services.GatewayOf(node), gw.Services, peers), nil
 		}
 		if h, err := netlink.NewHandle(); err != nil {
 			log.Error(err, "no netlink handle: stale UDP conntrack entries are left to ovn-controller's ct_flush")
@@ -116,6 +134,7 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 	poke(nodeKick)
 	ready := false        // minion-init succeeded
 	var mgmt []netip.Addr // the management port's addresses, once known
+	chains := hostChainState{}
 	for {
 		full := false
 		select {
@@ -124,8 +143,19 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 		case <-nodeKick:
 			full = true
 		case <-gwKick:
+		case <-chainKick:
+			if !ready || gw == nil {
+				continue
+			}
+			// Only the host's chains follow endpoints and other nodes:
+			// rewritten when what they want changed, not on every event.
+			if err := chains.sync(ctx, *gw, view, mgmt, false); err != nil {
+				log.Error(err, "host chains not written; retrying")
+				time.AfterFunc(time.Second, func() { poke(chainKick) })
+			}
+			continue
 		case <-ticker.C:
-			missing := missingParts(ctx, cfg, sw, gw, svcs, mgmt)
+			missing := missingParts(ctx, cfg, sw, gw, view, mgmt)
 			if missing == "" {
 				continue
 			}
@@ -148,7 +178,10 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 		// The gateway needs minion-init's chassis: it waits for a success.
 		// A service change only touches the bridge's flows and the chain.
 		if err == nil && ready && gw != nil {
-			err = syncGateway(ctx, *gw, full, sw, kube, svcs, mgmt, log)
+			err = syncGateway(ctx, *gw, full, sw, kube, view, mgmt, log)
+			if err == nil {
+				err = chains.sync(ctx, *gw, view, mgmt, full)
+			}
 		}
 		if err == nil && !ready {
 			err = fmt.Errorf("minion-init has not succeeded yet")
@@ -161,43 +194,87 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 	}
 }
 
-// syncGateway replaces the gateway bridge's flows and the host's NodePort
-// and host-endpoint chains from the current services; full runs all of
-// GatewayInit first (bridge mapping, annotation).
-func syncGateway(ctx context.Context, gw GatewayConfig, full bool, sw *ovs.Client, kube kubernetes.Interface, svcs corelisters.ServiceLister, mgmt []netip.Addr, log logr.Logger) error {
-	list, err := svcs.List(labels.Everything())
+// syncGateway replaces the gateway bridge's flows from the current
+// services; full runs all of GatewayInit first (bridge mapping, annotation).
+func syncGateway(ctx context.Context, gw GatewayConfig, full bool, sw *ovs.Client, kube kubernetes.Interface, view *serviceView, mgmt []netip.Addr, log logr.Logger) error {
+	list, err := view.svcs.List(labels.Everything())
 	if err != nil {
 		return err
 	}
 	if full {
-		err = GatewayInit(ctx, gw, sw, kube, ServiceFlows(list, gw.Services), log)
-	} else {
-		var mac net.HardwareAddr
-		if mac, err = bridgeMAC(ctx, sw, gw.Bridge); err == nil {
-			err = replaceBridgeFlows(ctx, gw, sw, mac, ServiceFlows(list, gw.Services), log)
-		}
+		return GatewayInit(ctx, gw, sw, kube, ServiceFlows(list, gw.Services), log)
 	}
+	mac, err := bridgeMAC(ctx, sw, gw.Bridge)
 	if err != nil {
 		return err
 	}
-	for _, c := range gw.hostChains(list, mgmt) {
+	return replaceBridgeFlows(ctx, gw, sw, mac, ServiceFlows(list, gw.Services), log)
+}
+
+// hostChainState remembers the rules last written to each of the host's
+// chains.
+type hostChainState map[hostNAT]string
+
+// sync writes the host's NodePort and host-endpoint chains: every one when
+// force, else those whose wanted rules changed since last written.
+func (st hostChainState) sync(ctx context.Context, gw GatewayConfig, view *serviceView, mgmt []netip.Addr, force bool) error {
+	svcs, peers, err := view.read()
+	if err != nil {
+		return err
+	}
+	for _, c := range gw.hostChains(svcs, peers, mgmt) {
+		text := strings.Join(c.rules, "\n")
+		if old, ok := st[c.h]; ok && old == text && !force {
+			continue
+		}
+		delete(st, c.h)
 		if err := c.h.replace(ctx, c.rules); err != nil {
 			return err
 		}
+		st[c.h] = text
 	}
 	return nil
 }
 
+// serviceView reads what the gateway's flows and the host's chains follow.
+type serviceView struct {
+	self   string
+	svcs   corelisters.ServiceLister
+	slices discoverylisters.EndpointSliceLister
+	nodes  corelisters.NodeLister // every node
+}
+
+// read lists the services and the Peers (every node's gateway, every slice).
+func (v *serviceView) read() ([]*corev1.Service, Peers, error) {
+	svcs, err := v.svcs.List(labels.Everything())
+	if err != nil {
+		return nil, Peers{}, err
+	}
+	sl, err := v.slices.List(labels.Everything())
+	if err != nil {
+		return nil, Peers{}, err
+	}
+	nodes, err := v.nodes.List(labels.Everything())
+	if err != nil {
+		return nil, Peers{}, err
+	}
+	gws := make([]services.NodeGateway, 0, len(nodes))
+	for _, n := range nodes {
+		gws = append(gws, services.GatewayOf(n))
+	}
+	return svcs, NewPeers(v.self, gws, sl), nil
+}
+
 // missingParts names what of the node's setup is gone or has drifted
 // (deleted by hand, flows changed behind our back), or is empty.
-func missingParts(ctx context.Context, cfg Config, sw *ovs.Client, gw *GatewayConfig, svcs corelisters.ServiceLister, mgmt []netip.Addr) string {
+func missingParts(ctx context.Context, cfg Config, sw *ovs.Client, gw *GatewayConfig, view *serviceView, mgmt []netip.Addr) string {
 	if !managementPortPresent(ctx, sw) {
 		return "management port " + ManagementPortName
 	}
 	if gw == nil {
 		return ""
 	}
-	list, err := svcs.List(labels.Everything())
+	list, peers, err := view.read()
 	if err != nil {
 		return err.Error()
 	}
@@ -214,7 +291,7 @@ func missingParts(ctx context.Context, cfg Config, sw *ovs.Client, gw *GatewayCo
 	} else if d != "" {
 		return fmt.Sprintf("flows of %s differ: %s", gw.Bridge, d)
 	}
-	for _, c := range gw.hostChains(list, mgmt) {
+	for _, c := range gw.hostChains(list, peers, mgmt) {
 		if d := c.h.drift(ctx, c.rules); d != "" {
 			return "host chain " + c.h.chain + ": " + d
 		}

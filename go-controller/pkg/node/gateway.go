@@ -54,7 +54,7 @@ func (cfg GatewayConfig) addrs() []netip.Addr {
 
 // hostChains are the host's nat chains of each family the node has an
 // address of on the external network, with mgmt its management addresses.
-func (cfg GatewayConfig) hostChains(svcs []*corev1.Service, mgmt []netip.Addr) []hostChain {
+func (cfg GatewayConfig) hostChains(svcs []*corev1.Service, peers Peers, mgmt []netip.Addr) []hostChain {
 	var out []hostChain
 	for _, p := range cfg.PhysicalIPs {
 		var m netip.Addr
@@ -63,7 +63,7 @@ func (cfg GatewayConfig) hostChains(svcs []*corev1.Service, mgmt []netip.Addr) [
 				m = a
 			}
 		}
-		out = append(out, hostChains(svcs, cfg.Services, m, p.Addr())...)
+		out = append(out, hostChains(svcs, cfg.Services, peers, m, p.Addr())...)
 	}
 	return out
 }

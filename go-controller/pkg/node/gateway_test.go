@@ -92,7 +92,7 @@ func TestServiceFlowsAndHostNodePortRules(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("ServiceFlows = %v, want %v", got, want)
 	}
-	rules := HostNodePortRules(svcs, allowed, false)
+	rules := HostNodePortRules(svcs, allowed, Peers{}, false)
 	wantRules := []string{
 		"-A OVN-KUBE-NODEPORT -p tcp -m addrtype --dst-type LOCAL -m tcp --dport 30080 -j DNAT --to-destination 10.96.0.5:80",
 		"-A OVN-KUBE-NODEPORT -p udp -m addrtype --dst-type LOCAL -m udp --dport 30053 -j DNAT --to-destination 10.96.0.6:53",
@@ -125,7 +125,7 @@ func TestServiceFlowsNeverTakeTheHostsPorts(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("ServiceFlows = %v, want %v", got, want)
 	}
-	for _, r := range HostNodePortRules(svcs, policy, false) {
+	for _, r := range HostNodePortRules(svcs, policy, Peers{}, false) {
 		if strings.Contains(r, "--dport 22 ") {
 			t.Errorf("host rule for node port 22: %s", r)
 		}
@@ -195,7 +195,7 @@ func TestGatewayDualStackAnnotationAndFlows(t *testing.T) {
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "np"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort,
 		ClusterIP: "10.96.0.5", ClusterIPs: []string{"10.96.0.5", "fd00:10:96::5"}, Ports: []corev1.ServicePort{{Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30080}}}}
 	var got []string
-	for _, c := range cfg.hostChains([]*corev1.Service{svc}, []netip.Addr{netip.MustParseAddr("10.244.1.2"), netip.MustParseAddr("fd00:10:244:1::2")}) {
+	for _, c := range cfg.hostChains([]*corev1.Service{svc}, Peers{}, []netip.Addr{netip.MustParseAddr("10.244.1.2"), netip.MustParseAddr("fd00:10:244:1::2")}) {
 		got = append(got, fmt.Sprintf("v6=%v %s", c.h.v6, strings.Join(c.rules, "; ")))
 	}
 	want := []string{

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/services"
 )
@@ -69,19 +70,57 @@ func hasNodePort(svc *corev1.Service, p corev1.ServicePort, policy services.Addr
 // HostNodePortChain is the nat chain that lets processes on the node reach
 // the node's own NodePorts: a connection to a local address never leaves
 // the host, so it is sent to the service's ClusterIP of that family
-// (routed through the management port) instead.
+// (routed through the management port) instead, or, for
+// externalTrafficPolicy Local, to the nodes that have endpoints (Peers).
 const HostNodePortChain = "OVN-KUBE-NODEPORT"
 
-// hostNodePort is one NodePort the host's chain sends to a ClusterIP.
+// Peers is what the host's chain needs to know of the other nodes: with
+// externalTrafficPolicy Local, a connection from the node to its own
+// NodePort is kube-proxy's short-circuit (it may reach any endpoint, keeping
+// the node's address as its source, as Kubernetes' e2e checks). Through the
+// ClusterIP it would leave SNATed to the management address (MgmtSNATChain);
+// sent instead to the NodePort of a node that has endpoints, that node's
+// gateway router keeps the client's address (skip_snat) and answers over
+// the node network, where the host's conntrack undoes the DNAT. The zero
+// value knows no nodes: every NodePort goes to its ClusterIP.
+type Peers struct {
+	Self   string
+	Nodes  []services.NodeGateway                // every node (services.GatewayOf)
+	Slices map[string][]*discovery.EndpointSlice // namespace/service → its slices
+}
+
+// NewPeers indexes slices by service.
+func NewPeers(self string, nodes []services.NodeGateway, slices []*discovery.EndpointSlice) Peers {
+	p := Peers{Self: self, Nodes: nodes, Slices: map[string][]*discovery.EndpointSlice{}}
+	for _, sl := range slices {
+		k := sl.Namespace + "/" + sl.Labels[discovery.LabelServiceName]
+		p.Slices[k] = append(p.Slices[k], sl)
+	}
+	sort.Slice(p.Nodes, func(i, j int) bool { return p.Nodes[i].Node < p.Nodes[j].Node })
+	return p
+}
+
+// all are the slices of every service.
+func (p Peers) all() []*discovery.EndpointSlice {
+	var out []*discovery.EndpointSlice
+	for _, sl := range p.Slices {
+		out = append(out, sl...)
+	}
+	return out
+}
+
+// hostNodePort is one NodePort of one family in the host's chain and where
+// it sends connections: a ClusterIP of the service and its port, or other
+// nodes' addresses at the NodePort, taken in turn.
 type hostNodePort struct {
 	proto    corev1.Protocol
 	nodePort int32
-	target   netip.AddrPort // a ClusterIP of the service and its port
+	targets  []netip.AddrPort
 }
 
 // hostNodePorts are the NodePorts of the host's chains, for each of the
-// service's ClusterIPs (see HostNodePortRules).
-func hostNodePorts(svcs []*corev1.Service, policy services.AddressPolicy) []hostNodePort {
+// service's ClusterIP families (see HostNodePortRules).
+func hostNodePorts(svcs []*corev1.Service, policy services.AddressPolicy, peers Peers) []hostNodePort {
 	var out []hostNodePort
 	for _, svc := range svcs {
 		if !services.Handled(svc) {
@@ -90,6 +129,11 @@ func hostNodePorts(svcs []*corev1.Service, policy services.AddressPolicy) []host
 		ips := svc.Spec.ClusterIPs
 		if len(ips) == 0 {
 			ips = []string{svc.Spec.ClusterIP}
+		}
+		var d *services.Desired
+		if svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal && peers.Self != "" {
+			lbs := services.LoadBalancers(svc, peers.Slices[svc.Namespace+"/"+svc.Name], peers.Nodes, nil, policy)
+			d = &lbs
 		}
 		for _, s := range ips {
 			ip, err := netip.ParseAddr(s)
@@ -104,26 +148,69 @@ func hostNodePorts(svcs []*corev1.Service, policy services.AddressPolicy) []host
 				if proto == "" {
 					proto = corev1.ProtocolTCP
 				}
-				out = append(out, hostNodePort{proto, p.NodePort, netip.AddrPortFrom(ip, uint16(p.Port))})
+				targets := peers.elsewhere(d, p, ip.Is6())
+				if len(targets) == 0 {
+					targets = []netip.AddrPort{netip.AddrPortFrom(ip, uint16(p.Port))}
+				}
+				out = append(out, hostNodePort{proto, p.NodePort, targets})
 			}
 		}
 	}
 	return out
 }
 
+// elsewhere are, for a Local service's port (d: its balancers for every
+// node) on a node without endpoints of its own, the other nodes' NodePorts
+// of the family that have some; nil when the node has its own (the
+// ClusterIP then serves) or nobody has any.
+func (p Peers) elsewhere(d *services.Desired, sp corev1.ServicePort, v6 bool) []netip.AddrPort {
+	if d == nil {
+		return nil
+	}
+	var out []netip.AddrPort
+	for _, n := range p.Nodes {
+		for _, ip := range n.IPs {
+			if ip.Is6() != v6 || d.GatewayBackends(n.Node, sp.Protocol, ip, sp.NodePort) == 0 {
+				continue
+			}
+			if n.Node == p.Self {
+				return nil
+			}
+			out = append(out, netip.AddrPortFrom(ip, uint16(sp.NodePort)))
+			break
+		}
+	}
+	return out
+}
+
 // HostNodePortRules are the chain's rules of one family, as `iptables -S`
-// (ip6tables for IPv6) prints them.
-func HostNodePortRules(svcs []*corev1.Service, policy services.AddressPolicy, v6 bool) []string {
+// (ip6tables for IPv6) prints them, in the chain's order: a NodePort with
+// several targets has one rule per target, each but the last taking every
+// n-th of the connections that reach it, so that they share the
+// connections evenly.
+func HostNodePortRules(svcs []*corev1.Service, policy services.AddressPolicy, peers Peers, v6 bool) []string {
+	nps := hostNodePorts(svcs, policy, peers)
+	sort.SliceStable(nps, func(i, j int) bool {
+		if nps[i].proto != nps[j].proto {
+			return nps[i].proto < nps[j].proto
+		}
+		return nps[i].nodePort < nps[j].nodePort
+	})
 	var out []string
-	for _, np := range hostNodePorts(svcs, policy) {
-		if np.target.Addr().Is6() != v6 {
+	for _, np := range nps {
+		if np.targets[0].Addr().Is6() != v6 {
 			continue
 		}
 		proto := strings.ToLower(string(np.proto))
-		out = append(out, fmt.Sprintf("-A %s -p %s -m addrtype --dst-type LOCAL -m %s --dport %d -j DNAT --to-destination %s",
-			HostNodePortChain, proto, proto, np.nodePort, np.target))
+		match := fmt.Sprintf("-A %s -p %s -m addrtype --dst-type LOCAL -m %s --dport %d", HostNodePortChain, proto, proto, np.nodePort)
+		for i, t := range np.targets {
+			nth := ""
+			if left := len(np.targets) - i; left > 1 {
+				nth = fmt.Sprintf(" -m statistic --mode nth --every %d --packet 0", left)
+			}
+			out = append(out, fmt.Sprintf("%s%s -j DNAT --to-destination %s", match, nth, t))
+		}
 	}
-	sort.Strings(out)
 	return out
 }
 
@@ -179,16 +266,17 @@ type hostChain struct {
 
 // hostChains are the host's nat chains of one family and their rules,
 // for the node's address of that family and its management address.
-func hostChains(svcs []*corev1.Service, policy services.AddressPolicy, mgmt, nodeIP netip.Addr) []hostChain {
+func hostChains(svcs []*corev1.Service, policy services.AddressPolicy, peers Peers, mgmt, nodeIP netip.Addr) []hostChain {
 	v6 := nodeIP.Is6()
 	return []hostChain{
-		{hostNAT{HostNodePortChain, "OUTPUT", v6}, HostNodePortRules(svcs, policy, v6)},
+		{hostNAT{HostNodePortChain, "OUTPUT", v6}, HostNodePortRules(svcs, policy, peers, v6)},
 		{hostNAT{HostEndpointChain, "PREROUTING", v6}, HostEndpointRules(mgmt, nodeIP)},
 		{hostNAT{MgmtSNATChain, "POSTROUTING", v6}, MgmtSNATRules(mgmt, nodeIP)},
 	}
 }
 
-// drift describes how the chain differs from rules ("" when it does not).
+// drift describes how the chain differs from rules ("" when it does not),
+// in order: a NodePort's rules take connections in turn.
 func (h hostNAT) drift(ctx context.Context, rules []string) string {
 	if _, err := h.iptables(ctx, "-t", "nat", "-C", h.from, "-j", h.chain); err != nil {
 		return "no jump from " + h.from
@@ -203,7 +291,6 @@ func (h hostNAT) drift(ctx context.Context, rules []string) string {
 			have = append(have, strings.TrimSpace(l))
 		}
 	}
-	sort.Strings(have)
 	if strings.Join(have, "\n") != strings.Join(rules, "\n") {
 		return fmt.Sprintf("%d rules, want %d", len(have), len(rules))
 	}

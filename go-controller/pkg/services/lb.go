@@ -89,6 +89,19 @@ type Desired struct {
 // perNodeKey keys PerNode: node and protocol.
 func perNodeKey(node, proto string) string { return node + "/" + proto }
 
+// GatewayBackends is how many backends GR_<node> balances the frontend
+// ip:nodePort of protocol proto to (0: none, or no such frontend).
+func (d Desired) GatewayBackends(node string, proto corev1.Protocol, ip netip.Addr, nodePort int32) int {
+	if proto == "" {
+		proto = corev1.ProtocolTCP
+	}
+	lb := d.PerNode[perNodeKey(node, string(proto))]
+	if lb == nil || lb.Vips[vip(ip, nodePort)] == "" {
+		return 0
+	}
+	return strings.Count(lb.Vips[vip(ip, nodePort)], ",") + 1
+}
+
 // ClusterLBName is the name of a service's cluster-wide load balancer for a protocol.
 func ClusterLBName(namespace, name string, proto corev1.Protocol) string {
 	return fmt.Sprintf("Service_%s/%s_%s_cluster", namespace, name, proto)
