@@ -251,6 +251,12 @@ func (m *Master) nbRowDeleted(table string, row model.Model) {
 // Committer exposes NB transaction counts (for tests and benchmarks).
 func (m *Master) Committer() *ovndb.Committer { return m.committer }
 
+// Idle says no node, pod, service, policy or egress IP is queued or being
+// synced (keys waiting to be retried are not queued yet).
+func (m *Master) Idle() bool {
+	return m.nodeQueue.Idle() && m.podQueue.Idle() && m.services.Idle() && m.policies.Idle() && (m.eips == nil || m.eips.Idle())
+}
+
 // Synced is closed when the startup sync has finished.
 func (m *Master) Synced() <-chan struct{} { return m.synced }
 
@@ -403,9 +409,7 @@ func (m *Master) resyncPeriodically(ctx context.Context) {
 
 // signalSynced closes m.synced once the first full pass has drained.
 func (m *Master) signalSynced(ctx context.Context) {
-	_ = wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
-		return m.nodeQueue.Idle() && m.podQueue.Idle() && m.services.Idle() && m.policies.Idle() && (m.eips == nil || m.eips.Idle()), nil
-	})
+	_ = wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) { return m.Idle(), nil })
 	if ctx.Err() == nil {
 		m.syncedOnce.Do(func() {
 			m.log.Info("initial sync done", "nbTransactions", m.committer.Transactions())

@@ -230,12 +230,12 @@ func ConnectNB(ctx context.Context, endpoints []string, log logr.Logger, tlsConf
 
 // ConnectNBFull is ConnectNB monitoring every column, NBUnmonitored
 // included: for tests and tools that check all the database holds.
-func ConnectNBFull(ctx context.Context, endpoints []string, log logr.Logger) (client.Client, error) {
+func ConnectNBFull(ctx context.Context, endpoints []string, log logr.Logger, tlsConfig ...*tls.Config) (client.Client, error) {
 	m, err := NBModel()
 	if err != nil {
 		return nil, err
 	}
-	return Connect(ctx, endpoints, m, nil, log)
+	return Connect(ctx, endpoints, m, nil, log, tlsConfig...)
 }
 
 // FetchByName reads the listed columns (fields: pointers into row) and the

@@ -49,7 +49,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			&cli.IntFlag{Name: "loglevel", Value: 2, Usage: "log verbosity (0 quiet … 5 debug)"},
 		},
 		Before:   func(c *cli.Context) error { return setLogLevel(c, stderr) },
-		Commands: []*cli.Command{masterCommand(), masterInitCommand(), minionInitCommand(), nodeCommand(), gatewayInitCommand(), nicsToBridgeCommand()},
+		Commands: []*cli.Command{masterCommand(), diffCommand(), masterInitCommand(), minionInitCommand(), nodeCommand(), gatewayInitCommand(), nicsToBridgeCommand()},
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {
 			return usageError{err}
 		},
@@ -67,6 +67,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if err := app.Run(args); err != nil {
+		var code exitCode
+		if errors.As(err, &code) {
+			return int(code) // the command said why
+		}
 		fmt.Fprintf(stderr, "ovnkube: %v\n", err)
 		var ue usageError
 		if errors.As(err, &ue) {

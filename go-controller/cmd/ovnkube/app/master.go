@@ -122,23 +122,7 @@ func masterCommand() *cli.Command {
 			"(k8s.ovn.org/pod-networks) and a logical switch port, and every Service load balancers\n" +
 			"(Service_<ns>/<name>_<PROTO>_cluster in the clusterLBGroup). Restart-safe: state is rebuilt\n" +
 			"from annotations and the NB, and only rows ovn-k8s owns are ever deleted.",
-		Flags: append(append(append(append(kubeFlags(), tlsFlags("nb")...),
-			&cli.StringFlag{Name: "nb-address", Usage: "OVN NB database: unix:PATH, tcp:HOST:PORT or ssl:HOST:PORT; comma-separated for a clustered NB"},
-			&cli.DurationFlag{Name: "egressip-reachability-timeout", Value: time.Second, Usage: "how long the master waits for an egress node to answer its probe (TCP to the node's gateway address, port 9: an answer or a refusal is reachable; two misses in a row, one second apart, move its egress IPs); 0 turns the probes off (the Ready condition and the label alone decide)"},
-			&cli.StringFlag{Name: "dns-servers", Usage: "comma-separated DNS servers (IP or IP:PORT) resolving egress firewalls' dnsName and admin policies' domainNames; default: the nameservers of /etc/resolv.conf"},
-			&cli.StringFlag{Name: "dns-tap-address", Usage: "HOST:PORT (or unix:PATH, for a DNS server on this host: the file's permissions decide who may send) on which the master takes the cluster DNS's dnstap stream (CoreDNS: dnstap tcp://ADDRESS full): the answers it gives pods give wildcard DNS names (*.example.com) their addresses; only the endpoints of --dns-service may connect, so point CoreDNS at the management address of the master's node (the .2 of its node subnet), which pods reach with their own addresses; empty: wildcard names match nothing"},
-			&cli.StringFlag{Name: "dns-service", Value: config.DefaultDNSService, Usage: "the cluster DNS's Service, NAMESPACE/NAME: its endpoints may send the dnstap stream (--dns-tap-address)"},
-			&cli.StringFlag{Name: "sb-address", Usage: "the OVN SB database the nodes use (tcp: or ssl:, comma-separated when clustered): an ACL on every node switch keeps pods from it and from the NB's tcp:/ssl: endpoints; the master never connects to it"},
-			&cli.StringSliceFlag{Name: "cluster-subnet", Aliases: []string{"cluster-ip-subnet"}, Value: cli.NewStringSlice(config.DefaultClusterSubnetFlag), Usage: "pod network CIDR/HOSTLEN (repeatable; one per IP family for dual-stack)"},
-			&cli.StringSliceFlag{Name: "service-cidr", Value: cli.NewStringSlice(config.DefaultServiceCIDR), Usage: "service ClusterIP range (repeatable)"},
-			&cli.StringFlag{Name: "join-subnet", Value: config.DefaultJoinSubnetFlag, Usage: "subnets of the join switch between the cluster router and gateway routers, one per family (comma-separated); the cluster uses those of its --cluster-subnet families"},
-			&cli.IntFlag{Name: "pod-workers", Value: 32, Usage: "pods synced concurrently (their NB writes share transactions)"},
-			&cli.IntFlag{Name: "node-workers", Value: 4, Usage: "nodes synced concurrently"},
-			&cli.IntFlag{Name: "service-workers", Value: 8, Usage: "services synced concurrently"},
-			&cli.BoolFlag{Name: "namespace-isolation", Usage: "make every namespace a tenant of its own, as OpenShift SDN's multitenant mode did (namespace annotation k8s.ovn.org/tenant: isolate, global or join:<namespace>)"},
-			&cli.IntFlag{Name: "policy-workers", Value: config.DefaultPolicyWorkers, Usage: "network policies, peer address sets and namespaces synced concurrently"},
-			&cli.DurationFlag{Name: "resync-interval", Value: config.DefaultResyncInterval, Usage: "sync every object again this often whatever the events said, logging what it repaired (0 turns it off)"},
-		), append(serviceAddressFlags(), leaderFlags()...)...), metricsFlags("")...),
+		Flags: append(append(masterSettingFlags(), leaderFlags()...), metricsFlags("")...),
 		Action: func(c *cli.Context) error {
 			cfg, err := masterConfig(c)
 			if err != nil {
@@ -170,6 +154,28 @@ func masterCommand() *cli.Command {
 // while this replica holds the leader lease. Without the lease every write
 // to the API and the NB is refused (fenced), and losing it ends the process
 // (exit 1) so that a supervisor starts it again as a standby.
+// masterSettingFlags are the flags masterConfig reads: those of the master
+// that decide its rows (ovnkube diff takes them too).
+func masterSettingFlags() []cli.Flag {
+	return append(append(append(kubeFlags(), tlsFlags("nb")...),
+		&cli.StringFlag{Name: "nb-address", Usage: "OVN NB database: unix:PATH, tcp:HOST:PORT or ssl:HOST:PORT; comma-separated for a clustered NB"},
+		&cli.DurationFlag{Name: "egressip-reachability-timeout", Value: time.Second, Usage: "how long the master waits for an egress node to answer its probe (TCP to the node's gateway address, port 9: an answer or a refusal is reachable; two misses in a row, one second apart, move its egress IPs); 0 turns the probes off (the Ready condition and the label alone decide)"},
+		&cli.StringFlag{Name: "dns-servers", Usage: "comma-separated DNS servers (IP or IP:PORT) resolving egress firewalls' dnsName and admin policies' domainNames; default: the nameservers of /etc/resolv.conf"},
+		&cli.StringFlag{Name: "dns-tap-address", Usage: "HOST:PORT (or unix:PATH, for a DNS server on this host: the file's permissions decide who may send) on which the master takes the cluster DNS's dnstap stream (CoreDNS: dnstap tcp://ADDRESS full): the answers it gives pods give wildcard DNS names (*.example.com) their addresses; only the endpoints of --dns-service may connect, so point CoreDNS at the management address of the master's node (the .2 of its node subnet), which pods reach with their own addresses; empty: wildcard names match nothing"},
+		&cli.StringFlag{Name: "dns-service", Value: config.DefaultDNSService, Usage: "the cluster DNS's Service, NAMESPACE/NAME: its endpoints may send the dnstap stream (--dns-tap-address)"},
+		&cli.StringFlag{Name: "sb-address", Usage: "the OVN SB database the nodes use (tcp: or ssl:, comma-separated when clustered): an ACL on every node switch keeps pods from it and from the NB's tcp:/ssl: endpoints; the master never connects to it"},
+		&cli.StringSliceFlag{Name: "cluster-subnet", Aliases: []string{"cluster-ip-subnet"}, Value: cli.NewStringSlice(config.DefaultClusterSubnetFlag), Usage: "pod network CIDR/HOSTLEN (repeatable; one per IP family for dual-stack)"},
+		&cli.StringSliceFlag{Name: "service-cidr", Value: cli.NewStringSlice(config.DefaultServiceCIDR), Usage: "service ClusterIP range (repeatable)"},
+		&cli.StringFlag{Name: "join-subnet", Value: config.DefaultJoinSubnetFlag, Usage: "subnets of the join switch between the cluster router and gateway routers, one per family (comma-separated); the cluster uses those of its --cluster-subnet families"},
+		&cli.IntFlag{Name: "pod-workers", Value: 32, Usage: "pods synced concurrently (their NB writes share transactions)"},
+		&cli.IntFlag{Name: "node-workers", Value: 4, Usage: "nodes synced concurrently"},
+		&cli.IntFlag{Name: "service-workers", Value: 8, Usage: "services synced concurrently"},
+		&cli.BoolFlag{Name: "namespace-isolation", Usage: "make every namespace a tenant of its own, as OpenShift SDN's multitenant mode did (namespace annotation k8s.ovn.org/tenant: isolate, global or join:<namespace>)"},
+		&cli.IntFlag{Name: "policy-workers", Value: config.DefaultPolicyWorkers, Usage: "network policies, peer address sets and namespaces synced concurrently"},
+		&cli.DurationFlag{Name: "resync-interval", Value: config.DefaultResyncInterval, Usage: "sync every object again this often whatever the events said, logging what it repaired (0 turns it off)"},
+	), serviceAddressFlags()...)
+}
+
 func runMaster(ctx context.Context, cfg config.Master, lcfg leader.Config, elect bool, srv metrics.Server, log logr.Logger) error {
 	rc, err := kubeRESTConfig(cfg.Kube, "ovnkube-master")
 	if err != nil {

@@ -47,7 +47,9 @@ func Connect(t testing.TB, sock string) client.Client {
 // controllers leave out included: for tests checking what the database holds.
 func ConnectObserver(t testing.TB, sock string) client.Client {
 	t.Helper()
-	return connect(t, sock, ovndb.ConnectNBFull)
+	return connect(t, sock, func(ctx context.Context, eps []string, log logr.Logger) (client.Client, error) {
+		return ovndb.ConnectNBFull(ctx, eps, log)
+	})
 }
 
 func connect(t testing.TB, sock string, dial func(context.Context, []string, logr.Logger) (client.Client, error)) client.Client {

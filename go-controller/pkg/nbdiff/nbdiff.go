@@ -1,0 +1,180 @@
+// Package nbdiff is `ovnkube diff`: what the master would change in the
+// Northbound database, computed by the master itself. The NB's rows are
+// copied into an in-memory database, a master runs against the copy (its
+// reads of the cluster are the real ones; its writes to the API server are
+// refused) until it has nothing left to do, and the copy is compared with
+// the NB row by row. Nothing is written to the NB.
+package nbdiff
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/master"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
+)
+
+// Options are what a diff reads.
+type Options struct {
+	// Master is the master's configuration (its flags): the NB to read and
+	// the settings that decide the rows.
+	Master config.Master
+	// Kube and APIs read the cluster; the master's writes through them
+	// must fail or go nowhere (ReadOnly).
+	Kube kubernetes.Interface
+	APIs master.APIs
+	// Quiet is how long the master on the copy must have been idle, with no
+	// transaction sent, to count as done (default 500 ms).
+	Quiet time.Duration
+	Log   logr.Logger
+}
+
+// Result is a diff and what it cost.
+type Result struct {
+	Rows         []ovndb.RowDiff
+	NBRows       int    // rows read from the NB
+	Transactions uint64 // the master's transactions on the copy
+	Took         time.Duration
+}
+
+// Diff computes how the NB differs from what the master wants.
+func Diff(ctx context.Context, opts Options) (Result, error) {
+	start := time.Now()
+	if opts.Quiet <= 0 {
+		opts.Quiet = 500 * time.Millisecond
+	}
+	var tlsCfg []*tls.Config
+	if opts.Master.NBTLS != nil {
+		tlsCfg = append(tlsCfg, opts.Master.NBTLS)
+	}
+	real, err := ovndb.ConnectNBFull(ctx, opts.Master.NBAddress, opts.Log.WithName("nb"), tlsCfg...)
+	if err != nil {
+		return Result{}, fmt.Errorf("reading the NB: %w", err)
+	}
+	have := ovndb.TakeSnapshot(real)
+	schema := real.Schema()
+	real.Close()
+
+	dir, err := os.MkdirTemp("", "ovnkube-diff-")
+	if err != nil {
+		return Result{}, err
+	}
+	defer os.RemoveAll(dir)
+	clientModel, err := nbdb.FullDatabaseModel()
+	if err != nil {
+		return Result{}, err
+	}
+	sock := filepath.Join(dir, "nb.sock")
+	stop, err := ovndb.ServeInMemory(schema, clientModel, sock)
+	if err != nil {
+		return Result{}, err
+	}
+	defer stop()
+	copyNB := []string{"unix:" + sock}
+	observer, err := ovndb.ConnectNBFull(ctx, copyNB, logr.Discard())
+	if err != nil {
+		return Result{}, err
+	}
+	defer observer.Close()
+	if err := have.Restore(ctx, observer); err != nil {
+		return Result{}, fmt.Errorf("copying the NB's %d rows: %w", have.Rows(), err)
+	}
+	txns, err := converge(ctx, opts, copyNB)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := waitCaughtUp(ctx, observer); err != nil {
+		return Result{}, err
+	}
+	want := ovndb.TakeSnapshot(observer)
+	return Result{Rows: ovndb.Compare(have, want), NBRows: have.Rows(), Transactions: txns, Took: time.Since(start)}, nil
+}
+
+// converge runs a master against the copy until it has been idle, sending
+// nothing, for opts.Quiet, and says how many transactions it sent.
+func converge(ctx context.Context, opts Options, nbAddress []string) (uint64, error) {
+	cfg := opts.Master
+	cfg.NBAddress, cfg.NBTLS = nbAddress, nil
+	cfg.DNSTapAddress = "" // the running master's to take
+	nb, err := ovndb.ConnectNB(ctx, nbAddress, logr.Discard())
+	if err != nil {
+		return 0, err
+	}
+	defer nb.Close()
+	runCtx, cancel := context.WithCancel(ctx)
+	factory := master.NewInformers(opts.Kube)
+	factory.Start(runCtx.Done())
+	m := master.New(cfg, opts.Kube, nb, factory, opts.APIs, opts.Log.WithName("master"))
+	done := make(chan error, 1)
+	go func() { done <- m.Run(runCtx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	select {
+	case <-m.Synced():
+	case err := <-done:
+		done <- err
+		return 0, fmt.Errorf("the master on the copy stopped: %w", err)
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	last, quietSince := m.Committer().Transactions(), time.Now()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("the master on the copy did not settle: %w", ctx.Err())
+		case <-tick.C:
+		}
+		n := m.Committer().Transactions()
+		if n != last || !m.Idle() || m.Committer().Queued() > 0 {
+			last, quietSince = n, time.Now()
+			continue
+		}
+		if time.Since(quietSince) >= opts.Quiet {
+			return n, nil
+		}
+	}
+}
+
+// waitCaughtUp lets c's cache take every update the server sent before it
+// answers an echo (the master has been quiet for Options.Quiet by then).
+func waitCaughtUp(ctx context.Context, c interface {
+	Echo(context.Context) error
+}) error {
+	return c.Echo(ctx)
+}
+
+// ReadOnly wraps an API client's transport so that it only reads: any other
+// request gets 403 Forbidden without reaching the API server (the master on
+// the copy may want to annotate a pod or record an Event).
+func ReadOnly(rt http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(req *http.Request) (*http.Response, error) {
+		switch req.Method {
+		case http.MethodGet, http.MethodHead, http.MethodOptions:
+			return rt.RoundTrip(req)
+		}
+		body := `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","code":403,"message":"ovnkube diff only reads"}`
+		return &http.Response{StatusCode: http.StatusForbidden, Status: "403 Forbidden", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+			Header: http.Header{"Content-Type": []string{"application/json"}}, Body: io.NopCloser(strings.NewReader(body)),
+			ContentLength: int64(len(body)), Request: req}, nil
+	})
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

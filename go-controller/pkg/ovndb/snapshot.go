@@ -1,0 +1,215 @@
+package ovndb
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	"github.com/ovn-org/libovsdb/client"
+	"github.com/ovn-org/libovsdb/model"
+	"github.com/ovn-org/libovsdb/ovsdb"
+)
+
+// Snapshot is every row a client's cache holds: table → UUID → row.
+type Snapshot map[string]map[string]model.Model
+
+// TakeSnapshot copies the rows of c's cache (a client monitoring every
+// column: ConnectNBFull).
+func TakeSnapshot(c client.Client) Snapshot {
+	s := Snapshot{}
+	tc := c.Cache()
+	for _, table := range tc.Tables() {
+		rows := tc.Table(table).Rows()
+		if len(rows) > 0 {
+			s[table] = rows
+		}
+	}
+	return s
+}
+
+// Rows is how many rows s holds.
+func (s Snapshot) Rows() int {
+	n := 0
+	for _, rows := range s {
+		n += len(rows)
+	}
+	return n
+}
+
+// Restore inserts every row of s, each with its UUID, into the empty
+// database c is connected to, in one transaction.
+func (s Snapshot) Restore(ctx context.Context, c client.Client) error {
+	var ops []ovsdb.Operation
+	for _, table := range sortedKeys(s) {
+		for _, uuid := range sortedKeys(s[table]) {
+			op, err := c.Create(model.Clone(s[table][uuid]))
+			if err != nil {
+				return fmt.Errorf("restoring %s %s: %w", table, uuid, err)
+			}
+			ops = append(ops, op...)
+		}
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	return Transact(ctx, c, ops)
+}
+
+// RowDiff is a row that differs between two snapshots: only in the one
+// wanted (missing), only in the one there (stale), or in both with columns
+// that differ.
+type RowDiff struct {
+	Kind    string       `json:"kind"` // missing, stale or differs
+	Table   string       `json:"table"`
+	Row     string       `json:"row"` // its name, else its external_ids, else its UUID
+	Columns []ColumnDiff `json:"columns,omitempty"`
+}
+
+// ColumnDiff is one column of a row that differs: its value in the database
+// and the value wanted. References to other rows read as "Table row".
+type ColumnDiff struct {
+	Column string `json:"column"`
+	Have   string `json:"have"`
+	Want   string `json:"want"`
+}
+
+// Row kinds of a RowDiff.
+const (
+	RowMissing = "missing"
+	RowStale   = "stale"
+	RowDiffers = "differs"
+)
+
+// Compare lists how have differs from want, by table and row. Rows are
+// matched by UUID, then by name or external_ids (a row deleted and made
+// again has a new UUID but is the same row); references to rows are
+// compared by what they reference, not by UUID.
+func Compare(have, want Snapshot) []RowDiff {
+	names := map[string]string{}
+	for _, s := range []Snapshot{have, want} {
+		for table, rows := range s {
+			for uuid, row := range rows {
+				names[uuid] = table + " " + identity(row)
+			}
+		}
+	}
+	tables := map[string]bool{}
+	for t := range have {
+		tables[t] = true
+	}
+	for t := range want {
+		tables[t] = true
+	}
+	var out []RowDiff
+	for _, table := range sortedKeys(tables) {
+		out = append(out, compareTable(table, have[table], want[table], names)...)
+	}
+	return out
+}
+
+func compareTable(table string, have, want map[string]model.Model, names map[string]string) []RowDiff {
+	// Rows not matched by UUID, by identity.
+	unmatched := map[string][]string{}
+	for uuid, row := range want {
+		if _, ok := have[uuid]; !ok {
+			id := identity(row)
+			unmatched[id] = append(unmatched[id], uuid)
+		}
+	}
+	var out []RowDiff
+	for _, uuid := range sortedKeys(have) {
+		h := have[uuid]
+		w, ok := want[uuid]
+		if !ok {
+			id := identity(h)
+			if len(unmatched[id]) == 0 {
+				out = append(out, RowDiff{Kind: RowStale, Table: table, Row: id})
+				continue
+			}
+			w = want[unmatched[id][0]]
+			unmatched[id] = unmatched[id][1:]
+		}
+		if cols := columnDiffs(h, w, names); len(cols) > 0 {
+			out = append(out, RowDiff{Kind: RowDiffers, Table: table, Row: identity(w), Columns: cols})
+		}
+	}
+	for _, id := range sortedKeys(unmatched) {
+		for range unmatched[id] {
+			out = append(out, RowDiff{Kind: RowMissing, Table: table, Row: id})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Row < out[j].Row })
+	return out
+}
+
+// identity names a row: its name, else its external_ids, else its UUID.
+func identity(row model.Model) string {
+	if n := rowName(row); n != getUUID(row) && n != "" {
+		return n
+	}
+	if ids := externalIDs(row); len(ids) > 0 {
+		return renderValue(reflect.ValueOf(ids), nil)
+	}
+	return getUUID(row)
+}
+
+// columnDiffs are the columns of two rows of one table that differ.
+func columnDiffs(have, want model.Model, names map[string]string) []ColumnDiff {
+	hv, wv := reflect.ValueOf(have).Elem(), reflect.ValueOf(want).Elem()
+	var out []ColumnDiff
+	for i := 0; i < hv.NumField(); i++ {
+		col := hv.Type().Field(i).Tag.Get("ovsdb")
+		if col == "" || col == "_uuid" {
+			continue
+		}
+		h, w := renderValue(hv.Field(i), names), renderValue(wv.Field(i), names)
+		if h != w {
+			out = append(out, ColumnDiff{Column: col, Have: h, Want: w})
+		}
+	}
+	return out
+}
+
+// renderValue writes a column's value in a canonical form: sets and maps
+// sorted, an absent optional value as [], a reference as its row's name.
+func renderValue(v reflect.Value, names map[string]string) string {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			return "[]"
+		}
+		return renderValue(v.Elem(), names)
+	case reflect.String:
+		if n, ok := names[v.String()]; ok {
+			return n
+		}
+		return v.String()
+	case reflect.Slice, reflect.Array:
+		parts := make([]string, v.Len())
+		for i := range parts {
+			parts[i] = renderValue(v.Index(i), names)
+		}
+		sort.Strings(parts)
+		return "[" + strings.Join(parts, ", ") + "]"
+	case reflect.Map:
+		parts := make([]string, 0, v.Len())
+		for _, k := range v.MapKeys() {
+			parts = append(parts, renderValue(k, names)+"="+renderValue(v.MapIndex(k), names))
+		}
+		sort.Strings(parts)
+		return "{" + strings.Join(parts, ", ") + "}"
+	default:
+		return fmt.Sprint(v.Interface())
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
