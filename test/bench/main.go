@@ -46,7 +46,7 @@ type options struct {
 }
 
 // scenarioNames are the scenarios after limits, in the order they run.
-var scenarioNames = []string{"cni", "burst", "latency", "services", "policies", "adminpolicies", "egressips", "memory", "restart", "cold"}
+var scenarioNames = []string{"cni", "burst", "latency", "services", "policies", "adminpolicies", "egressips", "memory", "restart", "diff", "cold"}
 
 // Result is one scenario's output.
 type Result struct {
@@ -79,7 +79,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "_output/bench", "directory for the JSON results (one ovn-<stack> directory per stack)")
 	flag.StringVar(&o.stacks, "stacks", harness.CurrentStack.Name, "comma-separated OVN stacks to run on, one after the other (e.g. 25.03,23.03; default: $OVN, or the current stack)")
 	flag.StringVar(&o.masterArgs, "master-args", "", "extra ovnkube master flags, space-separated (e.g. --pprof-address 127.0.0.1:6060)")
-	flag.StringVar(&o.scenarios, "scenarios", "all", "comma-separated scenarios to run after limits (cni,burst,latency,services,policies,adminpolicies,egressips,memory,restart,cold), or all")
+	flag.StringVar(&o.scenarios, "scenarios", "all", "comma-separated scenarios to run after limits (cni,burst,latency,services,policies,adminpolicies,egressips,memory,restart,diff,cold), or all")
 	flag.BoolVar(&o.profileAPI, "profile-apiserver", false, "also take a 15 s CPU profile of kube-apiserver in the burst, services and restart scenarios")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write the benchmark client's own CPU profile to this file")
 	flag.StringVar(&o.families, "ip-families", "ipv4", "the master's IP families: ipv4, dual (dual-stack: an address of each family per pod), or both comma-separated, "+
@@ -230,7 +230,7 @@ func run(s *harness.Session, o options) {
 	}{
 		{"cni", b.cni},
 		{"burst", func() Result { return b.burst(limits.Metrics["patch_per_s"], limits.Metrics["pod_create_per_s"]) }},
-		{"latency", b.latency}, {"services", b.services}, {"policies", b.policies}, {"adminpolicies", b.adminPolicies}, {"egressips", b.egressIPs}, {"memory", b.memory}, {"restart", b.restart}, {"cold", b.cold},
+		{"latency", b.latency}, {"services", b.services}, {"policies", b.policies}, {"adminpolicies", b.adminPolicies}, {"egressips", b.egressIPs}, {"memory", b.memory}, {"restart", b.restart}, {"diff", b.diff}, {"cold", b.cold},
 	} {
 		if slices.Contains(o.scenarioList(), sc.name) {
 			if len(results) > 1 { // after the limits and a scenario

@@ -95,6 +95,10 @@ var targets = []target{
 		func(v float64) string { return fmt.Sprintf("%.0f", v) }, func(v float64) bool { return v == 0 }},
 	{"restart", "synced_s", "restart in sync (≤ 5 s)",
 		func(v float64) string { return fmt.Sprintf("%.2f s", v) }, func(v float64) bool { return v <= 5 }},
+	{"diff", "differences", "ovnkube diff with the master converged: differences (0)",
+		func(v float64) string { return fmt.Sprintf("%.0f", v) }, func(v float64) bool { return v == 0 }},
+	{"diff", "took_s", "ovnkube diff, the whole command (≤ 5 s)",
+		func(v float64) string { return fmt.Sprintf("%.2f s", v) }, func(v float64) bool { return v <= 5 }},
 }
 
 // summary lists every target and ratio the scenarios that ran produced.

@@ -123,6 +123,19 @@ func TestDiffReportsEachFaultBeforeTheMasterRepairsIt(t *testing.T) {
 		return nil
 	})
 
+	// A row named as ours that nobody owns: the master leaves it, the diff
+	// names it (with the master running, settled).
+	if out, err := c.ovn.NBCtl("lr-add", "GR_intruder"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	r, code = c.runDiff("--settle", "1s")
+	if got := strings.Join(diffLines(r), "\n"); code != 1 || got != "unowned Logical_Router GR_intruder" {
+		t.Errorf("unowned router: exit %d, rows\n%s", code, got)
+	}
+	if out, err := c.ovn.NBCtl("lr-del", "GR_intruder"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+
 	// The NB wiped (northd may put NB_Global back at any time: left out).
 	c.master.Stop()
 	snap := nbSnapshot(t, c)

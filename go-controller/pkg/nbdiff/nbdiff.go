@@ -41,7 +41,8 @@ type Options struct {
 	Log   logr.Logger
 }
 
-// Result is a diff and what it cost.
+// Result is a diff and what it cost: the rows the master would add, change
+// or delete, and those named as its rows that nobody owns (ovndb.RowUnowned).
 type Result struct {
 	Rows         []ovndb.RowDiff
 	NBRows       int    // rows read from the NB
@@ -99,7 +100,8 @@ func Diff(ctx context.Context, opts Options) (Result, error) {
 		return Result{}, err
 	}
 	want := ovndb.TakeSnapshot(observer)
-	return Result{Rows: ovndb.Compare(have, want), NBRows: have.Rows(), Transactions: txns, Took: time.Since(start)}, nil
+	rows := append(ovndb.Compare(have, want), have.Unowned()...)
+	return Result{Rows: rows, NBRows: have.Rows(), Transactions: txns, Took: time.Since(start)}, nil
 }
 
 // converge runs a master against the copy until it has been idle, sending

@@ -10,6 +10,8 @@ import (
 	"github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/model"
 	"github.com/ovn-org/libovsdb/ovsdb"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
 
 // Snapshot is every row a client's cache holds: table → UUID → row.
@@ -61,18 +63,22 @@ func (s Snapshot) Restore(ctx context.Context, c client.Client) error {
 // wanted (missing), only in the one there (stale), or in both with columns
 // that differ.
 type RowDiff struct {
-	Kind    string       `json:"kind"` // missing, stale or differs
+	Kind    string       `json:"kind"` // missing, stale, differs or unowned
 	Table   string       `json:"table"`
 	Row     string       `json:"row"` // its name, else its external_ids, else its UUID
 	Columns []ColumnDiff `json:"columns,omitempty"`
 }
 
 // ColumnDiff is one column of a row that differs: its value in the database
-// and the value wanted. References to other rows read as "Table row".
+// and the value wanted; for a set or a map, also the elements (key=value
+// pairs) wanted and not there (Added) and there and not wanted (Removed).
+// References to other rows read as "Table row".
 type ColumnDiff struct {
-	Column string `json:"column"`
-	Have   string `json:"have"`
-	Want   string `json:"want"`
+	Column  string   `json:"column"`
+	Have    string   `json:"have"`
+	Want    string   `json:"want"`
+	Added   []string `json:"added,omitempty"`
+	Removed []string `json:"removed,omitempty"`
 }
 
 // Row kinds of a RowDiff.
@@ -80,7 +86,25 @@ const (
 	RowMissing = "missing"
 	RowStale   = "stale"
 	RowDiffers = "differs"
+	RowUnowned = "unowned" // named as ours, owned by nobody (Snapshot.Unowned)
 )
+
+// Unowned are the rows of s that carry a name of ours (topology.OurName)
+// and no owner: not the master's to change, yet in its way.
+func (s Snapshot) Unowned() []RowDiff {
+	var out []RowDiff
+	for _, table := range sortedKeys(s) {
+		for _, uuid := range sortedKeys(s[table]) {
+			row := s[table][uuid]
+			name := rowName(row)
+			if _, owned := topology.OwnerOf(externalIDs(row)); owned || name == uuid || !topology.OurName(name) {
+				continue
+			}
+			out = append(out, RowDiff{Kind: RowUnowned, Table: table, Row: name})
+		}
+	}
+	return out
+}
 
 // Compare lists how have differs from want, by table and row. Rows are
 // matched by UUID, then by name or external_ids (a row deleted and made
@@ -165,9 +189,14 @@ func columnDiffs(have, want model.Model, names map[string]string) []ColumnDiff {
 			continue
 		}
 		h, w := renderValue(hv.Field(i), names), renderValue(wv.Field(i), names)
-		if h != w {
-			out = append(out, ColumnDiff{Column: col, Have: h, Want: w})
+		if h == w {
+			continue
 		}
+		d := ColumnDiff{Column: col, Have: h, Want: w}
+		if he, we := elements(hv.Field(i), names), elements(wv.Field(i), names); he != nil || we != nil {
+			d.Added, d.Removed = setMinus(we, he), setMinus(he, we)
+		}
+		out = append(out, d)
 	}
 	return out
 }
@@ -187,22 +216,49 @@ func renderValue(v reflect.Value, names map[string]string) string {
 		}
 		return v.String()
 	case reflect.Slice, reflect.Array:
-		parts := make([]string, v.Len())
-		for i := range parts {
-			parts[i] = renderValue(v.Index(i), names)
-		}
-		sort.Strings(parts)
-		return "[" + strings.Join(parts, ", ") + "]"
+		return "[" + strings.Join(elements(v, names), ", ") + "]"
 	case reflect.Map:
-		parts := make([]string, 0, v.Len())
-		for _, k := range v.MapKeys() {
-			parts = append(parts, renderValue(k, names)+"="+renderValue(v.MapIndex(k), names))
-		}
-		sort.Strings(parts)
-		return "{" + strings.Join(parts, ", ") + "}"
+		return "{" + strings.Join(elements(v, names), ", ") + "}"
 	default:
 		return fmt.Sprint(v.Interface())
 	}
+}
+
+// elements are a set's members or a map's key=value pairs, rendered and
+// sorted; nil for any other column.
+func elements(v reflect.Value, names map[string]string) []string {
+	var parts []string
+	switch v.Kind() {
+	case reflect.Slice, reflect.Array:
+		parts = make([]string, v.Len())
+		for i := range parts {
+			parts[i] = renderValue(v.Index(i), names)
+		}
+	case reflect.Map:
+		parts = make([]string, 0, v.Len())
+		for _, k := range v.MapKeys() {
+			parts = append(parts, renderValue(k, names)+"="+renderValue(v.MapIndex(k), names))
+		}
+	default:
+		return nil
+	}
+	sort.Strings(parts)
+	return parts
+}
+
+// setMinus are the elements of a not in b (both sorted).
+func setMinus(a, b []string) []string {
+	in := make(map[string]bool, len(b))
+	for _, x := range b {
+		in[x] = true
+	}
+	var out []string
+	for _, x := range a {
+		if !in[x] {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 )
 
 // Row and port names follow upstream OVN-Kubernetes so its tooling and the
@@ -77,6 +78,24 @@ func OwnerOf(externalIDs map[string]string) (Owner, bool) {
 		return Owner{}, false
 	}
 	return Owner{Type: externalIDs[OwnerTypeKey], Name: externalIDs[OwnerNameKey]}, true
+}
+
+// OurName says whether a switch, router, port or load balancer name is of
+// the kind the master gives its rows (by prefix, or a cluster-wide row's
+// name): such a row that no owner external_ids mark is in our way (ovnkube
+// diff reports it; the master never deletes it). Node switches, named after
+// their nodes, and pod ports, after their pods, cannot be told apart this way.
+func OurName(name string) bool {
+	switch name {
+	case ClusterRouter, JoinSwitch:
+		return true
+	}
+	for _, p := range []string{routerToSwitch, switchToRouter, mgmtPortPrefix, gatewayRouterPrefix, "rtoj-", "jtor-", "rtoe-", "etor-", "ext_", "Service_"} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // NodeSwitchToRouterPort is the LSP on a node switch that faces the cluster router.

@@ -145,7 +145,17 @@ func writeDiff(w io.Writer, format string, r nbdiff.Result) error {
 	for _, d := range r.Rows {
 		fmt.Fprintf(&b, "%-8s %s %s\n", d.Kind, d.Table, d.Row)
 		for _, col := range d.Columns {
-			fmt.Fprintf(&b, "         %s:\n           have %s\n           want %s\n", col.Column, col.Have, col.Want)
+			if len(col.Added)+len(col.Removed) == 0 {
+				fmt.Fprintf(&b, "         %s:\n           have %s\n           want %s\n", col.Column, col.Have, col.Want)
+				continue
+			}
+			fmt.Fprintf(&b, "         %s:\n", col.Column)
+			for _, x := range col.Removed {
+				fmt.Fprintf(&b, "           - %s\n", x)
+			}
+			for _, x := range col.Added {
+				fmt.Fprintf(&b, "           + %s\n", x)
+			}
 		}
 	}
 	_, err := io.WriteString(w, b.String())
