@@ -245,18 +245,23 @@ func (b *bench) diff() Result {
 	took := time.Since(start)
 	used := cpuSnapshot().since(cpu)
 	var r struct {
-		InSync bool              `json:"inSync"`
-		Rows   []json.RawMessage `json:"rows"`
-		NBRows int               `json:"nbRows"`
+		InSync bool               `json:"inSync"`
+		Rows   []json.RawMessage  `json:"rows"`
+		NBRows int                `json:"nbRows"`
+		Phases map[string]float64 `json:"phasesSeconds"`
 	}
 	if jerr := json.Unmarshal(out, &r); jerr != nil {
 		b.s.Fatalf("ovnkube diff: %v (%v): %s", jerr, err, out)
 	}
-	say("  %.2fs for the NB's %d rows: %d differences (in sync: %v)", took.Seconds(), r.NBRows, len(r.Rows), r.InSync)
+	say("  %.2fs for the NB's %d rows: %d differences (in sync: %v); read %.2fs, copy %.2fs, master %.2fs, compare %.2fs",
+		took.Seconds(), r.NBRows, len(r.Rows), r.InSync, r.Phases["read"], r.Phases["copy"], r.Phases["master"], r.Phases["compare"])
 	for _, row := range r.Rows[:min(len(r.Rows), 5)] {
 		say("    %s", row)
 	}
 	m := map[string]float64{"pods": float64(b.podCount), "took_s": took.Seconds(), "nb_rows": float64(r.NBRows), "differences": float64(len(r.Rows))}
+	for k, v := range r.Phases {
+		m[k+"_s"] = v
+	}
 	used.metrics(m, took.Seconds())
 	return Result{Scenario: "diff", Metrics: m, Notes: "the whole command: reading the NB and the API, the master on the in-memory copy, the comparison"}
 }

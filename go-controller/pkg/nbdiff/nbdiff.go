@@ -48,6 +48,10 @@ type Result struct {
 	NBRows       int    // rows read from the NB
 	Transactions uint64 // the master's transactions on the copy
 	Took         time.Duration
+	// Phases are the time of each step: read (the NB), copy (into the
+	// in-memory database), master (until it settled, Quiet included),
+	// compare.
+	Phases map[string]time.Duration
 }
 
 // Diff computes how the NB differs from what the master wants.
@@ -67,6 +71,8 @@ func Diff(ctx context.Context, opts Options) (Result, error) {
 	have := ovndb.TakeSnapshot(real)
 	schema := real.Schema()
 	real.Close()
+	phases := map[string]time.Duration{"read": time.Since(start)}
+	mark := time.Now()
 
 	dir, err := os.MkdirTemp("", "ovnkube-diff-")
 	if err != nil {
@@ -92,16 +98,19 @@ func Diff(ctx context.Context, opts Options) (Result, error) {
 	if err := have.Restore(ctx, observer); err != nil {
 		return Result{}, fmt.Errorf("copying the NB's %d rows: %w", have.Rows(), err)
 	}
+	phases["copy"], mark = time.Since(mark), time.Now()
 	txns, err := converge(ctx, opts, copyNB)
 	if err != nil {
 		return Result{}, err
 	}
+	phases["master"], mark = time.Since(mark), time.Now()
 	if err := waitCaughtUp(ctx, observer); err != nil {
 		return Result{}, err
 	}
 	want := ovndb.TakeSnapshot(observer)
 	rows := append(ovndb.Compare(have, want), have.Unowned()...)
-	return Result{Rows: rows, NBRows: have.Rows(), Transactions: txns, Took: time.Since(start)}, nil
+	phases["compare"] = time.Since(mark)
+	return Result{Rows: rows, NBRows: have.Rows(), Transactions: txns, Took: time.Since(start), Phases: phases}, nil
 }
 
 // converge runs a master against the copy until it has been idle, sending

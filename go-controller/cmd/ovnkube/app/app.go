@@ -10,6 +10,7 @@ import (
 	"io"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/go-logr/logr"
@@ -49,7 +50,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			&cli.IntFlag{Name: "loglevel", Value: 2, Usage: "log verbosity (0 quiet … 5 debug)"},
 		},
 		Before:   func(c *cli.Context) error { return setLogLevel(c, stderr) },
-		Commands: []*cli.Command{masterCommand(), diffCommand(), masterInitCommand(), minionInitCommand(), nodeCommand(), gatewayInitCommand(), nicsToBridgeCommand()},
+		Commands: []*cli.Command{masterCommand(), diffCommand(), traceCommand(), masterInitCommand(), minionInitCommand(), nodeCommand(), gatewayInitCommand(), nicsToBridgeCommand()},
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {
 			return usageError{err}
 		},
@@ -64,6 +65,15 @@ func Main(args []string, stdout, stderr io.Writer) int {
 				return nil
 			}
 			return setLogLevel(c, stderr)
+		}
+	}
+	for i, a := range args {
+		if a == "trace" && i > 0 {
+			args = append(args[:i+1:i+1], flagsFirst(args[i+1:], map[string]bool{"icmp": true, "raw": true, "help": true, "h": true})...)
+			break
+		}
+		if !strings.HasPrefix(a, "-") && i > 0 && (i < 2 || args[i-1] != "--loglevel") {
+			break // another command
 		}
 	}
 	if err := app.Run(args); err != nil {

@@ -124,12 +124,17 @@ func writeDiff(w io.Writer, format string, r nbdiff.Result) error {
 	if format == "json" {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
+		phases := map[string]float64{}
+		for k, d := range r.Phases {
+			phases[k] = d.Seconds()
+		}
 		return enc.Encode(struct {
-			InSync bool            `json:"inSync"`
-			Rows   []ovndb.RowDiff `json:"rows"`
-			NBRows int             `json:"nbRows"`
-			Took   string          `json:"took"`
-		}{len(r.Rows) == 0, append([]ovndb.RowDiff{}, r.Rows...), r.NBRows, r.Took.Round(time.Millisecond).String()})
+			InSync bool               `json:"inSync"`
+			Rows   []ovndb.RowDiff    `json:"rows"`
+			NBRows int                `json:"nbRows"`
+			Took   string             `json:"took"`
+			Phases map[string]float64 `json:"phasesSeconds"`
+		}{len(r.Rows) == 0, append([]ovndb.RowDiff{}, r.Rows...), r.NBRows, r.Took.Round(time.Millisecond).String(), phases})
 	}
 	count := map[string]int{}
 	for _, d := range r.Rows {

@@ -30,3 +30,26 @@ func TestDiffFlagsRefusedNamingTheFlag(t *testing.T) {
 		t.Errorf("unreachable: exit %d, output %q; want 2 and the reason", status, out)
 	}
 }
+
+// ovnkube trace: wrong arguments and flags exit 2 naming what is wrong;
+// flags may follow the source and destination.
+func TestTraceArgumentsRefused(t *testing.T) {
+	base := []string{"--kubeconfig", "/nonexistent", "--nb-address", "unix:/nonexistent", "--sb-address", "unix:/nonexistent"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ns/a"}, "a source and a destination"},
+		{[]string{"ns/a", "ns/b", "--tcp", "70000"}, "--tcp"},
+		{[]string{"ns/a", "ns/b", "--tcp", "80", "--udp", "53"}, "one of --tcp, --udp and --icmp"},
+		{[]string{"ns/a", "ns/b", "-o", "yaml"}, "--output"},
+	} {
+		status, out := runMain(t, 10*time.Second, append(append([]string{"trace"}, base...), tc.args...)...)
+		if status != exitUsage || !strings.Contains(out, tc.want) {
+			t.Errorf("%v: exit %d, output %q; want 2 naming %s", tc.args, status, out, tc.want)
+		}
+	}
+	if got := flagsFirst([]string{"ns/a", "svc/ns/web", "--tcp", "80", "--raw", "-o", "json"}, map[string]bool{"raw": true}); strings.Join(got, " ") != "--tcp 80 --raw -o json ns/a svc/ns/web" {
+		t.Errorf("flagsFirst = %q", got)
+	}
+}

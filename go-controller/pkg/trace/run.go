@@ -1,0 +1,199 @@
+package trace
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os/exec"
+	"strings"
+
+	"github.com/ovn-org/libovsdb/client"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
+)
+
+// Options are what a trace reads and how it is sent.
+type Options struct {
+	Kube kubernetes.Interface
+	NB   client.Client // a client of the NB (ConnectNB): ACLs, balancers, router ports
+	// OVNTrace is the ovn-trace command with its database options
+	// (["ovn-trace", "--db=unix:/run/ovn/ovnsb_db.sock"]).
+	OVNTrace []string
+	Proto    string // tcp, udp or icmp
+	Port     int    // tcp and udp: the destination port (a Service's port)
+	Backend  string // a balanced destination: the backend to follow (IP:PORT); "" the first
+}
+
+// Result is a trace told in the cluster's terms.
+type Result struct {
+	From      string     `json:"from"`
+	To        string     `json:"to"`
+	Microflow string     `json:"microflow"`
+	Trace     Trace      `json:"trace"`
+	Decisions []Decision `json:"decisions"`
+	Raw       string     `json:"raw,omitempty"`
+}
+
+// Run traces a packet from src (namespace/pod) to dst (namespace/pod,
+// svc/namespace/name, or an IP address).
+func Run(ctx context.Context, opts Options, src, dst string) (Result, error) {
+	ns, name, ok := strings.Cut(src, "/")
+	if !ok || strings.Contains(name, "/") {
+		return Result{}, fmt.Errorf("source %q: want NAMESPACE/POD", src)
+	}
+	from, err := podEnd(ctx, opts.Kube, ns, name)
+	if err != nil {
+		return Result{}, err
+	}
+	to, err := destination(ctx, opts, dst)
+	if err != nil {
+		return Result{}, err
+	}
+	p := Packet{Datapath: from.node, InPort: topology.PodPort(ns, name), SrcMAC: from.mac, Proto: opts.Proto, DstPort: opts.Port}
+	if p.Dst, err = to.addrLike(from); err != nil {
+		return Result{}, err
+	}
+	if p.Src, err = from.addrOf(p.Dst.Is6()); err != nil {
+		return Result{}, err
+	}
+	if to.mac != "" && to.node == from.node {
+		p.DstMAC = to.mac
+	} else if p.DstMAC, err = routerMAC(ctx, opts.NB, from.node); err != nil {
+		return Result{}, err
+	}
+	if p.Proto != "icmp" && p.DstPort == 0 {
+		p.DstPort = to.port
+	}
+	if p.Proto != "icmp" && p.DstPort == 0 {
+		return Result{}, fmt.Errorf("no destination port: give --tcp PORT or --udp PORT")
+	}
+	args := append([]string{}, opts.OVNTrace...)
+	for i := 0; i < 8; i++ { // a new connection in every conntrack zone it passes
+		args = append(args, "--ct=new")
+	}
+	if opts.Backend != "" {
+		args = append(args, "--lb-dst="+opts.Backend)
+	}
+	args = append(args, p.Datapath, p.Microflow())
+	out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		return Result{}, fmt.Errorf("%s: %w: %s", strings.Join(args[:len(args)-2], " "), err, strings.TrimSpace(string(out)))
+	}
+	var acls []nbdb.ACL
+	var lbs []nbdb.LoadBalancer
+	if err := opts.NB.List(ctx, &acls); err != nil {
+		return Result{}, err
+	}
+	if err := opts.NB.List(ctx, &lbs); err != nil {
+		return Result{}, err
+	}
+	t := Parse(string(out))
+	ds := Explain(t, NB{ACLs: acls, LBs: lbs})
+	for i := range ds {
+		if ds[i].Kind == "balancer" && opts.Backend != "" && !strings.Contains(ds[i].Text, "no backend") {
+			ds[i].Text += " → backend " + opts.Backend
+		}
+	}
+	return Result{From: src, To: dst, Microflow: p.Microflow(), Trace: t, Decisions: ds, Raw: string(out)}, nil
+}
+
+// end is one end of the packet.
+type end struct {
+	node, mac string
+	ips       []netip.Addr
+	port      int // a Service's port of the protocol
+}
+
+func podEnd(ctx context.Context, kube kubernetes.Interface, ns, name string) (end, error) {
+	pod, err := kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return end{}, fmt.Errorf("pod %s/%s: %w", ns, name, err)
+	}
+	if pod.Spec.HostNetwork {
+		return end{}, fmt.Errorf("pod %s/%s is on its node's network, not the pod network", ns, name)
+	}
+	pn, err := annotations.ParsePodNetworks(pod.Annotations[annotations.PodNetworks])
+	if err != nil {
+		return end{}, fmt.Errorf("pod %s/%s has no address yet (%w)", ns, name, err)
+	}
+	e := end{node: pod.Spec.NodeName, mac: pn.MAC.String()}
+	for _, ip := range pn.IPs {
+		e.ips = append(e.ips, ip.Addr())
+	}
+	return e, nil
+}
+
+func destination(ctx context.Context, opts Options, dst string) (end, error) {
+	if ip, err := netip.ParseAddr(dst); err == nil {
+		return end{ips: []netip.Addr{ip}}, nil
+	}
+	if rest, ok := strings.CutPrefix(dst, "svc/"); ok {
+		ns, name, ok := strings.Cut(rest, "/")
+		if !ok {
+			return end{}, fmt.Errorf("destination %q: want svc/NAMESPACE/NAME", dst)
+		}
+		svc, err := opts.Kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return end{}, fmt.Errorf("service %s/%s: %w", ns, name, err)
+		}
+		e := end{}
+		for _, s := range svc.Spec.ClusterIPs {
+			if ip, err := netip.ParseAddr(s); err == nil {
+				e.ips = append(e.ips, ip)
+			}
+		}
+		for _, sp := range svc.Spec.Ports {
+			if strings.EqualFold(string(sp.Protocol), opts.Proto) || (sp.Protocol == "" && opts.Proto == "tcp") {
+				e.port = int(sp.Port)
+				break
+			}
+		}
+		if len(e.ips) == 0 {
+			return end{}, fmt.Errorf("service %s/%s has no ClusterIP", ns, name)
+		}
+		return e, nil
+	}
+	ns, name, ok := strings.Cut(dst, "/")
+	if !ok {
+		return end{}, fmt.Errorf("destination %q: want NAMESPACE/POD, svc/NAMESPACE/NAME or an IP address", dst)
+	}
+	return podEnd(ctx, opts.Kube, ns, name)
+}
+
+// addrLike is the destination's address of the source's first family it
+// has.
+func (e end) addrLike(from end) (netip.Addr, error) {
+	for _, f := range from.ips {
+		for _, ip := range e.ips {
+			if ip.Is6() == f.Is6() {
+				return ip, nil
+			}
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("no address of the source's families (%v) at the destination (%v)", from.ips, e.ips)
+}
+
+func (e end) addrOf(v6 bool) (netip.Addr, error) {
+	for _, ip := range e.ips {
+		if ip.Is6() == v6 {
+			return ip, nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("the source has no address of that family")
+}
+
+func routerMAC(ctx context.Context, nb client.Client, node string) (string, error) {
+	var lrps []nbdb.LogicalRouterPort
+	name := topology.NodeRouterToSwitchPort(node)
+	if err := nb.WhereCache(func(p *nbdb.LogicalRouterPort) bool { return p.Name == name }).List(ctx, &lrps); err != nil {
+		return "", err
+	}
+	if len(lrps) == 0 {
+		return "", fmt.Errorf("no router port %s in the NB: node %s is not set up", name, node)
+	}
+	return lrps[0].MAC, nil
+}

@@ -1,0 +1,106 @@
+package trace
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
+)
+
+// ovn-trace's output (OVN 25.03), shortened: a pod's packet to a ClusterIP,
+// balanced, then dropped by a NetworkPolicy's ACL on the backend's switch.
+const sample = `# tcp,reg14=0x4,dl_src=0a:58:0a:f4:00:03,dl_dst=0a:58:0a:f4:00:01,nw_src=10.244.0.3,nw_dst=10.96.0.10,tp_dst=80
+
+ingress(dp="n1", inport="ns_a")
+-------------------------------
+ 6. ls_in_pre_stateful (northd.c:7762): reg0[2] == 1 && ip4.dst == 10.96.0.10 && tcp.dst == 80, priority 120, uuid 39b025de
+    reg4 = 10.96.0.10;
+    reg2[0..15] = 80;
+    ct_lb_mark;
+
+ct_lb_mark
+----------
+28. ls_in_l2_lkup (northd.c:10246): eth.dst == 0a:58:0a:f4:00:01, priority 50, uuid 8a542131
+    outport = "stor-n1";
+    output;
+
+egress(dp="n1", inport="ns_a", outport="stor-n1")
+-------------------------------------------------
+12. ls_out_apply_port_sec (northd.c:5843): 1, priority 0, uuid 205c355c
+    output;
+    /* output to "stor-n1", type "patch" */
+
+ingress(dp="ovn_cluster_router", inport="rtos-n1")
+--------------------------------------------------
+15. lr_in_ip_routing (northd.c:11000): ip4.dst == 10.244.1.0/24, priority 74, uuid 11112222
+    ip.ttl--;
+    reg0 = ip4.dst;
+    outport = "rtos-n2";
+    next;
+
+ingress(dp="n2", inport="stor-n2")
+----------------------------------
+ 0. ls_in_check_port_sec (northd.c:9365): 1, priority 50, uuid d9306d17
+    next;
+
+egress(dp="n2", inport="stor-n2", outport="ns_db")
+--------------------------------------------------
+ 6. ls_out_acl_eval (northd.c:7449): reg0[7] == 1 && (outport == @np.ns.db && ip4 && tcp.dst == 5432), priority 2001, uuid 3f55d055
+    reg8[17] = 1;
+    next;
+ 8. ls_out_acl_action (northd.c:7259): reg8[17] == 1, priority 1000, uuid 1f411eb7
+    reg8[16] = 0;
+    drop;
+`
+
+func TestParseAndExplain(t *testing.T) {
+	tr := Parse(sample)
+	if tr.Verdict != Dropped || tr.Port != "" || len(tr.Steps) != 7 {
+		t.Fatalf("verdict %s at %q, %d steps: %+v", tr.Verdict, tr.Port, len(tr.Steps), tr.Steps)
+	}
+	name := "ns_db"
+	nb := NB{
+		ACLs: []nbdb.ACL{{Direction: "to-lport", Priority: 1001, Match: "outport == @np.ns.db && ip4 && tcp.dst == 5432", Action: "drop", Name: &name,
+			ExternalIDs: topology.Owner{Type: "NetworkPolicy", Name: "ns/db"}.ExternalIDs()}},
+		LBs: []nbdb.LoadBalancer{{Name: "Service_ns/web_TCP_cluster", Vips: map[string]string{"10.96.0.10:80": "10.244.1.5:8080"},
+			ExternalIDs: topology.Owner{Type: topology.OwnerService, Name: "ns/web"}.ExternalIDs()}},
+	}
+	var got []string
+	for _, d := range Explain(tr, nb) {
+		got = append(got, d.Kind+": "+d.Text+" ← "+d.Object)
+	}
+	want := []string{
+		"datapath: enters n1 ← ",
+		"balancer: n1 balances 10.96.0.10:80 (Service_ns/web_TCP_cluster) ← Service ns/web",
+		"datapath: enters ovn_cluster_router ← ",
+		`route: ovn_cluster_router routes it (ip4.dst == 10.244.1.0/24): reg0 = ip4.dst, outport = "rtos-n2" ← `,
+		"datapath: enters n2 ← ",
+		"acl: to-lport ACL ns_db: drop (outport == @np.ns.db && ip4 && tcp.dst == 5432) ← NetworkPolicy ns/db",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("Explain:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	delivered := Parse(strings.Replace(sample, `    drop;`, "    output;\n    /* output to \"ns_db\", type \"\" */", 1))
+	if delivered.Verdict != Delivered || delivered.Port != "ns_db" {
+		t.Errorf("delivered: %s at %q", delivered.Verdict, delivered.Port)
+	}
+	rejected := Parse(sample + "13. ls_in_lb (northd.c:8198): ct.new && ip4.dst == 10.96.0.11 && tcp.dst == 80, priority 120, uuid 678a77a1\n    reject { outport <-> inport; };\n    /* output to \"ns_a\", type \"\" */\n")
+	if rejected.Verdict != Rejected || rejected.Port != "" {
+		t.Errorf("rejected: %s at %q", rejected.Verdict, rejected.Port)
+	}
+}
+
+func TestMicroflow(t *testing.T) {
+	p := Packet{InPort: "ns_a", SrcMAC: "0a:58:0a:f4:00:03", DstMAC: "0a:58:0a:f4:00:01",
+		Src: netip.MustParseAddr("fd00:10:244::3"), Dst: netip.MustParseAddr("fd00:10:96::a"), Proto: "udp", DstPort: 53}
+	want := `inport == "ns_a" && eth.src == 0a:58:0a:f4:00:03 && eth.dst == 0a:58:0a:f4:00:01 && ip6.src == fd00:10:244::3 && ip6.dst == fd00:10:96::a && ip.ttl == 64 && udp && udp.src == 33333 && udp.dst == 53`
+	if got := p.Microflow(); got != want {
+		t.Errorf("Microflow =\n%s\nwant\n%s", got, want)
+	}
+	p.Proto = "icmp"
+	if got := p.Microflow(); !strings.HasSuffix(got, "icmp6 && icmp6.type == 128 && icmp6.code == 0") {
+		t.Errorf("ICMPv6: %s", got)
+	}
+}
