@@ -104,6 +104,9 @@ func TestTraceNamesTheObjects(t *testing.T) {
 	// for the pods some policy isolates drops it.
 	r = expect("NetworkPolicy drop", trace.Dropped, "", "ns/a", "ns/db", "--tcp", "5432")
 	contains("NetworkPolicy drop", r, "acl: to-lport ACL [ingress/deny]: drop (outport == @ns.ns.ingressDefaultDeny) ← Namespace ns")
+	// From a node's management port (the kubelet's probes): the closed pod
+	// still takes it.
+	expect("node to a pod", trace.Delivered, "ns_db", "node/n2", "ns/db", "--tcp", "5432")
 	r = expect("Service without endpoints", trace.Rejected, "", "ns/a", "svc/ns/empty")
 	contains("Service without endpoints", r, "has no backend for", "(Service_ns/empty_TCP_cluster) ← Service ns/empty")
 }

@@ -38,14 +38,11 @@ type Result struct {
 	Raw       string     `json:"raw,omitempty"`
 }
 
-// Run traces a packet from src (namespace/pod) to dst (namespace/pod,
-// svc/namespace/name, or an IP address).
+// Run traces a packet from src (namespace/pod, or node/NAME: the node's
+// management port) to dst (namespace/pod, svc/namespace/name, node/NAME: its
+// address, or an IP address).
 func Run(ctx context.Context, opts Options, src, dst string) (Result, error) {
-	ns, name, ok := strings.Cut(src, "/")
-	if !ok || strings.Contains(name, "/") {
-		return Result{}, fmt.Errorf("source %q: want NAMESPACE/POD", src)
-	}
-	from, err := podEnd(ctx, opts.Kube, ns, name)
+	from, err := source(ctx, opts, src)
 	if err != nil {
 		return Result{}, err
 	}
@@ -53,7 +50,7 @@ func Run(ctx context.Context, opts Options, src, dst string) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	p := Packet{Datapath: from.node, InPort: topology.PodPort(ns, name), SrcMAC: from.mac, Proto: opts.Proto, DstPort: opts.Port}
+	p := Packet{Datapath: from.node, InPort: from.lsp, SrcMAC: from.mac, Proto: opts.Proto, DstPort: opts.Port}
 	if p.Dst, err = to.addrLike(from); err != nil {
 		return Result{}, err
 	}
@@ -104,8 +101,42 @@ func Run(ctx context.Context, opts Options, src, dst string) (Result, error) {
 // end is one end of the packet.
 type end struct {
 	node, mac string
+	lsp       string // a source's logical switch port
 	ips       []netip.Addr
 	port      int // a Service's port of the protocol
+}
+
+func source(ctx context.Context, opts Options, src string) (end, error) {
+	if node, ok := strings.CutPrefix(src, "node/"); ok {
+		return mgmtEnd(ctx, opts.NB, node)
+	}
+	ns, name, ok := strings.Cut(src, "/")
+	if !ok || strings.Contains(name, "/") {
+		return end{}, fmt.Errorf("source %q: want NAMESPACE/POD or node/NAME", src)
+	}
+	e, err := podEnd(ctx, opts.Kube, ns, name)
+	e.lsp = topology.PodPort(ns, name)
+	return e, err
+}
+
+// mgmtEnd is a node's management port, as its LSP holds it.
+func mgmtEnd(ctx context.Context, nb client.Client, node string) (end, error) {
+	name := topology.ManagementPort(node)
+	var lsps []nbdb.LogicalSwitchPort
+	if err := nb.WhereCache(func(p *nbdb.LogicalSwitchPort) bool { return p.Name == name }).List(ctx, &lsps); err != nil {
+		return end{}, err
+	}
+	if len(lsps) == 0 || len(lsps[0].Addresses) == 0 {
+		return end{}, fmt.Errorf("no management port %s in the NB: node %s is not set up", name, node)
+	}
+	fields := strings.Fields(lsps[0].Addresses[0])
+	e := end{node: node, lsp: name, mac: fields[0]}
+	for _, f := range fields[1:] {
+		if ip, err := netip.ParseAddr(f); err == nil {
+			e.ips = append(e.ips, ip)
+		}
+	}
+	return e, nil
 }
 
 func podEnd(ctx context.Context, kube kubernetes.Interface, ns, name string) (end, error) {
@@ -157,9 +188,25 @@ func destination(ctx context.Context, opts Options, dst string) (end, error) {
 		}
 		return e, nil
 	}
+	if name, ok := strings.CutPrefix(dst, "node/"); ok {
+		node, err := opts.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return end{}, fmt.Errorf("node %s: %w", name, err)
+		}
+		e := end{}
+		for _, a := range node.Status.Addresses {
+			if ip, err := netip.ParseAddr(a.Address); err == nil && a.Type == "InternalIP" {
+				e.ips = append(e.ips, ip)
+			}
+		}
+		if len(e.ips) == 0 {
+			return end{}, fmt.Errorf("node %s reports no InternalIP", name)
+		}
+		return e, nil
+	}
 	ns, name, ok := strings.Cut(dst, "/")
 	if !ok {
-		return end{}, fmt.Errorf("destination %q: want NAMESPACE/POD, svc/NAMESPACE/NAME or an IP address", dst)
+		return end{}, fmt.Errorf("destination %q: want NAMESPACE/POD, svc/NAMESPACE/NAME, node/NAME or an IP address", dst)
 	}
 	return podEnd(ctx, opts.Kube, ns, name)
 }

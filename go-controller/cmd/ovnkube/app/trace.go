@@ -19,7 +19,7 @@ func traceCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "trace",
 		Usage:     "follow one packet through the logical network and say what decided its fate (read-only)",
-		ArgsUsage: "NAMESPACE/POD (NAMESPACE/POD | svc/NAMESPACE/NAME | IP)",
+		ArgsUsage: "(NAMESPACE/POD | node/NAME) (NAMESPACE/POD | svc/NAMESPACE/NAME | node/NAME | IP)",
 		Description: "Builds the first packet of a connection from the pod (its address, MAC and port) to the\n" +
 			"destination, runs ovn-trace on the southbound with it, and prints the verdict (delivered,\n" +
 			"dropped, rejected) and the decisions in the cluster's terms: the Service balancer and the\n" +
