@@ -56,6 +56,19 @@ func (c *Cluster) Demo(ctx context.Context) (string, error) {
 	if err := c.northSouthPaths(ctx, r); err != nil {
 		return "", err
 	}
+	// One packet of the client to the web service, told by ovnkube trace
+	// (printed whole at the end).
+	var trace string
+	r.check("client", "svc/demo/web (ovnkube trace)", "ovn-trace on the SB, told", func() (string, error) {
+		out, err := c.Exec(c.ControlPlane(), c.bin("ovnkube"), "--loglevel", "0", "trace", demoNS+"/client", "svc/"+demoNS+"/web",
+			"--kubeconfig", Kubeconfig, "--nb-address", "unix:/run/ovn/ovnnb_db.sock", "--sb-address", "unix:/run/ovn/ovnsb_db.sock")
+		trace = out
+		first, _, _ := strings.Cut(out, "\n")
+		if err == nil && !strings.HasPrefix(out, "DELIVERED") {
+			err = fmt.Errorf("%s", first)
+		}
+		return first, err
+	})
 	rows, failed := r.rows, r.failed
 	verdict := "all paths OK"
 	if failed {
@@ -64,6 +77,7 @@ func (c *Cluster) Demo(ctx context.Context) (string, error) {
 	fmt.Fprintf(&b, "=== connectivity (%s) ===\n  %-32s %-44s %-38s %s\n%s\n\n", verdict, "from", "to", "path", "result", strings.Join(rows, "\n"))
 	show, _ := c.Exec(c.ControlPlane(), "ovn-nbctl", "--db=unix:/run/ovn/ovnnb_db.sock", "show")
 	fmt.Fprintf(&b, "=== ovn-nbctl show ===\n%s\n", show)
+	fmt.Fprintf(&b, "=== ovnkube trace %s/client svc/%s/web ===\n%s\n", demoNS, demoNS, trace)
 	fmt.Fprintf(&b, `=== poke around ===
   _output/bin/ovnk-cluster kubectl get pods -A -o wide
   _output/bin/ovnk-cluster kubectl exec -n demo client -- curl -s web.demo/hostname
