@@ -85,7 +85,9 @@ func (c *cluster) runMaster() {
 	defer cancel()
 	cfg := c.cfg
 	cfg.NBAddress = []string{"unix:" + c.sock}
-	if _, err := converge(ctx, Options{Master: cfg, Kube: c.kube, Quiet: 300 * time.Millisecond, Log: logr.Discard()}, cfg.NBAddress); err != nil {
+	factory := master.NewInformers(c.kube)
+	factory.Start(ctx.Done())
+	if _, err := converge(ctx, Options{Master: cfg, Kube: c.kube, Quiet: 300 * time.Millisecond, Log: logr.Discard()}, factory, cfg.NBAddress); err != nil {
 		c.t.Fatal(err)
 	}
 }
