@@ -28,12 +28,20 @@ type diffReport struct {
 // and returns its report and exit status.
 func (c *cluster) runDiff(extra ...string) (diffReport, int) {
 	c.t.Helper()
-	args := append([]string{"--loglevel", "0", "diff", "-o", "json", "--kubeconfig", c.kube.Kubeconfig, "--nb-address", c.ovn.NBAddress(),
-		"--dns-servers", harness.NoDNS, "--egressip-reachability-timeout", "0"}, extra...)
-	cmd := exec.Command(harness.Binary(c.t, "ovnkube"), args...)
+	var r diffReport
+	code := c.runJSON(&r, append([]string{"diff", "--kubeconfig", c.kube.Kubeconfig, "--nb-address", c.ovn.NBAddress(),
+		"--dns-servers", harness.NoDNS, "--egressip-reachability-timeout", "0"}, extra...)...)
+	return r, code
+}
+
+// runJSON runs an ovnkube command with -o json, decodes what it prints
+// into out and returns its exit status.
+func (c *cluster) runJSON(out any, args ...string) int {
+	c.t.Helper()
+	cmd := exec.Command(harness.Binary(c.t, "ovnkube"), append([]string{"--loglevel", "0"}, append(args, "-o", "json")...)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	stdout, err := cmd.Output()
 	code := 0
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
@@ -41,11 +49,10 @@ func (c *cluster) runDiff(extra ...string) (diffReport, int) {
 	} else if err != nil {
 		c.t.Fatal(err)
 	}
-	var r diffReport
-	if jerr := json.Unmarshal(out, &r); jerr != nil {
-		c.t.Fatalf("ovnkube diff (exit %d): %v\n%s\n%s", code, jerr, out, stderr.String())
+	if jerr := json.Unmarshal(stdout, out); jerr != nil {
+		c.t.Fatalf("ovnkube %q (exit %d): %v\n%s\n%s", args, code, jerr, stdout, stderr.String())
 	}
-	return r, code
+	return code
 }
 
 func diffLines(r diffReport) []string {

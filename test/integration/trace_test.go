@@ -1,10 +1,7 @@
 package integration
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -17,26 +14,12 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/test/harness"
 )
 
-// runTrace runs `ovnkube trace -o json` against the cluster's NB and SB.
+// runTrace runs `ovnkube trace` against the cluster's NB and SB.
 func (c *cluster) runTrace(args ...string) (trace.Result, int) {
 	c.t.Helper()
-	all := append([]string{"--loglevel", "0", "trace", "-o", "json", "--raw", "--kubeconfig", c.kube.Kubeconfig, "--nb-address", c.ovn.NBAddress(),
-		"--sb-address", "unix:" + c.ovn.SBSock}, args...)
-	cmd := exec.Command(harness.Binary(c.t, "ovnkube"), all...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	code := 0
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		code = exit.ExitCode()
-	} else if err != nil {
-		c.t.Fatal(err)
-	}
 	var r trace.Result
-	if jerr := json.Unmarshal(out, &r); jerr != nil {
-		c.t.Fatalf("ovnkube trace %q (exit %d): %v\n%s\n%s", args, code, jerr, out, stderr.String())
-	}
+	code := c.runJSON(&r, append([]string{"trace", "--raw", "--kubeconfig", c.kube.Kubeconfig, "--nb-address", c.ovn.NBAddress(),
+		"--sb-address", "unix:" + c.ovn.SBSock}, args...)...)
 	return r, code
 }
 
