@@ -78,7 +78,7 @@ func TestTraceNamesTheObjects(t *testing.T) {
 
 	expect("same node", trace.Delivered, "ns_b", "ns/a", "ns/b", "--tcp", "8080")
 	r := expect("across nodes", trace.Delivered, "ns_c", "ns/a", "ns/c", "--tcp", "8080")
-	contains("across nodes", r, "datapath: enters n1", "route: ovn_cluster_router routes it", "datapath: enters n2")
+	contains("across nodes", r, "datapath: enters n1", "route: ovn_cluster_router routes it", "tunnel: Geneve from n1's chassis to n2's", "datapath: enters n2")
 	for _, backend := range []string{"b", "c"} {
 		r = expect("ClusterIP to "+backend, trace.Delivered, "ns_"+backend, "ns/a", "svc/ns/web", "--backend", pods[backend].ip+":8080")
 		contains("ClusterIP to "+backend, r, "balances "+web.Spec.ClusterIP+":80 (Service_ns/web_TCP_cluster) → backend "+pods[backend].ip+":8080", "← Service ns/web")
@@ -86,7 +86,8 @@ func TestTraceNamesTheObjects(t *testing.T) {
 	// db-closed selects db and allows nothing: the namespace's default deny
 	// for the pods some policy isolates drops it.
 	r = expect("NetworkPolicy drop", trace.Dropped, "", "ns/a", "ns/db", "--tcp", "5432")
-	contains("NetworkPolicy drop", r, "acl: to-lport ACL [ingress/deny]: drop (outport == @ns.ns.ingressDefaultDeny) ← Namespace ns")
+	contains("NetworkPolicy drop", r, "acl: to-lport ACL [ingress/deny]: drop (outport == @ns.ns.ingressDefaultDeny); "+
+		"ns/db isolated for ingress by NetworkPolicy ns/db-closed, whose rules allow none of it ← Namespace ns")
 	// From a node's management port (the kubelet's probes): the closed pod
 	// still takes it.
 	expect("node to a pod", trace.Delivered, "ns_db", "node/n2", "ns/db", "--tcp", "5432")

@@ -8,7 +8,10 @@ import (
 	"strings"
 
 	"github.com/ovn-org/libovsdb/client"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
@@ -88,8 +91,15 @@ func Run(ctx context.Context, opts Options, src, dst string) (Result, error) {
 	if err := opts.NB.List(ctx, &lbs); err != nil {
 		return Result{}, err
 	}
+	nodes := map[string]bool{}
+	if list, err := opts.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err == nil {
+		for _, n := range list.Items {
+			nodes[n.Name] = true
+		}
+	}
 	t := Parse(string(out))
-	ds := Explain(t, NB{ACLs: acls, LBs: lbs})
+	ds := Explain(t, NB{ACLs: acls, LBs: lbs, Nodes: nodes})
+	isolatedBy(ctx, opts.Kube, ds, from, to)
 	for i := range ds {
 		if ds[i].Kind == "balancer" && opts.Backend != "" && !strings.Contains(ds[i].Text, "no backend") {
 			ds[i].Text += " → backend " + opts.Backend
@@ -103,7 +113,56 @@ type end struct {
 	node, mac string
 	lsp       string // a source's logical switch port
 	ips       []netip.Addr
-	port      int // a Service's port of the protocol
+	port      int         // a Service's port of the protocol
+	pod       *corev1.Pod // a pod's
+}
+
+// isolatedBy names, on a namespace's default deny, the NetworkPolicies that
+// isolate the pod it applies to (the destination for ingress, the source
+// for egress): the rule that dropped the packet is "nothing allows it",
+// and these are the policies whose rules did not.
+func isolatedBy(ctx context.Context, kube kubernetes.Interface, ds []Decision, from, to end) {
+	for i, d := range ds {
+		if d.ACL == nil || d.ACL.Action != nbdb.ACLActionDrop {
+			continue
+		}
+		pod, dir := to.pod, networkingv1.PolicyTypeIngress
+		if d.ACL.Direction == nbdb.ACLDirectionFromLport {
+			pod, dir = from.pod, networkingv1.PolicyTypeEgress
+		}
+		if pod == nil {
+			continue
+		}
+		list, err := kube.NetworkingV1().NetworkPolicies(pod.Namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			continue
+		}
+		var names []string
+		for _, np := range list.Items {
+			sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+			if err == nil && sel.Matches(labels.Set(pod.Labels)) && hasType(np, dir) {
+				names = append(names, np.Namespace+"/"+np.Name)
+			}
+		}
+		if len(names) > 0 {
+			ds[i].Text += fmt.Sprintf("; %s isolated for %s by NetworkPolicy %s, whose rules allow none of it", pod.Namespace+"/"+pod.Name,
+				strings.ToLower(string(dir)), strings.Join(names, ", "))
+		}
+	}
+}
+
+// hasType says whether a policy isolates its pods for dir, as the API
+// defines policyTypes when they are left out.
+func hasType(np networkingv1.NetworkPolicy, dir networkingv1.PolicyType) bool {
+	if len(np.Spec.PolicyTypes) == 0 {
+		return dir == networkingv1.PolicyTypeIngress || len(np.Spec.Egress) > 0
+	}
+	for _, t := range np.Spec.PolicyTypes {
+		if t == dir {
+			return true
+		}
+	}
+	return false
 }
 
 func source(ctx context.Context, opts Options, src string) (end, error) {
@@ -151,7 +210,7 @@ func podEnd(ctx context.Context, kube kubernetes.Interface, ns, name string) (en
 	if err != nil {
 		return end{}, fmt.Errorf("pod %s/%s has no address yet (%w)", ns, name, err)
 	}
-	e := end{node: pod.Spec.NodeName, mac: pn.MAC.String()}
+	e := end{node: pod.Spec.NodeName, mac: pn.MAC.String(), pod: pod}
 	for _, ip := range pn.IPs {
 		e.ips = append(e.ips, ip.Addr())
 	}

@@ -134,14 +134,19 @@ func rejected(steps []Step) bool {
 type NB struct {
 	ACLs []nbdb.ACL
 	LBs  []nbdb.LoadBalancer
+	// Nodes are the node switches' names: the packet crosses a Geneve
+	// tunnel when it goes from one to another.
+	Nodes map[string]bool
 }
 
 // Decision is one step that decided where the packet went, in the
 // cluster's terms.
 type Decision struct {
-	Kind   string `json:"kind"` // datapath, acl, balancer, route, snat
+	Kind   string `json:"kind"` // datapath, tunnel, acl, balancer, route, snat
 	Text   string `json:"text"`
 	Object string `json:"object,omitempty"` // the owner: Service ns/name, NetworkPolicy ns/name, …
+	// ACL is the ACL of an acl decision.
+	ACL *nbdb.ACL `json:"-"`
 }
 
 var vipMatch = regexp.MustCompile(`ip[46]\.dst == ([0-9a-fA-F.:]+) && (tcp|udp|sctp)\.dst == (\d+)`)
@@ -150,9 +155,15 @@ var vipMatch = regexp.MustCompile(`ip[46]\.dst == ([0-9a-fA-F.:]+) && (tcp|udp|s
 // them) that decided them.
 func Explain(t Trace, nb NB) []Decision {
 	var out []Decision
-	lastDP := ""
+	lastDP, lastNode := "", ""
 	for _, s := range t.Steps {
 		if s.Datapath != lastDP && s.Pipeline == "ingress" {
+			if nb.Nodes[s.Datapath] && lastNode != "" && lastNode != s.Datapath {
+				out = append(out, Decision{Kind: "tunnel", Text: "Geneve from " + lastNode + "'s chassis to " + s.Datapath + "'s"})
+			}
+			if nb.Nodes[s.Datapath] {
+				lastNode = s.Datapath
+			}
 			out = append(out, Decision{Kind: "datapath", Text: "enters " + s.Datapath})
 			lastDP = s.Datapath
 		}
@@ -160,7 +171,8 @@ func Explain(t Trace, nb NB) []Decision {
 		switch {
 		case strings.Contains(s.Stage, "_acl"):
 			if acl := findACL(nb.ACLs, s); acl != nil {
-				out = append(out, Decision{Kind: "acl", Text: fmt.Sprintf("%s ACL %s: %s (%s)", acl.Direction, aclLabel(acl), acl.Action, acl.Match), Object: ownerOf(acl.ExternalIDs)})
+				out = append(out, Decision{Kind: "acl", Text: fmt.Sprintf("%s ACL %s: %s (%s)", acl.Direction, aclLabel(acl), acl.Action, acl.Match),
+					Object: ownerOf(acl.ExternalIDs), ACL: acl})
 			} else if strings.Contains(s.Match, "ct.inv") && strings.Contains(acts, "reg8[17] = 1") {
 				out = append(out, Decision{Kind: "acl", Text: "dropped: invalid conntrack state"})
 			}

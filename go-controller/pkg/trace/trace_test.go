@@ -66,6 +66,7 @@ func TestParseAndExplain(t *testing.T) {
 			ExternalIDs: topology.Owner{Type: "NetworkPolicy", Name: "ns/db"}.ExternalIDs()}},
 		LBs: []nbdb.LoadBalancer{{Name: "Service_ns/web_TCP_cluster", Vips: map[string]string{"10.96.0.10:80": "10.244.1.5:8080"},
 			ExternalIDs: topology.Owner{Type: topology.OwnerService, Name: "ns/web"}.ExternalIDs()}},
+		Nodes: map[string]bool{"n1": true, "n2": true},
 	}
 	var got []string
 	for _, d := range Explain(tr, nb) {
@@ -76,6 +77,7 @@ func TestParseAndExplain(t *testing.T) {
 		"balancer: n1 balances 10.96.0.10:80 (Service_ns/web_TCP_cluster) ← Service ns/web",
 		"datapath: enters ovn_cluster_router ← ",
 		`route: ovn_cluster_router routes it (ip4.dst == 10.244.1.0/24): reg0 = ip4.dst, outport = "rtos-n2" ← `,
+		"tunnel: Geneve from n1's chassis to n2's ← ",
 		"datapath: enters n2 ← ",
 		"acl: to-lport ACL ns_db: drop (outport == @np.ns.db && ip4 && tcp.dst == 5432) ← NetworkPolicy ns/db",
 	}
