@@ -56,19 +56,7 @@ func (c *Cluster) Demo(ctx context.Context) (string, error) {
 	if err := c.northSouthPaths(ctx, r); err != nil {
 		return "", err
 	}
-	// One packet of the client to the web service, told by ovnkube trace
-	// (printed whole at the end).
-	var trace string
-	r.check("client", "svc/demo/web (ovnkube trace)", "ovn-trace on the SB, told", func() (string, error) {
-		out, err := c.Exec(c.ControlPlane(), c.bin("ovnkube"), "--loglevel", "0", "trace", demoNS+"/client", "svc/"+demoNS+"/web",
-			"--kubeconfig", Kubeconfig, "--nb-address", "unix:/run/ovn/ovnnb_db.sock", "--sb-address", "unix:/run/ovn/ovnsb_db.sock")
-		trace = out
-		first, _, _ := strings.Cut(out, "\n")
-		if err == nil && !strings.HasPrefix(out, "DELIVERED") {
-			err = fmt.Errorf("%s", first)
-		}
-		return first, err
-	})
+	trace := c.demoTraces(r, svc, pods.Items)
 	rows, failed := r.rows, r.failed
 	verdict := "all paths OK"
 	if failed {
@@ -132,6 +120,44 @@ func (c *Cluster) demoPaths(r *report, f ipFamily, svc *corev1.Service, pods []c
 			return c.Exec(node, "curl", "-s", "-m", "2", "http://"+hostPort(vip, 80)+"/hostname")
 		})
 	}
+}
+
+// demoTraces tells the demo's paths with ovnkube trace, one packet each in
+// the primary family (ovn-trace on the SB): the client to each web pod, to
+// the web Service at each backend, to its node's NodePort, to its node, to
+// the external host. Each must be delivered out of the right port. It
+// returns the whole trace of the client to the web Service.
+func (c *Cluster) demoTraces(r *report, svc *corev1.Service, pods []corev1.Pod) string {
+	run := func(args ...string) (string, error) {
+		return c.Exec(c.ControlPlane(), append([]string{c.bin("ovnkube"), "--loglevel", "0", "trace", "--kubeconfig", Kubeconfig,
+			"--nb-address", "unix:/run/ovn/ovnnb_db.sock", "--sb-address", "unix:/run/ovn/ovnsb_db.sock"}, args...)...)
+	}
+	var whole string
+	check := func(to, wantPort string, args ...string) {
+		r.check("client (ovnkube trace)", to, "delivered out of "+wantPort, func() (string, error) {
+			out, err := run(args...)
+			first, _, _ := strings.Cut(out, "\n")
+			if err == nil && (!strings.HasPrefix(first, "DELIVERED") || !strings.Contains(first, "(out of port "+wantPort)) {
+				err = fmt.Errorf("%s", first)
+			}
+			if len(args) == 2 && strings.HasPrefix(args[1], "svc/") {
+				whole = out
+			}
+			return first, err
+		})
+	}
+	client := demoNS + "/client"
+	node := c.Nodes[1] // the client's
+	f := c.families()[0]
+	for _, p := range pods {
+		check(p.Name, demoNS+"_"+p.Name, client, demoNS+"/"+p.Name, "--tcp", "8080")
+		check("svc/demo/web → "+p.Name, demoNS+"_"+p.Name, client, "svc/"+demoNS+"/web", "--backend", hostPort(f.of(podIPs(p)), 8080))
+	}
+	check("NodePort "+hostPort(f.node(node), svc.Spec.Ports[0].NodePort), demoNS+"_web", client, f.node(node), "--tcp", fmt.Sprint(svc.Spec.Ports[0].NodePort))
+	check("node/"+node.Name, "k8s-"+node.Name, client, "node/"+node.Name, "--tcp", "10250")
+	check("external "+f.external, "", client, f.external, "--tcp", fmt.Sprint(externalWeb))
+	check("svc/demo/web", demoNS+"_web", client, "svc/"+demoNS+"/web")
+	return whole
 }
 
 func podIPs(p corev1.Pod) []string {
