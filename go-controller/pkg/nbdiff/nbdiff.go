@@ -101,18 +101,33 @@ func Diff(ctx context.Context, opts Options) (Result, error) {
 		return Result{}, err
 	}
 	phases["copy"], mark = time.Since(mark), time.Now()
+	// A client of the copy that monitors every column (the master's leaves
+	// some out), taking the copy's rows while the master starts.
+	type connected struct {
+		c   libovsdbclient.Client
+		err error
+	}
+	observed := make(chan connected, 1)
+	go func() {
+		c, err := ovndb.ConnectNBFull(ctx, copyNB, logr.Discard())
+		observed <- connected{c, err}
+	}()
 	txns, err := converge(ctx, opts, factory, copyNB)
+	o := <-observed
+	if o.err != nil {
+		return Result{}, o.err
+	}
+	defer o.c.Close()
 	if err != nil {
 		return Result{}, err
 	}
 	phases["master"], mark = time.Since(mark), time.Now()
-	// The copy as the master left it: a monitor's first answer.
-	observer, err := ovndb.ConnectNBFull(ctx, copyNB, logr.Discard())
-	if err != nil {
+	// Every update the server sent before it answers an echo is in the
+	// cache (the master has been silent for Options.Quiet by then).
+	if err := o.c.Echo(ctx); err != nil {
 		return Result{}, err
 	}
-	defer observer.Close()
-	want := ovndb.TakeSnapshot(observer)
+	want := ovndb.TakeSnapshot(o.c)
 	rows := append(ovndb.Compare(have, want), have.Unowned()...)
 	phases["compare"] = time.Since(mark)
 	return Result{Rows: rows, NBRows: have.Rows(), Transactions: txns, Took: time.Since(start), Phases: phases}, nil
@@ -125,7 +140,10 @@ func seed(ctx context.Context, address []string, rows ovndb.Snapshot) error {
 	if err != nil {
 		return err
 	}
-	c, err := libovsdbclient.NewOVSDBClient(m, libovsdbclient.WithEndpoint(address[0]))
+	// A logger of our own: libovsdb's default turns the process-wide stdr
+	// verbosity to 5, and every row copied would be logged.
+	quiet := logr.Discard()
+	c, err := libovsdbclient.NewOVSDBClient(m, libovsdbclient.WithEndpoint(address[0]), libovsdbclient.WithLogger(&quiet))
 	if err != nil {
 		return err
 	}
