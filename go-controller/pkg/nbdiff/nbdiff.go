@@ -19,6 +19,7 @@ import (
 
 	"github.com/go-logr/logr"
 	libovsdbclient "github.com/ovn-org/libovsdb/client"
+	"github.com/ovn-org/libovsdb/ovsdb"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 
@@ -67,39 +68,22 @@ func Diff(ctx context.Context, opts Options) (Result, error) {
 	defer stopInformers()
 	factory := master.NewInformers(opts.Kube)
 	factory.Start(informerCtx.Done())
-	var tlsCfg []*tls.Config
-	if opts.Master.NBTLS != nil {
-		tlsCfg = append(tlsCfg, opts.Master.NBTLS)
-	}
-	real, err := ovndb.ConnectNBFull(ctx, opts.Master.NBAddress, opts.Log.WithName("nb"), tlsCfg...)
+	have, schema, err := readNB(ctx, opts)
 	if err != nil {
-		return Result{}, fmt.Errorf("reading the NB: %w", err)
+		return Result{}, err
 	}
-	have := ovndb.TakeSnapshot(real)
-	schema := real.Schema()
-	real.Close()
 	phases := map[string]time.Duration{"read": time.Since(start)}
 	mark := time.Now()
-
 	dir, err := os.MkdirTemp("", "ovnkube-diff-")
 	if err != nil {
 		return Result{}, err
 	}
 	defer os.RemoveAll(dir)
-	clientModel, err := nbdb.FullDatabaseModel()
-	if err != nil {
-		return Result{}, err
-	}
-	sock := filepath.Join(dir, "nb.sock")
-	stop, err := ovndb.ServeInMemory(schema, clientModel, sock)
+	copyNB, stop, err := serveCopy(ctx, schema, have, filepath.Join(dir, "nb.sock"))
 	if err != nil {
 		return Result{}, err
 	}
 	defer stop()
-	copyNB := []string{"unix:" + sock}
-	if err := seed(ctx, copyNB, have); err != nil {
-		return Result{}, err
-	}
 	phases["copy"], mark = time.Since(mark), time.Now()
 	// A client of the copy that monitors every column (the master's leaves
 	// some out), taking the copy's rows while the master starts.
@@ -131,6 +115,39 @@ func Diff(ctx context.Context, opts Options) (Result, error) {
 	rows := append(ovndb.Compare(have, want), have.Unowned()...)
 	phases["compare"] = time.Since(mark)
 	return Result{Rows: rows, NBRows: have.Rows(), Transactions: txns, Took: time.Since(start), Phases: phases}, nil
+}
+
+// readNB reads every row of the NB, and its schema.
+func readNB(ctx context.Context, opts Options) (ovndb.Snapshot, ovsdb.DatabaseSchema, error) {
+	var tlsCfg []*tls.Config
+	if opts.Master.NBTLS != nil {
+		tlsCfg = append(tlsCfg, opts.Master.NBTLS)
+	}
+	nb, err := ovndb.ConnectNBFull(ctx, opts.Master.NBAddress, opts.Log.WithName("nb"), tlsCfg...)
+	if err != nil {
+		return nil, ovsdb.DatabaseSchema{}, fmt.Errorf("reading the NB: %w", err)
+	}
+	defer nb.Close()
+	return ovndb.TakeSnapshot(nb), nb.Schema(), nil
+}
+
+// serveCopy serves an in-memory database of schema on the unix socket
+// sock holding the rows, and returns its address.
+func serveCopy(ctx context.Context, schema ovsdb.DatabaseSchema, rows ovndb.Snapshot, sock string) ([]string, func(), error) {
+	clientModel, err := nbdb.FullDatabaseModel()
+	if err != nil {
+		return nil, nil, err
+	}
+	stop, err := ovndb.ServeInMemory(schema, clientModel, sock)
+	if err != nil {
+		return nil, nil, err
+	}
+	address := []string{"unix:" + sock}
+	if err := seed(ctx, address, rows); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return address, stop, nil
 }
 
 // seed copies the rows into the empty database at address, through a
