@@ -29,10 +29,11 @@ func diffCommand() *cli.Command {
 			"(reading the cluster, writing nothing to it) until it has nothing left to do, and compares the copy\n" +
 			"with the NB: rows missing, rows that differ (column by column) and stale rows the master would\n" +
 			"delete. Takes the master's flags, which decide the rows. Exit status 0 in sync, 1 when the NB\n" +
-			"differs, 2 on trouble. With a master running, --settle reports only what stays different.",
+			"differs, 2 on trouble. A difference is confirmed by a second pass --settle later (a master at work\n" +
+			"writes what the first pass would report).",
 		Flags: append(masterSettingFlags(),
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text or json"},
-			&cli.DurationFlag{Name: "settle", Usage: "diff again after this long and report only the differences found both times (with a master running: its resync interval)"},
+			&cli.DurationFlag{Name: "settle", Value: 10 * time.Second, Usage: "when the NB differs, diff again after this long and report only the differences found both times: what a running master was about to write is left out (0: one pass)"},
 			&cli.DurationFlag{Name: "timeout", Value: 5 * time.Minute, Usage: "give up after this long"},
 		),
 		Action: func(c *cli.Context) error {
