@@ -236,7 +236,7 @@ bench-quick: deps build $(BIN)/ovnk-bench
 # What differs between stacks: the NB/OVS models against the stack's own
 # schemas and the logical flows its ovn-northd writes (ovn-trace verdicts);
 # the rest of the integration suite exercises ovn-k8s, the same on both.
-STACK_TESTS = ModelsFit|OVNTrace
+STACK_TESTS = ModelsFit|OVNTrace|TraceNames
 # Namespace isolation with IPv6 is not run on OVN 23.03: its northd compiles
 # the isolation ACL's negated IPv6 address sets into ~200,000 OpenFlow rules
 # per node (docs/design.md, "Namespace isolation").

@@ -78,7 +78,7 @@ type Trace struct {
 
 var (
 	pipelineLine = regexp.MustCompile(`^(ingress|egress)\(dp="([^"]+)"`)
-	stageLine    = regexp.MustCompile(`^\s*\d+\. (\w+)(?: \([^)]*\))?: (.*), priority (\d+), uuid [0-9a-f]+$`)
+	stageLine    = regexp.MustCompile(`^\s*\d+\. (\w+)(?: \([^)]*\))?: (.*), priority (\d+)(?:, uuid [0-9a-f]+)?$`)
 	outputLine   = regexp.MustCompile(`/\* output to "([^"]+)", type "([^"]*)" \*/`)
 )
 
@@ -99,13 +99,13 @@ func Parse(out string) Trace {
 			continue
 		}
 		a := strings.TrimSpace(line)
+		if m := outputLine.FindStringSubmatch(a); m != nil && m[2] != "patch" && m[2] != "l3gateway" && m[2] != "router" {
+			t.Port = m[1]
+		}
 		if cur == nil || a == "" || strings.HasPrefix(a, "---") {
 			continue
 		}
 		cur.Actions = append(cur.Actions, a)
-		if m := outputLine.FindStringSubmatch(a); m != nil && m[2] != "patch" && m[2] != "l3gateway" && m[2] != "router" {
-			t.Port = m[1]
-		}
 	}
 	// A reject answers the source (a TCP reset, an ICMP unreachable):
 	// what ovn-trace then follows out of a port is that answer.
