@@ -332,6 +332,7 @@ func TestOVNTraceIsolationWithoutGlobalNamespace(t *testing.T) {
 	tr.expect("b1 → a1 dropped (other tenant)", tr.to("b1", "a1", 80), false)
 	tr.expect("a1 → b1 dropped (other tenant)", tr.to("a1", "b1", 80), false)
 	tr.expect("a2 → a1 allowed (same tenant)", tr.to("a2", "a1", 80), true)
+	tenantDropNamed(t, c, "b/b1", "a/a1", "a/a2") // issue 36: ovnkube trace names the tenant rule
 }
 
 // TestOVNTraceDatabaseGuard: a pod's packets to the databases' endpoints
