@@ -155,7 +155,7 @@ func (c *Cluster) demoTraces(r *report, svc *corev1.Service, pods []corev1.Pod) 
 	}
 	check("NodePort "+hostPort(f.node(node), svc.Spec.Ports[0].NodePort), demoNS+"_web", client, f.node(node), "--tcp", fmt.Sprint(svc.Spec.Ports[0].NodePort))
 	check("node/"+node.Name, "k8s-"+node.Name, client, "node/"+node.Name, "--tcp", "10250")
-	check("external "+f.external, "", client, f.external, "--tcp", fmt.Sprint(externalWeb))
+	check("external "+f.external, gatewayBridge+"_"+node.Name+"_localnet", client, f.external, "--tcp", fmt.Sprint(externalWeb))
 	check("svc/demo/web", demoNS+"_web", client, "svc/"+demoNS+"/web")
 	return whole
 }

@@ -177,7 +177,11 @@ func Explain(t Trace, nb NB) []Decision {
 				out = append(out, Decision{Kind: "acl", Text: "dropped: invalid conntrack state"})
 			}
 		case vipMatch.MatchString(s.Match) && (strings.Contains(acts, "ct_lb") || strings.Contains(acts, "reject")):
-			out = append(out, lbDecision(s, nb.LBs))
+			// One balancing can take two flows (a VIP's pre-stateful and
+			// its balancer stage): told once.
+			if d := lbDecision(s, nb.LBs); len(out) == 0 || out[len(out)-1] != d {
+				out = append(out, d)
+			}
 		case strings.Contains(s.Stage, "ip_routing") && !strings.Contains(s.Stage, "pre") && !strings.Contains(s.Stage, "ecmp"):
 			out = append(out, Decision{Kind: "route", Text: fmt.Sprintf("%s routes it (%s)%s", s.Datapath, s.Match, nextHop(s.Actions))})
 		case strings.Contains(s.Stage, "lr_in_policy") && strings.Contains(acts, "reg0 ="):

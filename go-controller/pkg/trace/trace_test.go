@@ -106,3 +106,24 @@ func TestMicroflow(t *testing.T) {
 		t.Errorf("ICMPv6: %s", got)
 	}
 }
+
+// A balancing that takes two flows (the VIP's pre-stateful flow, then its
+// balancer stage) is one decision.
+func TestExplainTellsABalancingOnce(t *testing.T) {
+	out := `ingress(dp="n1", inport="ns_a")
+-------------------------------
+ 6. ls_in_pre_stateful (northd.c:7762): reg0[2] == 1 && ip4.dst == 10.96.0.10 && tcp.dst == 80, priority 120, uuid 39b025de
+    ct_lb_mark;
+13. ls_in_lb (northd.c:8198): ct.new && ip4.dst == 10.96.0.10 && tcp.dst == 80, priority 120, uuid 678a77a1
+    ct_lb_mark(backends=10.244.1.5:8080);
+`
+	n := 0
+	for _, d := range Explain(Parse(out), NB{}) {
+		if d.Kind == "balancer" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d balancer decisions, want 1", n)
+	}
+}
