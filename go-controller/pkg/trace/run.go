@@ -53,35 +53,13 @@ func Run(ctx context.Context, opts Options, src, dst string) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	p := Packet{Datapath: from.node, InPort: from.lsp, SrcMAC: from.mac, Proto: opts.Proto, DstPort: opts.Port}
-	if p.Dst, err = to.addrLike(from); err != nil {
-		return Result{}, err
-	}
-	if p.Src, err = from.addrOf(p.Dst.Is6()); err != nil {
-		return Result{}, err
-	}
-	if to.mac != "" && to.node == from.node {
-		p.DstMAC = to.mac
-	} else if p.DstMAC, err = routerMAC(ctx, opts.NB, from.node); err != nil {
-		return Result{}, err
-	}
-	if p.Proto != "icmp" && p.DstPort == 0 {
-		p.DstPort = to.port
-	}
-	if p.Proto != "icmp" && p.DstPort == 0 {
-		return Result{}, fmt.Errorf("no destination port: give --tcp PORT or --udp PORT")
-	}
-	args := append([]string{}, opts.OVNTrace...)
-	for i := 0; i < 8; i++ { // a new connection in every conntrack zone it passes
-		args = append(args, "--ct=new")
-	}
-	if opts.Backend != "" {
-		args = append(args, "--lb-dst="+opts.Backend)
-	}
-	args = append(args, p.Datapath, p.Microflow())
-	out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput()
+	p, err := packet(ctx, opts, from, to)
 	if err != nil {
-		return Result{}, fmt.Errorf("%s: %w: %s", strings.Join(args[:len(args)-2], " "), err, strings.TrimSpace(string(out)))
+		return Result{}, err
+	}
+	out, err := ovnTrace(ctx, opts, p)
+	if err != nil {
+		return Result{}, err
 	}
 	var acls []nbdb.ACL
 	var lbs []nbdb.LoadBalancer
@@ -97,7 +75,7 @@ func Run(ctx context.Context, opts Options, src, dst string) (Result, error) {
 			nodes[n.Name] = true
 		}
 	}
-	t := Parse(string(out))
+	t := Parse(out)
 	ds := Explain(t, NB{ACLs: acls, LBs: lbs, Nodes: nodes})
 	isolatedBy(ctx, opts.Kube, ds, from, to)
 	for i := range ds {
@@ -105,7 +83,51 @@ func Run(ctx context.Context, opts Options, src, dst string) (Result, error) {
 			ds[i].Text += " → backend " + opts.Backend
 		}
 	}
-	return Result{From: src, To: dst, Microflow: p.Microflow(), Trace: t, Decisions: ds, Raw: string(out)}, nil
+	return Result{From: src, To: dst, Microflow: p.Microflow(), Trace: t, Decisions: ds, Raw: out}, nil
+}
+
+// packet is the first packet of a connection from one end to the other:
+// the destination's address of the source's family, the MAC of the
+// destination when on the same switch, else the node's router port's.
+func packet(ctx context.Context, opts Options, from, to end) (Packet, error) {
+	p := Packet{Datapath: from.node, InPort: from.lsp, SrcMAC: from.mac, Proto: opts.Proto, DstPort: opts.Port}
+	var err error
+	if p.Dst, err = to.addrLike(from); err != nil {
+		return p, err
+	}
+	if p.Src, err = from.addrOf(p.Dst.Is6()); err != nil {
+		return p, err
+	}
+	if to.mac != "" && to.node == from.node {
+		p.DstMAC = to.mac
+	} else if p.DstMAC, err = routerMAC(ctx, opts.NB, from.node); err != nil {
+		return p, err
+	}
+	if p.Proto != "icmp" && p.DstPort == 0 {
+		p.DstPort = to.port
+	}
+	if p.Proto != "icmp" && p.DstPort == 0 {
+		return p, fmt.Errorf("no destination port: give --tcp PORT or --udp PORT")
+	}
+	return p, nil
+}
+
+// ovnTrace runs ovn-trace for the packet, a new connection in every
+// conntrack zone it passes, and returns its output.
+func ovnTrace(ctx context.Context, opts Options, p Packet) (string, error) {
+	args := append([]string{}, opts.OVNTrace...)
+	for i := 0; i < 8; i++ {
+		args = append(args, "--ct=new")
+	}
+	if opts.Backend != "" {
+		args = append(args, "--lb-dst="+opts.Backend)
+	}
+	args = append(args, p.Datapath, p.Microflow())
+	out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("%s: %w: %s", strings.Join(args[:len(args)-2], " "), err, strings.TrimSpace(string(out)))
+	}
+	return string(out), nil
 }
 
 // end is one end of the packet.
