@@ -88,7 +88,7 @@ func TestConntrackSweepKernel(t *testing.T) {
 	v6.Spec.Type, v6.Spec.Ports[0].NodePort = corev1.ServiceTypeClusterIP, 0
 	self := services.NodeGateway{Node: "n1", IPs: []netip.Addr{netip.MustParseAddr("172.18.0.3")},
 		Own: []netip.Addr{netip.MustParseAddr("172.18.0.3")}, Mgmt: []netip.Addr{netip.MustParseAddr("10.244.1.2")}}
-	plan := node.NewConntrackPlan([]*corev1.Service{v4, v6}, []*discovery.EndpointSlice{v4Slice, v6Slice}, self, services.AddressPolicy{}, node.Peers{})
+	plan := node.NewConntrackPlan([]*corev1.Service{v4, v6}, self, services.AddressPolicy{}, node.NewPeers("", nil, []*discovery.EndpointSlice{v4Slice, v6Slice}))
 	swept, err := node.SweepConntrack(h, plan)
 	if err != nil {
 		t.Fatal(err)

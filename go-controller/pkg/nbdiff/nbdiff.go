@@ -9,12 +9,10 @@ package nbdiff
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -24,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/leader"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/master"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
@@ -222,22 +221,8 @@ func converge(ctx context.Context, opts Options, factory informers.SharedInforme
 	}
 }
 
-// ReadOnly wraps an API client's transport so that it only reads: any other
-// request gets 403 Forbidden without reaching the API server (the master on
-// the copy may want to annotate a pod or record an Event).
-func ReadOnly(rt http.RoundTripper) http.RoundTripper {
-	return roundTripper(func(req *http.Request) (*http.Response, error) {
-		switch req.Method {
-		case http.MethodGet, http.MethodHead, http.MethodOptions:
-			return rt.RoundTrip(req)
-		}
-		body := `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","code":403,"message":"ovnkube diff only reads"}`
-		return &http.Response{StatusCode: http.StatusForbidden, Status: "403 Forbidden", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-			Header: http.Header{"Content-Type": []string{"application/json"}}, Body: io.NopCloser(strings.NewReader(body)),
-			ContentLength: int64(len(body)), Request: req}, nil
-	})
-}
-
-type roundTripper func(*http.Request) (*http.Response, error)
-
-func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+// ReadOnly wraps an API client's transport so that it only reads: every
+// other request (the master on the copy may want to annotate a pod or
+// record an Event) fails in-process, as a deposed leader's do (a fence that
+// never opens).
+var ReadOnly = leader.FenceTransport(func() error { return errors.New("ovnkube diff only reads") })

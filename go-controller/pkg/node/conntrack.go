@@ -10,7 +10,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/vishvananda/netlink"
 	corev1 "k8s.io/api/core/v1"
-	discovery "k8s.io/api/discovery/v1"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/services"
@@ -54,15 +53,11 @@ type ConntrackPlan struct {
 }
 
 // NewConntrackPlan computes the plan from the node's services and their
-// EndpointSlices, with self the node (services.GatewayOf) and policy the
-// node's service address policy.
-func NewConntrackPlan(svcs []*corev1.Service, slices []*discovery.EndpointSlice, self services.NodeGateway, policy services.AddressPolicy, peers Peers) ConntrackPlan {
+// EndpointSlices (peers.Slices), with self the node (services.GatewayOf),
+// policy the node's service address policy and peers what the host's chain
+// knows of the other nodes.
+func NewConntrackPlan(svcs []*corev1.Service, self services.NodeGateway, policy services.AddressPolicy, peers Peers) ConntrackPlan {
 	p := ConntrackPlan{ovn: map[ctKey]map[netip.AddrPort]bool{}, host: map[ctKey]map[netip.AddrPort]bool{}}
-	bySvc := map[string][]*discovery.EndpointSlice{}
-	for _, sl := range slices {
-		k := sl.Namespace + "/" + sl.Labels[discovery.LabelServiceName]
-		bySvc[k] = append(bySvc[k], sl)
-	}
 	policy.Nodes = map[netip.Addr]string{}
 	for _, ip := range self.Own {
 		policy.Nodes[ip] = self.Node // as the master does: no external IP may be the node's
@@ -72,7 +67,7 @@ func NewConntrackPlan(svcs []*corev1.Service, slices []*discovery.EndpointSlice,
 		if !datagrams(svc) {
 			continue
 		}
-		d := services.LoadBalancers(svc, bySvc[svc.Namespace+"/"+svc.Name], nodes, nodes, policy)
+		d := services.LoadBalancers(svc, peers.Slices[svc.Namespace+"/"+svc.Name], nodes, nodes, policy)
 		for _, lb := range d.Cluster {
 			p.addLB(lb)
 		}

@@ -75,8 +75,7 @@ func TestConntrackPlan(t *testing.T) {
 	host.Spec.Ports[0].NodePort = 30050
 	v6, v6Slice := ctSvc("six", "fd00:10:96::10", corev1.ProtocolUDP, map[string]string{"fd00:10:244:1::5": "n1"})
 	v6.Spec.Ports[0].NodePort = 30060
-	plan := NewConntrackPlan([]*corev1.Service{udp, tcp, sctp, empty, host, v6},
-		[]*discovery.EndpointSlice{udpSlice, tcpSlice, sctpSlice, emptySlice, hostSlice, v6Slice}, ctNode, services.AddressPolicy{}, Peers{})
+	plan := NewConntrackPlan([]*corev1.Service{udp, tcp, sctp, empty, host, v6}, ctNode, services.AddressPolicy{}, NewPeers("", nil, []*discovery.EndpointSlice{udpSlice, tcpSlice, sctpSlice, emptySlice, hostSlice, v6Slice}))
 
 	for _, c := range []struct {
 		name  string
@@ -114,13 +113,13 @@ func TestConntrackPlan(t *testing.T) {
 // Two plans from the same input are equal; a changed endpoint makes them differ.
 func TestConntrackPlanEqual(t *testing.T) {
 	svc, sl := ctSvc("dns", "10.96.0.10", corev1.ProtocolUDP, map[string]string{"10.244.1.5": "n1"})
-	a := NewConntrackPlan([]*corev1.Service{svc}, []*discovery.EndpointSlice{sl}, ctNode, services.AddressPolicy{}, Peers{})
-	b := NewConntrackPlan([]*corev1.Service{svc}, []*discovery.EndpointSlice{sl}, ctNode, services.AddressPolicy{}, Peers{})
+	a := NewConntrackPlan([]*corev1.Service{svc}, ctNode, services.AddressPolicy{}, NewPeers("", nil, []*discovery.EndpointSlice{sl}))
+	b := NewConntrackPlan([]*corev1.Service{svc}, ctNode, services.AddressPolicy{}, NewPeers("", nil, []*discovery.EndpointSlice{sl}))
 	if !a.Equal(b) {
 		t.Fatal("plans of the same services differ")
 	}
 	_, sl2 := ctSvc("dns", "10.96.0.10", corev1.ProtocolUDP, map[string]string{"10.244.1.6": "n1"})
-	c := NewConntrackPlan([]*corev1.Service{svc}, []*discovery.EndpointSlice{sl2}, ctNode, services.AddressPolicy{}, Peers{})
+	c := NewConntrackPlan([]*corev1.Service{svc}, ctNode, services.AddressPolicy{}, NewPeers("", nil, []*discovery.EndpointSlice{sl2}))
 	if a.Equal(c) {
 		t.Error("a new endpoint left the plan equal")
 	}
@@ -156,7 +155,7 @@ func TestSweepConntrack(t *testing.T) {
 	svc, sl := ctSvc("dns", "10.96.0.10", corev1.ProtocolUDP, map[string]string{"10.244.1.5": "n1"})
 	v6, v6sl := ctSvc("six", "fd00:10:96::10", corev1.ProtocolUDP, map[string]string{"fd00:10:244:1::5": "n1"})
 	v6.Spec.Ports[0].NodePort = 30060
-	plan := NewConntrackPlan([]*corev1.Service{svc, v6}, []*discovery.EndpointSlice{sl, v6sl}, ctNode, services.AddressPolicy{}, Peers{})
+	plan := NewConntrackPlan([]*corev1.Service{svc, v6}, ctNode, services.AddressPolicy{}, NewPeers("", nil, []*discovery.EndpointSlice{sl, v6sl}))
 	good := flow(5, 17, "10.96.0.10:53", "10.244.1.5:5353")
 	table := &fakeTable{flows: []*netlink.ConntrackFlow{good,
 		flow(5, 17, "10.96.0.10:53", "10.244.1.99:5353"),
@@ -182,7 +181,7 @@ func TestRunConntrackSweepsOnChange(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		plans++
-		return NewConntrackPlan([]*corev1.Service{svc}, []*discovery.EndpointSlice{current}, ctNode, services.AddressPolicy{}, Peers{}), nil
+		return NewConntrackPlan([]*corev1.Service{svc}, ctNode, services.AddressPolicy{}, NewPeers("", nil, []*discovery.EndpointSlice{current})), nil
 	}
 	table := &lockedTable{}
 	kick := make(chan struct{}, 1)
@@ -282,7 +281,7 @@ func TestHostNodePortShortCircuitsLocalServices(t *testing.T) {
 	}
 
 	self := gw("n1", "172.18.0.2")
-	plan := NewConntrackPlan([]*corev1.Service{svc}, []*discovery.EndpointSlice{sl}, self, services.AddressPolicy{}, NewPeers("n1", nodes, []*discovery.EndpointSlice{sl}))
+	plan := NewConntrackPlan([]*corev1.Service{svc}, self, services.AddressPolicy{}, NewPeers("n1", nodes, []*discovery.EndpointSlice{sl}))
 	for _, c := range []struct {
 		name  string
 		flow  *netlink.ConntrackFlow

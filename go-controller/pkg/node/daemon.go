@@ -117,7 +117,7 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 			if err != nil {
 				return ConntrackPlan{}, err
 			}
-			return NewConntrackPlan(s, peers.all(), services.GatewayOf(node), gw.Services, peers), nil
+			return NewConntrackPlan(s, services.GatewayOf(node), gw.Services, peers), nil
 		}
 		if h, err := netlink.NewHandle(); err != nil {
 			log.Error(err, "no netlink handle: stale UDP conntrack entries are left to ovn-controller's ct_flush")

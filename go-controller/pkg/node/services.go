@@ -89,7 +89,8 @@ type Peers struct {
 	Slices map[string][]*discovery.EndpointSlice // namespace/service → its slices
 }
 
-// NewPeers indexes slices by service.
+// NewPeers indexes slices by service (self "" and no nodes: every NodePort
+// goes to its ClusterIP).
 func NewPeers(self string, nodes []services.NodeGateway, slices []*discovery.EndpointSlice) Peers {
 	p := Peers{Self: self, Nodes: nodes, Slices: map[string][]*discovery.EndpointSlice{}}
 	for _, sl := range slices {
@@ -98,15 +99,6 @@ func NewPeers(self string, nodes []services.NodeGateway, slices []*discovery.End
 	}
 	sort.Slice(p.Nodes, func(i, j int) bool { return p.Nodes[i].Node < p.Nodes[j].Node })
 	return p
-}
-
-// all are the slices of every service.
-func (p Peers) all() []*discovery.EndpointSlice {
-	var out []*discovery.EndpointSlice
-	for _, sl := range p.Slices {
-		out = append(out, sl...)
-	}
-	return out
 }
 
 // hostNodePort is one NodePort of one family in the host's chain and where

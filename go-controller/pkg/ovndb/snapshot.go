@@ -3,7 +3,9 @@ package ovndb
 import (
 	"context"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -44,9 +46,9 @@ func (s Snapshot) Rows() int {
 // database c is connected to, in one transaction.
 func (s Snapshot) Restore(ctx context.Context, c client.Client) error {
 	var ops []ovsdb.Operation
-	for _, table := range sortedKeys(s) {
-		for _, uuid := range sortedKeys(s[table]) {
-			op, err := c.Create(model.Clone(s[table][uuid]))
+	for _, table := range slices.Sorted(maps.Keys(s)) {
+		for _, uuid := range slices.Sorted(maps.Keys(s[table])) {
+			op, err := c.Create(s[table][uuid])
 			if err != nil {
 				return fmt.Errorf("restoring %s %s: %w", table, uuid, err)
 			}
@@ -93,8 +95,8 @@ const (
 // and no owner: not the master's to change, yet in its way.
 func (s Snapshot) Unowned() []RowDiff {
 	var out []RowDiff
-	for _, table := range sortedKeys(s) {
-		for _, uuid := range sortedKeys(s[table]) {
+	for _, table := range slices.Sorted(maps.Keys(s)) {
+		for _, uuid := range slices.Sorted(maps.Keys(s[table])) {
 			row := s[table][uuid]
 			name := rowName(row)
 			if _, owned := topology.OwnerOf(externalIDs(row)); owned || name == uuid || !topology.OurName(name) {
@@ -127,7 +129,7 @@ func Compare(have, want Snapshot) []RowDiff {
 		tables[t] = true
 	}
 	var out []RowDiff
-	for _, table := range sortedKeys(tables) {
+	for _, table := range slices.Sorted(maps.Keys(tables)) {
 		out = append(out, compareTable(table, have[table], want[table], names)...)
 	}
 	return out
@@ -143,7 +145,7 @@ func compareTable(table string, have, want map[string]model.Model, names map[str
 		}
 	}
 	var out []RowDiff
-	for _, uuid := range sortedKeys(have) {
+	for _, uuid := range slices.Sorted(maps.Keys(have)) {
 		h := have[uuid]
 		w, ok := want[uuid]
 		if !ok {
@@ -159,7 +161,7 @@ func compareTable(table string, have, want map[string]model.Model, names map[str
 			out = append(out, RowDiff{Kind: RowDiffers, Table: table, Row: identity(w), Columns: cols})
 		}
 	}
-	for _, id := range sortedKeys(unmatched) {
+	for _, id := range slices.Sorted(maps.Keys(unmatched)) {
 		for range unmatched[id] {
 			out = append(out, RowDiff{Kind: RowMissing, Table: table, Row: id})
 		}
@@ -258,14 +260,5 @@ func setMinus(a, b []string) []string {
 			out = append(out, x)
 		}
 	}
-	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }

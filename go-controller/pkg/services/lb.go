@@ -90,11 +90,9 @@ type Desired struct {
 func perNodeKey(node, proto string) string { return node + "/" + proto }
 
 // GatewayBackends is how many backends GR_<node> balances the frontend
-// ip:nodePort of protocol proto to (0: none, or no such frontend).
+// ip:nodePort of the service port's protocol proto to (0: none, or no such
+// frontend). proto is the port's as LoadBalancers keyed it, unset or not.
 func (d Desired) GatewayBackends(node string, proto corev1.Protocol, ip netip.Addr, nodePort int32) int {
-	if proto == "" {
-		proto = corev1.ProtocolTCP
-	}
 	lb := d.PerNode[perNodeKey(node, string(proto))]
 	if lb == nil || lb.Vips[vip(ip, nodePort)] == "" {
 		return 0

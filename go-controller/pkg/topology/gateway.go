@@ -22,11 +22,11 @@ const GatewayClusterRouteIDPrefix = "gateway-"
 const DefaultPhysNet = "physnet"
 
 // Gateway names.
-func RouterToGatewayJoinPort(node string) string { return "rtoj-" + GatewayRouter(node) }
-func JoinToGatewayPort(node string) string       { return "jtor-" + GatewayRouter(node) }
-func ExternalSwitch(node string) string          { return "ext_" + node }
-func ExternalToGatewayPort(node string) string   { return "etor-" + GatewayRouter(node) }
-func GatewayToExternalPort(node string) string   { return "rtoe-" + GatewayRouter(node) }
+func RouterToGatewayJoinPort(node string) string { return routerToJoin + GatewayRouter(node) }
+func JoinToGatewayPort(node string) string       { return joinToRouter + GatewayRouter(node) }
+func ExternalSwitch(node string) string          { return externalSwitchPrefix + node }
+func ExternalToGatewayPort(node string) string   { return externalToRouter + GatewayRouter(node) }
+func GatewayToExternalPort(node string) string   { return routerToExternal + GatewayRouter(node) }
 func LocalnetPort(bridge, node string) string    { return bridge + "_" + node + "_localnet" }
 
 // GatewayInput is what a node's gateway depends on.

@@ -15,11 +15,18 @@ import (
 const (
 	ClusterRouter  = "ovn_cluster_router"
 	JoinSwitch     = "join"
-	RouterToJoin   = "rtoj-" + ClusterRouter
-	JoinToRouter   = "jtor-" + ClusterRouter
+	RouterToJoin   = routerToJoin + ClusterRouter
+	JoinToRouter   = joinToRouter + ClusterRouter
 	routerToSwitch = "rtos-"
 	switchToRouter = "stor-"
-	mgmtPortPrefix = "k8s-"
+	routerToJoin   = "rtoj-"
+	joinToRouter   = "jtor-"
+	// A gateway router's port to its node's external switch, and back.
+	routerToExternal     = "rtoe-"
+	externalToRouter     = "etor-"
+	externalSwitchPrefix = "ext_"
+	serviceLBPrefix      = "Service_" // services.ClusterLBName and its kin
+	mgmtPortPrefix       = "k8s-"
 	// ClusterLBGroup holds every cluster-wide service load balancer; attaching
 	// it to a switch or router attaches them all in one reference.
 	ClusterLBGroup = "clusterLBGroup"
@@ -90,7 +97,8 @@ func OurName(name string) bool {
 	case ClusterRouter, JoinSwitch:
 		return true
 	}
-	for _, p := range []string{routerToSwitch, switchToRouter, mgmtPortPrefix, gatewayRouterPrefix, "rtoj-", "jtor-", "rtoe-", "etor-", "ext_", "Service_"} {
+	for _, p := range []string{routerToSwitch, switchToRouter, mgmtPortPrefix, gatewayRouterPrefix, routerToJoin, joinToRouter,
+		routerToExternal, externalToRouter, externalSwitchPrefix, serviceLBPrefix} {
 		if strings.HasPrefix(name, p) {
 			return true
 		}

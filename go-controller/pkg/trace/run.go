@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
@@ -189,29 +188,27 @@ func hasType(np networkingv1.NetworkPolicy, dir networkingv1.PolicyType) bool {
 
 func source(ctx context.Context, opts Options, src string) (end, error) {
 	if node, ok := strings.CutPrefix(src, "node/"); ok {
-		return mgmtEnd(ctx, opts.NB, node)
+		return portEnd(ctx, opts.NB, node, topology.ManagementPort(node))
 	}
 	ns, name, ok := strings.Cut(src, "/")
 	if !ok || strings.Contains(name, "/") {
 		return end{}, fmt.Errorf("source %q: want NAMESPACE/POD or node/NAME", src)
 	}
-	e, err := podEnd(ctx, opts.Kube, ns, name)
-	e.lsp = topology.PodPort(ns, name)
-	return e, err
+	return podEnd(ctx, opts, ns, name)
 }
 
-// mgmtEnd is a node's management port, as its LSP holds it.
-func mgmtEnd(ctx context.Context, nb client.Client, node string) (end, error) {
-	name := topology.ManagementPort(node)
+// portEnd is the logical switch port lsp on node's switch, with the MAC and
+// addresses the master gave it (its first addresses entry).
+func portEnd(ctx context.Context, nb client.Client, node, lsp string) (end, error) {
 	var lsps []nbdb.LogicalSwitchPort
-	if err := nb.WhereCache(func(p *nbdb.LogicalSwitchPort) bool { return p.Name == name }).List(ctx, &lsps); err != nil {
+	if err := nb.WhereCache(func(p *nbdb.LogicalSwitchPort) bool { return p.Name == lsp }).List(ctx, &lsps); err != nil {
 		return end{}, err
 	}
 	if len(lsps) == 0 || len(lsps[0].Addresses) == 0 {
-		return end{}, fmt.Errorf("no management port %s in the NB: node %s is not set up", name, node)
+		return end{}, fmt.Errorf("no port %s with addresses in the NB: the master has not set it up (yet)", lsp)
 	}
 	fields := strings.Fields(lsps[0].Addresses[0])
-	e := end{node: node, lsp: name, mac: fields[0]}
+	e := end{node: node, lsp: lsp, mac: fields[0]}
 	for _, f := range fields[1:] {
 		if ip, err := netip.ParseAddr(f); err == nil {
 			e.ips = append(e.ips, ip)
@@ -220,23 +217,20 @@ func mgmtEnd(ctx context.Context, nb client.Client, node string) (end, error) {
 	return e, nil
 }
 
-func podEnd(ctx context.Context, kube kubernetes.Interface, ns, name string) (end, error) {
-	pod, err := kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+// podEnd is a pod on the pod network: its port as the master made it (the
+// NB, which only the master writes, not the pod's annotation, which its
+// owner may be able to write), its node and its labels.
+func podEnd(ctx context.Context, opts Options, ns, name string) (end, error) {
+	pod, err := opts.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return end{}, fmt.Errorf("pod %s/%s: %w", ns, name, err)
 	}
 	if pod.Spec.HostNetwork {
 		return end{}, fmt.Errorf("pod %s/%s is on its node's network, not the pod network", ns, name)
 	}
-	pn, err := annotations.ParsePodNetworks(pod.Annotations[annotations.PodNetworks])
-	if err != nil {
-		return end{}, fmt.Errorf("pod %s/%s has no address yet (%w)", ns, name, err)
-	}
-	e := end{node: pod.Spec.NodeName, mac: pn.MAC.String(), pod: pod}
-	for _, ip := range pn.IPs {
-		e.ips = append(e.ips, ip.Addr())
-	}
-	return e, nil
+	e, err := portEnd(ctx, opts.NB, pod.Spec.NodeName, topology.PodPort(ns, name))
+	e.pod = pod
+	return e, err
 }
 
 func destination(ctx context.Context, opts Options, dst string) (end, error) {
@@ -276,7 +270,7 @@ func destination(ctx context.Context, opts Options, dst string) (end, error) {
 		}
 		e := end{}
 		for _, a := range node.Status.Addresses {
-			if ip, err := netip.ParseAddr(a.Address); err == nil && a.Type == "InternalIP" {
+			if ip, err := netip.ParseAddr(a.Address); err == nil && a.Type == corev1.NodeInternalIP {
 				e.ips = append(e.ips, ip)
 			}
 		}
@@ -289,7 +283,7 @@ func destination(ctx context.Context, opts Options, dst string) (end, error) {
 	if !ok {
 		return end{}, fmt.Errorf("destination %q: want NAMESPACE/POD, svc/NAMESPACE/NAME, node/NAME or an IP address", dst)
 	}
-	return podEnd(ctx, opts.Kube, ns, name)
+	return podEnd(ctx, opts, ns, name)
 }
 
 // addrLike is the destination's address of the source's first family it

@@ -10,7 +10,6 @@ import (
 	"io"
 	"os/signal"
 	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/go-logr/logr"
@@ -67,16 +66,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			return setLogLevel(c, stderr)
 		}
 	}
-	for i, a := range args {
-		if a == "trace" && i > 0 {
-			args = append(args[:i+1:i+1], flagsFirst(args[i+1:], map[string]bool{"icmp": true, "raw": true, "help": true, "h": true})...)
-			break
-		}
-		if !strings.HasPrefix(a, "-") && i > 0 && (i < 2 || args[i-1] != "--loglevel") {
-			break // another command
-		}
-	}
-	if err := app.Run(args); err != nil {
+	if err := app.Run(traceFlagsFirst(args)); err != nil {
 		var code exitCode
 		if errors.As(err, &code) {
 			return int(code) // the command said why

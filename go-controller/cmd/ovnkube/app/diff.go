@@ -146,8 +146,8 @@ func writeDiff(w io.Writer, format string, r nbdiff.Result) error {
 		return err
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d rows differ: %d missing, %d differ, %d stale (of the NB's %d rows; %s)\n", len(r.Rows),
-		count[ovndb.RowMissing], count[ovndb.RowDiffers], count[ovndb.RowStale], r.NBRows, r.Took.Round(time.Millisecond))
+	fmt.Fprintf(&b, "%d rows differ: %d missing, %d differ, %d stale, %d unowned (of the NB's %d rows; %s)\n", len(r.Rows),
+		count[ovndb.RowMissing], count[ovndb.RowDiffers], count[ovndb.RowStale], count[ovndb.RowUnowned], r.NBRows, r.Took.Round(time.Millisecond))
 	for _, d := range r.Rows {
 		fmt.Fprintf(&b, "%-8s %s %s\n", d.Kind, d.Table, d.Row)
 		for _, col := range d.Columns {

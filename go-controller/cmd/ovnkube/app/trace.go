@@ -160,6 +160,22 @@ func writeTrace(w io.Writer, format string, r trace.Result) error {
 	return err
 }
 
+// traceFlagsFirst lets `ovnkube [--loglevel N] trace` take its flags after
+// its arguments (flagsFirst); other commands' arguments are left as they are.
+func traceFlagsFirst(args []string) []string {
+	for i := 1; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "trace":
+			return append(args[:i+1:i+1], flagsFirst(args[i+1:], map[string]bool{"icmp": true, "raw": true, "help": true, "h": true})...)
+		case a == "--loglevel":
+			i++ // its value
+		case !strings.HasPrefix(a, "-"):
+			return args // another command
+		}
+	}
+	return args
+}
+
 // flagsFirst moves a command's positional arguments after its flags, so
 // that `ovnkube trace ns/a ns/b --tcp 80` reads as it is written (the CLI
 // library stops at the first argument); boolFlags take no value.
