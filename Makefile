@@ -23,10 +23,14 @@ GO_SOURCES := $(shell find go-controller -name '*.go') go.mod go.sum
 all: build
 
 ## build: ovnkube and ovn_cni into _output/bin
-build: $(BIN)/ovnkube $(BIN)/ovn_cni
+build: $(BIN)/ovnkube $(BIN)/ovn_cni $(BIN)/kubectl-ovnk
 
 $(BIN)/ovnkube: $(GO_SOURCES)
 	$(GO) build -o $@ ./go-controller/cmd/ovnkube
+
+# kubectl's plugin (`kubectl ovnk trace|diff`): ovnkube under that name.
+$(BIN)/kubectl-ovnk: $(BIN)/ovnkube
+	ln -sf ovnkube $@
 
 $(BIN)/ovn_cni: $(GO_SOURCES)
 	$(GO) build -o $@ ./go-controller/cmd/ovn_cni

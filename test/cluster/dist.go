@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -179,6 +180,11 @@ func (c *Cluster) Install(ctx context.Context) (string, error) {
 	}
 	var b strings.Builder
 	b.WriteString(report)
+	report, err = c.kubectlOVNK()
+	b.WriteString(report)
+	if err != nil {
+		return b.String(), err
+	}
 	old, err := c.masterLeader()
 	if err != nil {
 		return b.String(), err
@@ -226,4 +232,36 @@ func (c *Cluster) Install(ctx context.Context) (string, error) {
 	report, err = c.CheckDBTLS(ctx)
 	b.WriteString(report)
 	return b.String(), err
+}
+
+// kubectlOVNK runs `kubectl ovnk` as an operator would on the installed
+// cluster: kubectl's plugin (ovnkube linked as kubectl-ovnk on the PATH)
+// with kubectl's kubeconfig, the databases' ssl: addresses and the ranges
+// from the ConfigMap ovn-config, and certificates of its own for the
+// databases (the master's for the NB, the control plane's chassis
+// certificate for the SB, which only lets it read). The client's trace to
+// the web Service is delivered out of a web pod's port, and the NB is in
+// sync with what the master wants (diff exit 0).
+func (c *Cluster) kubectlOVNK() (string, error) {
+	cp := c.ControlPlane()
+	pki := func(name string) string { return filepath.Join(centralPKIDir, name) }
+	ovnk := func(args ...string) (string, error) {
+		return c.Exec(cp, append([]string{"env", "PATH=" + filepath.Dir(c.bin("kubectl")) + ":" + os.Getenv("PATH"),
+			"KUBECONFIG=" + Kubeconfig, "kubectl", "ovnk"}, args...)...)
+	}
+	nbTLS := []string{"--nb-client-cert", pki(masterCN + "-cert.pem"), "--nb-client-privkey", pki(masterCN + "-privkey.pem"), "--nb-client-cacert", pki(caName + "-ca.pem")}
+	sbTLS := []string{"--sb-client-cert", filepath.Join(chassisTLSDir, "tls.crt"), "--sb-client-privkey", filepath.Join(chassisTLSDir, "tls.key"), "--sb-client-cacert", filepath.Join(chassisTLSDir, "ca.crt")}
+	var b strings.Builder
+	trace, err := ovnk(append(append([]string{"trace", demoNS + "/client", "svc/" + demoNS + "/web"}, nbTLS...), sbTLS...)...)
+	fmt.Fprintf(&b, "=== kubectl ovnk trace %s/client svc/%s/web (the ConfigMap's ssl: databases) ===\n%s\n", demoNS, demoNS, trace)
+	first, _, _ := strings.Cut(trace, "\n")
+	if err != nil || !strings.HasPrefix(first, "DELIVERED") || !strings.Contains(first, "(out of port "+demoNS+"_web") {
+		return b.String(), fmt.Errorf("kubectl ovnk trace: %v: %s", err, first)
+	}
+	diff, err := ovnk(append([]string{"diff"}, nbTLS...)...)
+	fmt.Fprintf(&b, "=== kubectl ovnk diff ===\n%s\n", diff)
+	if err != nil {
+		return b.String(), fmt.Errorf("kubectl ovnk diff: %w", err)
+	}
+	return b.String(), nil
 }

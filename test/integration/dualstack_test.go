@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/trace"
 	"github.com/ovn-k8s/ovn-k8s/test/harness"
 )
 
@@ -129,6 +130,27 @@ func TestDualStackPods(t *testing.T) {
 		}
 		return nil
 	})
+	// ovnkube trace in each family (issue 36): the packets just sent, told.
+	for _, tr := range []struct {
+		args          []string
+		port, src, in string
+	}{
+		{[]string{"--ipv6", "default/a", "default/c", "--tcp", "8080"}, "default_c", pods["a"].ip6, "tunnel: Geneve from n1's chassis to n2's"},
+		{[]string{"--ipv4", "default/a", "default/c", "--tcp", "8080"}, "default_c", pods["a"].ip4, "tunnel: Geneve from n1's chassis to n2's"},
+		{[]string{"-6", "default/a", "svc/default/web", "--backend", net.JoinHostPort(pods["b"].ip6, "8080")}, "default_b", pods["a"].ip6,
+			"balances " + net.JoinHostPort(svc.Spec.ClusterIPs[1], "80") + " (Service_default/web_TCP_cluster) → backend " + net.JoinHostPort(pods["b"].ip6, "8080")},
+	} {
+		harness.Eventually(t, 20*time.Second, "trace "+strings.Join(tr.args, " "), func() error {
+			r, code := c.runTrace(tr.args...)
+			if r.Trace.Verdict != trace.Delivered || r.Trace.Port != tr.port || code != 0 {
+				return fmt.Errorf("verdict %s at %q (exit %d), want delivered at %q:\n%s\n%s", r.Trace.Verdict, r.Trace.Port, code, tr.port, decisions(r), r.Raw)
+			}
+			if !strings.Contains(r.Microflow, tr.src) || !strings.Contains(decisions(r), tr.in) {
+				return fmt.Errorf("microflow %s (want the source %s), decisions without %q:\n%s", r.Microflow, tr.src, tr.in, decisions(r))
+			}
+			return nil
+		})
+	}
 }
 
 // A dual-stack node's shared gateway: nics-to-bridge moves both families'

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	libovsdbclient "github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/ovsdb"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -78,39 +77,23 @@ func Diff(ctx context.Context, opts Options) (Result, error) {
 		return Result{}, err
 	}
 	defer os.RemoveAll(dir)
-	copyNB, stop, err := serveCopy(ctx, schema, have, filepath.Join(dir, "nb.sock"))
+	sock := filepath.Join(dir, "nb.sock")
+	copyNB, err := serveCopy(schema, have, sock)
 	if err != nil {
 		return Result{}, err
 	}
-	defer stop()
+	defer copyNB.Close()
 	phases["copy"], mark = time.Since(mark), time.Now()
-	// A client of the copy that monitors every column (the master's leaves
-	// some out), taking the copy's rows while the master starts.
-	type connected struct {
-		c   libovsdbclient.Client
-		err error
-	}
-	observed := make(chan connected, 1)
-	go func() {
-		c, err := ovndb.ConnectNBFull(ctx, copyNB, logr.Discard())
-		observed <- connected{c, err}
-	}()
-	txns, err := converge(ctx, opts, factory, copyNB)
-	o := <-observed
-	if o.err != nil {
-		return Result{}, o.err
-	}
-	defer o.c.Close()
+	txns, err := converge(ctx, opts, factory, []string{"unix:" + sock})
 	if err != nil {
 		return Result{}, err
 	}
 	phases["master"], mark = time.Since(mark), time.Now()
-	// Every update the server sent before it answers an echo is in the
-	// cache (the master has been silent for Options.Quiet by then).
-	if err := o.c.Echo(ctx); err != nil {
+	// Read from the database itself: exactly what the master left there.
+	want, err := copyNB.Snapshot()
+	if err != nil {
 		return Result{}, err
 	}
-	want := ovndb.TakeSnapshot(o.c)
 	rows := append(ovndb.Compare(have, want), have.Unowned()...)
 	phases["compare"] = time.Since(mark)
 	return Result{Rows: rows, NBRows: have.Rows(), Transactions: txns, Took: time.Since(start), Phases: phases}, nil
@@ -131,46 +114,17 @@ func readNB(ctx context.Context, opts Options) (ovndb.Snapshot, ovsdb.DatabaseSc
 }
 
 // serveCopy serves an in-memory database of schema on the unix socket
-// sock holding the rows, and returns its address.
-func serveCopy(ctx context.Context, schema ovsdb.DatabaseSchema, rows ovndb.Snapshot, sock string) ([]string, func(), error) {
+// sock holding the rows.
+func serveCopy(schema ovsdb.DatabaseSchema, rows ovndb.Snapshot, sock string) (*ovndb.InMemory, error) {
 	clientModel, err := nbdb.FullDatabaseModel()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	stop, err := ovndb.ServeInMemory(schema, clientModel, sock)
+	db, err := ovndb.ServeInMemory(schema, clientModel, sock, rows)
 	if err != nil {
-		return nil, nil, err
+		return nil, fmt.Errorf("copying the NB's %d rows: %w", rows.Rows(), err)
 	}
-	address := []string{"unix:" + sock}
-	if err := seed(ctx, address, rows); err != nil {
-		stop()
-		return nil, nil, err
-	}
-	return address, stop, nil
-}
-
-// seed copies the rows into the empty database at address, through a
-// client that monitors nothing (no copy of what it sends comes back).
-func seed(ctx context.Context, address []string, rows ovndb.Snapshot) error {
-	m, err := ovndb.NBModel()
-	if err != nil {
-		return err
-	}
-	// A logger of our own: libovsdb's default turns the process-wide stdr
-	// verbosity to 5, and every row copied would be logged.
-	quiet := logr.Discard()
-	c, err := libovsdbclient.NewOVSDBClient(m, libovsdbclient.WithEndpoint(address[0]), libovsdbclient.WithLogger(&quiet))
-	if err != nil {
-		return err
-	}
-	if err := c.Connect(ctx); err != nil {
-		return err
-	}
-	defer c.Close()
-	if err := rows.Restore(ctx, c); err != nil {
-		return fmt.Errorf("copying the NB's %d rows: %w", rows.Rows(), err)
-	}
-	return nil
+	return db, nil
 }
 
 // converge runs a master (reading the cluster through factory, started)

@@ -1,7 +1,6 @@
 package ovndb
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"reflect"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/model"
-	"github.com/ovn-org/libovsdb/ovsdb"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
@@ -40,25 +38,6 @@ func (s Snapshot) Rows() int {
 		n += len(rows)
 	}
 	return n
-}
-
-// Restore inserts every row of s, each with its UUID, into the empty
-// database c is connected to, in one transaction.
-func (s Snapshot) Restore(ctx context.Context, c client.Client) error {
-	var ops []ovsdb.Operation
-	for _, table := range slices.Sorted(maps.Keys(s)) {
-		for _, uuid := range slices.Sorted(maps.Keys(s[table])) {
-			op, err := c.Create(s[table][uuid])
-			if err != nil {
-				return fmt.Errorf("restoring %s %s: %w", table, uuid, err)
-			}
-			ops = append(ops, op...)
-		}
-	}
-	if len(ops) == 0 {
-		return nil
-	}
-	return Transact(ctx, c, ops)
 }
 
 // RowDiff is a row that differs between two snapshots: only in the one

@@ -28,6 +28,7 @@ type Options struct {
 	Proto    string // tcp, udp or icmp
 	Port     int    // tcp and udp: the destination port (a Service's port)
 	Backend  string // a balanced destination: the backend to follow (IP:PORT); "" the first
+	Family   int    // 4 or 6: the IP family to trace; 0: the source's first that the destination has
 }
 
 // Result is a trace told in the cluster's terms.
@@ -91,7 +92,7 @@ func Run(ctx context.Context, opts Options, src, dst string) (Result, error) {
 func packet(ctx context.Context, opts Options, from, to end) (Packet, error) {
 	p := Packet{Datapath: from.node, InPort: from.lsp, SrcMAC: from.mac, Proto: opts.Proto, DstPort: opts.Port}
 	var err error
-	if p.Dst, err = to.addrLike(from); err != nil {
+	if p.Dst, err = to.addrLike(from, opts.Family); err != nil {
 		return p, err
 	}
 	if p.Src, err = from.addrOf(p.Dst.Is6()); err != nil {
@@ -287,14 +288,20 @@ func destination(ctx context.Context, opts Options, dst string) (end, error) {
 }
 
 // addrLike is the destination's address of the source's first family it
-// has.
-func (e end) addrLike(from end) (netip.Addr, error) {
+// has (of family, 4 or 6, only, unless 0).
+func (e end) addrLike(from end, family int) (netip.Addr, error) {
 	for _, f := range from.ips {
+		if family != 0 && f.Is6() != (family == 6) {
+			continue
+		}
 		for _, ip := range e.ips {
 			if ip.Is6() == f.Is6() {
 				return ip, nil
 			}
 		}
+	}
+	if family != 0 {
+		return netip.Addr{}, fmt.Errorf("no IPv%d address at both ends (source %v, destination %v)", family, from.ips, e.ips)
 	}
 	return netip.Addr{}, fmt.Errorf("no address of the source's families (%v) at the destination (%v)", from.ips, e.ips)
 }

@@ -127,3 +127,26 @@ func TestExplainTellsABalancingOnce(t *testing.T) {
 		t.Errorf("%d balancer decisions, want 1", n)
 	}
 }
+
+// --ipv4/--ipv6 pick the family of a dual-stack trace; a family one end
+// lacks is an error naming both ends' addresses.
+func TestAddrLikeFamily(t *testing.T) {
+	addrs := func(s ...string) []netip.Addr {
+		var out []netip.Addr
+		for _, a := range s {
+			out = append(out, netip.MustParseAddr(a))
+		}
+		return out
+	}
+	src := end{ips: addrs("10.244.1.3", "fd00:10:244:1::3")}
+	dst := end{ips: addrs("10.244.2.4", "fd00:10:244:2::4")}
+	for family, want := range map[int]string{0: "10.244.2.4", 4: "10.244.2.4", 6: "fd00:10:244:2::4"} {
+		if got, err := dst.addrLike(src, family); err != nil || got.String() != want {
+			t.Errorf("family %d: %v, %v; want %s", family, got, err, want)
+		}
+	}
+	v4only := end{ips: addrs("10.244.2.5")}
+	if got, err := v4only.addrLike(src, 6); err == nil || !strings.Contains(err.Error(), "no IPv6 address at both ends") {
+		t.Errorf("IPv6 to an IPv4-only destination: %v, %v; want an error", got, err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"syscall"
 
@@ -55,6 +56,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		},
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
+	if filepath.Base(args[0]) == PluginName {
+		app.Name, app.Usage = "kubectl ovnk", "see why a packet goes where it goes, and how the OVN Northbound database differs from the cluster's objects (read-only)"
+		app.Description = "kubectl's plugin (ovnkube linked as " + PluginName + " on the PATH): the kubeconfig is kubectl's, and the\n" +
+			"databases' addresses and the cluster's ranges come from the ConfigMap " + clusterConfig + "."
+		app.Commands = pluginCommands()
+	}
 	for _, cmd := range app.Commands {
 		cmd.OnUsageError = app.OnUsageError
 		// --loglevel is accepted after the subcommand too (`ovnkube master --loglevel 5`).
@@ -71,7 +78,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		if errors.As(err, &code) {
 			return int(code) // the command said why
 		}
-		fmt.Fprintf(stderr, "ovnkube: %v\n", err)
+		fmt.Fprintf(stderr, "%s: %v\n", app.Name, err)
 		var ue usageError
 		if errors.As(err, &ue) {
 			return exitUsage

@@ -31,6 +31,8 @@ func traceCommand() *cli.Command {
 			&cli.IntFlag{Name: "tcp", Usage: "trace TCP to this port (a Service's port for svc/…; default: the Service's first TCP port)"},
 			&cli.IntFlag{Name: "udp", Usage: "trace UDP to this port"},
 			&cli.BoolFlag{Name: "icmp", Usage: "trace an ICMP echo request"},
+			&cli.BoolFlag{Name: "ipv4", Aliases: []string{"4"}, Usage: "trace IPv4 (default: the source's first family the destination has)"},
+			&cli.BoolFlag{Name: "ipv6", Aliases: []string{"6"}, Usage: "trace IPv6"},
 			&cli.StringFlag{Name: "backend", Usage: "for a Service: the backend (IP:PORT) the balancer is to pick; default: ovn-trace's choice"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text or json"},
 			&cli.BoolFlag{Name: "raw", Usage: "also print ovn-trace's own output"},
@@ -48,6 +50,10 @@ func traceCommand() *cli.Command {
 				return flagError("output", fmt.Errorf("%q is not text or json", out))
 			}
 			proto, port, err := traceProtocol(c)
+			if err != nil {
+				return err
+			}
+			family, err := traceFamily(c)
 			if err != nil {
 				return err
 			}
@@ -89,7 +95,7 @@ func traceCommand() *cli.Command {
 				return trouble(err)
 			}
 			defer nb.Close()
-			r, err := trace.Run(ctx, trace.Options{Kube: kube, NB: nb, OVNTrace: ovnTrace, Proto: proto, Port: port, Backend: c.String("backend")},
+			r, err := trace.Run(ctx, trace.Options{Kube: kube, NB: nb, OVNTrace: ovnTrace, Proto: proto, Port: port, Backend: c.String("backend"), Family: family},
 				c.Args().Get(0), c.Args().Get(1))
 			if err != nil {
 				return trouble(err)
@@ -106,6 +112,19 @@ func traceCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// traceFamily reads --ipv4 and --ipv6 (one at most): 4, 6 or 0 for either.
+func traceFamily(c *cli.Context) (int, error) {
+	switch {
+	case c.Bool("ipv4") && c.Bool("ipv6"):
+		return 0, flagError("ipv6", fmt.Errorf("give --ipv4 or --ipv6, not both"))
+	case c.Bool("ipv4"):
+		return 4, nil
+	case c.Bool("ipv6"):
+		return 6, nil
+	}
+	return 0, nil
 }
 
 // traceProtocol reads --tcp, --udp and --icmp (one at most; TCP by default).
@@ -166,7 +185,7 @@ func traceFlagsFirst(args []string) []string {
 	for i := 1; i < len(args); i++ {
 		switch a := args[i]; {
 		case a == "trace":
-			return append(args[:i+1:i+1], flagsFirst(args[i+1:], map[string]bool{"icmp": true, "raw": true, "help": true, "h": true})...)
+			return append(args[:i+1:i+1], flagsFirst(args[i+1:], map[string]bool{"icmp": true, "raw": true, "ipv4": true, "4": true, "ipv6": true, "6": true, "help": true, "h": true})...)
 		case a == "--loglevel":
 			i++ // its value
 		case !strings.HasPrefix(a, "-"):

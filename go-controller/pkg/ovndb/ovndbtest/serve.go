@@ -16,10 +16,10 @@ import (
 func Serve(t testing.TB, schema ovsdb.DatabaseSchema, clientModel model.ClientDBModel, file string) string {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), file)
-	stop, err := ovndb.ServeInMemory(schema, clientModel, sock)
+	db, err := ovndb.ServeInMemory(schema, clientModel, sock, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(stop)
+	t.Cleanup(db.Close)
 	return sock
 }
