@@ -157,6 +157,26 @@ func (c *Cluster) demoTraces(r *report, svc *corev1.Service, pods []corev1.Pod) 
 	check("node/"+node.Name, "k8s-"+node.Name, client, "node/"+node.Name, "--tcp", "10250")
 	check("external "+f.external, gatewayBridge+"_"+node.Name+"_localnet", client, f.external, "--tcp", fmt.Sprint(externalWeb))
 	check("svc/demo/web", demoNS+"_web", client, "svc/"+demoNS+"/web")
+	// On the client's node, through its OVS too (ofproto/trace): the
+	// control plane's databases and kubeconfig by their host paths.
+	cp := c.ControlPlane()
+	r.check("client (ovnkube trace on "+node.Name+")", pods[0].Name, "OVS delivers it", func() (string, error) {
+		out, err := c.Exec(node, c.bin("ovnkube"), "--loglevel", "0", "trace", "--kubeconfig", cp.hostPath(Kubeconfig),
+			"--nb-address", "unix:"+cp.hostPath("/run/ovn/ovnnb_db.sock"), "--sb-address", "unix:"+cp.hostPath("/run/ovn/ovnsb_db.sock"),
+			"--ovs-vswitchd-ctl", ovsVswitchdCtl, client, demoNS+"/"+pods[0].Name, "--tcp", "8080")
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(line, "ofproto/trace") {
+				if !strings.Contains(line, ": DELIVERED") {
+					err = fmt.Errorf("%s", line)
+				}
+				return line, err
+			}
+		}
+		if err == nil {
+			err = fmt.Errorf("no ofproto/trace line:\n%s", out)
+		}
+		return "", err
+	})
 	return whole
 }
 

@@ -168,6 +168,10 @@ func (c *Cluster) makeUnderlay() error {
 	return nil
 }
 
+// ovsVswitchdCtl is ovs-vswitchd's control socket on every node (it
+// writes no pidfile, by which ovs-appctl would find it).
+const ovsVswitchdCtl = "/run/openvswitch/ovs-vswitchd.ctl"
+
 // startOVS starts the node's ovsdb-server and ovs-vswitchd (userspace
 // datapath) and, as a user would, moves the node's NIC (ul0, holding its
 // address) onto an OVS bridge with `ovnkube nics-to-bridge`: brul0 then
@@ -190,7 +194,7 @@ func (c *Cluster) startOVS(n *Node, schema string) error {
 	// it: OVS 3.5.0's userspace conntrack can abort under the e2e suite's
 	// load (lib/conntrack.c:1063 conn_update_state), see docs/conformance.md.
 	if err := c.start(n, "ovs-vswitchd", "ovs-vswitchd", "unix:/run/openvswitch/db.sock",
-		"--unixctl=/run/openvswitch/ovs-vswitchd.ctl", "--no-chdir", "--monitor"); err != nil {
+		"--unixctl="+ovsVswitchdCtl, "--no-chdir", "--monitor"); err != nil {
 		return err
 	}
 	if _, err := c.Exec(n, "ip", "addr", "add", fmt.Sprintf("%s/%d", n.IP, underlayLen), "dev", "ul0"); err != nil {

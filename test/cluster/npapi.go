@@ -520,9 +520,14 @@ func (c *Cluster) kubectlApply(file string) error {
 // waitEstablished waits until the CRDs of files are served.
 func (c *Cluster) waitEstablished(files []string) error {
 	for _, f := range files {
-		if out, err := c.Exec(c.ControlPlane(), c.bin("kubectl"), "--kubeconfig", Kubeconfig, "wait",
-			"--for=condition=Established", "--timeout=60s", "-f", f); err != nil {
-			return fmt.Errorf("waiting for the CRD of %s: %w: %s", f, err, out)
+		// kubectl wait fails at once instead of waiting while a CRD just
+		// created has no conditions yet: asked again until it answers.
+		if err := poll(context.Background(), 60*time.Second, "the CRD of "+f+" Established", func() error {
+			_, err := c.Exec(c.ControlPlane(), c.bin("kubectl"), "--kubeconfig", Kubeconfig, "wait",
+				"--for=condition=Established", "--timeout=20s", "-f", f)
+			return err
+		}); err != nil {
+			return err
 		}
 	}
 	return nil

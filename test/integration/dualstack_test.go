@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"net"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -150,6 +151,32 @@ func TestDualStackPods(t *testing.T) {
 			}
 			return nil
 		})
+	}
+	// ofproto/trace on the source node's OVS, when the trace can reach it
+	// (here: told where n1's is): across nodes the packet leaves by the
+	// Geneve tunnel to n2's address, on one node by a port; from a node
+	// whose OVS does not hold the source's port, none, and why.
+	ovsOf := func(n *harness.Node) []string {
+		return []string{"--ovs-db", n.OVSAddress(), "--ovs-vswitchd-ctl", filepath.Join(n.Dir, "ovs-vswitchd.ctl")}
+	}
+	for _, tr := range []struct {
+		args            []string
+		verdict, tunnel string
+	}{
+		{[]string{"-6", "default/a", "default/c", "--tcp", "8080"}, trace.Delivered, n2.TunnelIP},
+		{[]string{"-4", "default/a", "default/c", "--tcp", "8080"}, trace.Delivered, n2.TunnelIP},
+		{[]string{"-6", "default/a", "default/b", "--tcp", "8080"}, trace.Delivered, ""},
+	} {
+		harness.Eventually(t, 20*time.Second, "ofproto/trace "+strings.Join(tr.args, " "), func() error {
+			r, _ := c.runTrace(append(tr.args, ovsOf(n1)...)...)
+			if o := r.OFProto; o == nil || o.Verdict != tr.verdict || o.Tunnel != tr.tunnel {
+				return fmt.Errorf("ofproto/trace %+v (%s), want %s with tunnel %q", o, r.OFProtoNote, tr.verdict, tr.tunnel)
+			}
+			return nil
+		})
+	}
+	if r, _ := c.runTrace(append([]string{"default/a", "default/c", "--tcp", "8080"}, ovsOf(n2)...)...); r.OFProto != nil || !strings.Contains(r.OFProtoNote, "is not on this host's OVS") {
+		t.Errorf("ofproto/trace of n1's pod on n2's OVS: %+v, note %q; want none, and why", r.OFProto, r.OFProtoNote)
 	}
 }
 

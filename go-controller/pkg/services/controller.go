@@ -498,14 +498,38 @@ func (c *Controller) syncGateways(ctx context.Context) error {
 	c.nodeAddrMu.Lock()
 	hostBacked := maps.Clone(c.hostBacked)
 	c.nodeAddrMu.Unlock()
+	own := c.nodeAddresses()
 	svcs, _ := c.svcLister.List(everything)
 	for _, s := range svcs {
 		key := s.Namespace + "/" + s.Name
-		if perNodeService(s) || hasExternalAddrs(s) || hostBacked[key] {
+		// A host-backed service stops or starts being one as nodes change:
+		// those that were at their last sync, and those with an endpoint at
+		// a node's address now (the kubernetes Service, synced before its
+		// node had a subnet, is host-backed once it has one).
+		if perNodeService(s) || hasExternalAddrs(s) || hostBacked[key] || c.endpointAtNode(key, own) {
 			c.queue.Add(key)
 		}
 	}
 	return nil
+}
+
+// endpointAtNode says whether one of a service's endpoints is at one of
+// own's node addresses.
+func (c *Controller) endpointAtNode(key string, own map[netip.Addr]string) bool {
+	if len(own) == 0 {
+		return false
+	}
+	objs, _ := c.sliceIndexer.ByIndex(sliceServiceIndex, key)
+	for _, o := range objs {
+		for _, ep := range o.(*discovery.EndpointSlice).Endpoints {
+			for _, a := range ep.Addresses {
+				if ip, err := netip.ParseAddr(a); err == nil && own[ip.Unmap()] != "" {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 func (c *Controller) groupUUID() string {

@@ -21,6 +21,7 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb/ovndbtest"
@@ -294,6 +295,43 @@ func TestControllerInternalTrafficPolicyLocalOnNodeSwitches(t *testing.T) {
 	eventually(t, "no balancer for a service of another proxy", func() error {
 		if lbs := e.c.ownedLBs("ns/web"); len(lbs) > 0 {
 			return fmt.Errorf("%d balancers left", len(lbs))
+		}
+		return nil
+	})
+}
+
+// A service whose endpoint is a node's address, synced before that node
+// had a subnet (so no management address to reach it at), is balanced
+// cluster-wide; once the node has its subnet it is balanced per node
+// switch, with no event of the service's own (found by ovnkube diff on a
+// fresh install: the kubernetes Service).
+func TestControllerHostBackedOnceItsNodeHasASubnet(t *testing.T) {
+	e := newCtrlEnv(t, func(f informers.SharedInformerFactory, nb libovsdbclient.Client, commit CommitFunc, kube *fake.Clientset) *Controller {
+		return New(f, nb, commit, testr.New(t), time.Second, Options{})
+	})
+	ctx := context.Background()
+	ops, err := e.nb.Create(&nbdb.LogicalSwitch{Name: "n1", ExternalIDs: topology.Owner{Type: topology.OwnerNode, Name: "n1"}.ExternalIDs()})
+	if err == nil {
+		_, err = e.nb.Transact(ctx, ops...)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.create(nodeWithIP("n1", "172.18.0.3"), service(),
+		onNode(slice("a", discovery.AddressTypeIPv4, 6443, "http", "TCP", ep{ip: "172.18.0.3"}), "n1"))
+	e.waitVIPs("Service_ns/web_TCP_cluster", map[string]string{"10.96.0.10:80": "172.18.0.3:6443"})
+	n, err := e.kube.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Annotations = map[string]string{annotations.NodeSubnets: annotations.FormatNodeSubnets([]netip.Prefix{netip.MustParsePrefix("10.244.1.0/24")})}
+	if _, err := e.kube.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitVIPs("Service_ns/web_TCP_node_switch_n1", map[string]string{"10.96.0.10:80": "10.244.1.2:6443"})
+	eventually(t, "the cluster-wide balancer gone", func() error {
+		if e.lb("Service_ns/web_TCP_cluster") != nil {
+			return fmt.Errorf("still there")
 		}
 		return nil
 	})

@@ -29,6 +29,9 @@ type Options struct {
 	Port     int    // tcp and udp: the destination port (a Service's port)
 	Backend  string // a balanced destination: the backend to follow (IP:PORT); "" the first
 	Family   int    // 4 or 6: the IP family to trace; 0: the source's first that the destination has
+	// OVS, when set, also traces the packet through the OpenFlow tables of
+	// this host's OVS, when the source's port is there (ofproto/trace).
+	OVS OVS
 }
 
 // Result is a trace told in the cluster's terms.
@@ -39,6 +42,10 @@ type Result struct {
 	Trace     Trace      `json:"trace"`
 	Decisions []Decision `json:"decisions"`
 	Raw       string     `json:"raw,omitempty"`
+	// OFProto is the packet through the source node's OVS, when it is this
+	// host's; OFProtoNote says why there is none.
+	OFProto     *OFProtoTrace `json:"ofproto,omitempty"`
+	OFProtoNote string        `json:"ofprotoNote,omitempty"`
 }
 
 // Run traces a packet from src (namespace/pod, or node/NAME: the node's
@@ -83,7 +90,9 @@ func Run(ctx context.Context, opts Options, src, dst string) (Result, error) {
 			ds[i].Text += " → backend " + opts.Backend
 		}
 	}
-	return Result{From: src, To: dst, Microflow: p.Microflow(), Trace: t, Decisions: ds, Raw: out}, nil
+	r := Result{From: src, To: dst, Microflow: p.Microflow(), Trace: t, Decisions: ds, Raw: out}
+	r.OFProto, r.OFProtoNote = ofprotoTrace(ctx, opts.OVS, p)
+	return r, nil
 }
 
 // packet is the first packet of a connection from one end to the other:

@@ -150,3 +150,35 @@ func TestAddrLikeFamily(t *testing.T) {
 		t.Errorf("IPv6 to an IPv4-only destination: %v, %v; want an error", got, err)
 	}
 }
+
+// The packet as ofproto/trace takes it, in each family.
+func TestOpenFlow(t *testing.T) {
+	p := Packet{InPort: "ns_a", SrcMAC: "0a:58:0a:f4:00:03", DstMAC: "0a:58:0a:f4:00:01",
+		Src: netip.MustParseAddr("10.244.0.3"), Dst: netip.MustParseAddr("10.244.1.3"), Proto: "tcp", DstPort: 8080}
+	if got, want := p.OpenFlow("5"), "in_port=5,tcp,tp_src=33333,tp_dst=8080,dl_src=0a:58:0a:f4:00:03,dl_dst=0a:58:0a:f4:00:01,nw_src=10.244.0.3,nw_dst=10.244.1.3,nw_ttl=64"; got != want {
+		t.Errorf("IPv4 TCP:\n got %s\nwant %s", got, want)
+	}
+	p.Src, p.Dst, p.Proto = netip.MustParseAddr("fd00:10:244::3"), netip.MustParseAddr("fd00:10:244:1::3"), "icmp"
+	if got, want := p.OpenFlow("5"), "in_port=5,icmp6,icmpv6_type=128,icmpv6_code=0,dl_src=0a:58:0a:f4:00:03,dl_dst=0a:58:0a:f4:00:01,ipv6_src=fd00:10:244::3,ipv6_dst=fd00:10:244:1::3,nw_ttl=64"; got != want {
+		t.Errorf("IPv6 ICMP:\n got %s\nwant %s", got, want)
+	}
+}
+
+// ofproto/trace's last datapath actions decide: a tunnel or a port is
+// delivered, drop is dropped; no actions at all is an error.
+func TestParseOFProto(t *testing.T) {
+	for _, c := range []struct{ out, verdict, tunnel string }{
+		{"Datapath actions: ct(zone=5),recirc(0x1)\n===\nDatapath actions: set(tunnel(tun_id=0x2,dst=172.18.0.3,ttl=64,tp_dst=6081,geneve({class=0x102,type=0x80,len=4,0x10002}),flags(df|csum|key))),4\n", Delivered, "172.18.0.3"},
+		{"Datapath actions: ct(commit,zone=10,nat(src)),set(eth(src=0a:58:0a:f4:01:01,dst=0a:58:0a:f4:01:03)),tnl_push(tnl_port(5),header(size=58,type=5,eth(dst=02:ce:ff:42:de:4c,src=b2:6c:05:82:22:4d,dl_type=0x0800),ipv4(src=172.30.0.11,dst=172.30.0.12,proto=17,tos=0,ttl=64,frag=0x4000),udp(src=0,dst=6081,csum=0xffff),geneve(crit,vni=0x4,options({class=0x102,type=0x80,len=4,0x10003}))),out_port(1)),2\n", Delivered, "172.30.0.12"},
+		{"Datapath actions: ct(zone=5),recirc(0x1)\n===\nDatapath actions: 3\n", Delivered, ""},
+		{"Datapath actions: ct(zone=5),recirc(0x1)\n===\nDatapath actions: drop\n", Dropped, ""},
+	} {
+		got, err := parseOFProto(c.out)
+		if err != nil || got.Verdict != c.verdict || got.Tunnel != c.tunnel {
+			t.Errorf("%q: %+v, %v; want %s, tunnel %q", c.out, got, err, c.verdict, c.tunnel)
+		}
+	}
+	if _, err := parseOFProto("ovs-appctl: cannot connect"); err == nil {
+		t.Error("output without datapath actions: no error")
+	}
+}

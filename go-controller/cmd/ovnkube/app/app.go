@@ -39,6 +39,11 @@ func required(c *cli.Context, name string) (string, error) {
 
 // Main runs ovnkube with args and returns the exit status.
 func Main(args []string, stdout, stderr io.Writer) int {
+	plugin := filepath.Base(args[0]) == PluginName
+	level := 2
+	if plugin {
+		level = 0 // a user's command: its output, not the client library's notes
+	}
 	app := &cli.App{
 		Name:  "ovnkube",
 		Usage: "OVN-Kubernetes style network controller: Kubernetes objects into an OVN logical network",
@@ -47,7 +52,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		Writer:    stdout,
 		ErrWriter: stderr,
 		Flags: []cli.Flag{
-			&cli.IntFlag{Name: "loglevel", Value: 2, Usage: "log verbosity (0 quiet … 5 debug)"},
+			&cli.IntFlag{Name: "loglevel", Value: level, Usage: "log verbosity (0 quiet … 5 debug)"},
 		},
 		Before:   func(c *cli.Context) error { return setLogLevel(c, stderr) },
 		Commands: []*cli.Command{masterCommand(), diffCommand(), traceCommand(), masterInitCommand(), minionInitCommand(), nodeCommand(), gatewayInitCommand(), nicsToBridgeCommand()},
@@ -56,7 +61,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		},
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
-	if filepath.Base(args[0]) == PluginName {
+	if plugin {
 		app.Name, app.Usage = "kubectl ovnk", "see why a packet goes where it goes, and how the OVN Northbound database differs from the cluster's objects (read-only)"
 		app.Description = "kubectl's plugin (ovnkube linked as " + PluginName + " on the PATH): the kubeconfig is kubectl's, and the\n" +
 			"databases' addresses and the cluster's ranges come from the ConfigMap " + clusterConfig + "."
@@ -65,7 +70,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	for _, cmd := range app.Commands {
 		cmd.OnUsageError = app.OnUsageError
 		// --loglevel is accepted after the subcommand too (`ovnkube master --loglevel 5`).
-		cmd.Flags = append(cmd.Flags, &cli.IntFlag{Name: "loglevel", Value: 2, Usage: "log verbosity (0 quiet … 5 debug)"})
+		cmd.Flags = append(cmd.Flags, &cli.IntFlag{Name: "loglevel", Value: level, Usage: "log verbosity (0 quiet … 5 debug)"})
 		cmd.Before = func(c *cli.Context) error {
 			if !c.IsSet("loglevel") {
 				return nil

@@ -69,7 +69,9 @@ func diffCommand() *cli.Command {
 			if err != nil {
 				return trouble(err)
 			}
-			log := logger().WithName("diff")
+			// The copy master's notes (what it follows, its sync) only from --loglevel 1:
+			// the diff is the output.
+			log := logger().WithName("diff").V(1)
 			opts := nbdiff.Options{Master: cfg, Kube: kube, APIs: customAPIs(rc, kube, log), Log: log}
 			r, err := diffSettled(ctx, opts, settle)
 			if err != nil {

@@ -46,6 +46,9 @@ func TestPluginTakesTheClusterConfigMap(t *testing.T) {
 	if code != exitUsage || !strings.Contains(out, "invalid --nb-client-cert: is required with an ssl: --nb-address") {
 		t.Errorf("kubectl ovnk trace: exit %d, want %d for the ConfigMap's ssl: NB:\n%s", code, exitUsage, out)
 	}
+	if strings.Contains(out, "Feature gate") {
+		t.Errorf("kubectl ovnk logs the client library's notes by default:\n%s", out)
+	}
 	if len(asked) != 1 || asked[0] != "GET /api/v1/namespaces/ovn-kubernetes/configmaps/ovn-config" {
 		t.Errorf("API requests %v, want the ConfigMap read", asked)
 	}

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os/exec"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/node"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/trace"
 )
@@ -35,7 +37,10 @@ func traceCommand() *cli.Command {
 			&cli.BoolFlag{Name: "ipv6", Aliases: []string{"6"}, Usage: "trace IPv6"},
 			&cli.StringFlag{Name: "backend", Usage: "for a Service: the backend (IP:PORT) the balancer is to pick; default: ovn-trace's choice"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text or json"},
-			&cli.BoolFlag{Name: "raw", Usage: "also print ovn-trace's own output"},
+			&cli.BoolFlag{Name: "raw", Usage: "also print ovn-trace's own output (and ofproto/trace's)"},
+			&cli.BoolFlag{Name: "ofproto", Value: true, Usage: "also trace the packet through the OpenFlow tables of this host's OVS (ovs-appctl ofproto/trace) when the source's port is on it: run the trace on the source's node; --ofproto=false: never"},
+			&cli.StringFlag{Name: "ovs-db", Usage: "this host's OVS database for ovs-vsctl (default: ovs-vsctl's own)"},
+			&cli.StringFlag{Name: "ovs-vswitchd-ctl", Usage: "ovs-vswitchd's control socket for ovs-appctl -t (default: ovs-appctl's own)"},
 		),
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 2 {
@@ -95,13 +100,20 @@ func traceCommand() *cli.Command {
 				return trouble(err)
 			}
 			defer nb.Close()
-			r, err := trace.Run(ctx, trace.Options{Kube: kube, NB: nb, OVNTrace: ovnTrace, Proto: proto, Port: port, Backend: c.String("backend"), Family: family},
+			ovs, ovsNote := traceOVS(c)
+			r, err := trace.Run(ctx, trace.Options{Kube: kube, NB: nb, OVNTrace: ovnTrace, Proto: proto, Port: port, Backend: c.String("backend"), Family: family, OVS: ovs},
 				c.Args().Get(0), c.Args().Get(1))
 			if err != nil {
 				return trouble(err)
 			}
+			if r.OFProtoNote == "" {
+				r.OFProtoNote = ovsNote
+			}
 			if !c.Bool("raw") {
 				r.Raw = ""
+				if r.OFProto != nil {
+					r.OFProto.Raw = ""
+				}
 			}
 			if err := writeTrace(c.App.Writer, out, r); err != nil {
 				return err
@@ -112,6 +124,27 @@ func traceCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// traceOVS is how the trace reaches this host's OVS: nothing without
+// --ofproto, nor without OVS's tools (the note says so).
+func traceOVS(c *cli.Context) (trace.OVS, string) {
+	if !c.Bool("ofproto") {
+		return trace.OVS{}, ""
+	}
+	for _, tool := range []string{"ovs-vsctl", "ovs-appctl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return trace.OVS{}, "no " + tool + " on this host"
+		}
+	}
+	o := trace.OVS{Vsctl: []string{"ovs-vsctl", "--timeout=5"}, Appctl: []string{"ovs-appctl", "--timeout=10"}, Bridge: node.IntegrationBridge}
+	if db := c.String("ovs-db"); db != "" {
+		o.Vsctl = append(o.Vsctl, "--db="+db)
+	}
+	if ctl := c.String("ovs-vswitchd-ctl"); ctl != "" {
+		o.Appctl = append(o.Appctl, "-t", ctl)
+	}
+	return o, ""
 }
 
 // traceFamily reads --ipv4 and --ipv6 (one at most): 4, 6 or 0 for either.
@@ -172,8 +205,21 @@ func writeTrace(w io.Writer, format string, r trace.Result) error {
 		b.WriteString("\n")
 	}
 	fmt.Fprintf(&b, "microflow: %s\n", r.Microflow)
+	switch o := r.OFProto; {
+	case o != nil:
+		fmt.Fprintf(&b, "ofproto/trace on this host's %s: %s", o.Bridge, strings.ToUpper(o.Verdict))
+		if o.Tunnel != "" {
+			fmt.Fprintf(&b, " (Geneve to %s)", o.Tunnel)
+		}
+		fmt.Fprintf(&b, "; datapath actions: %s\nflow: %s\n", o.DatapathActions, o.Flow)
+	case r.OFProtoNote != "":
+		fmt.Fprintf(&b, "ofproto/trace: none: %s\n", r.OFProtoNote)
+	}
 	if r.Raw != "" {
 		b.WriteString("\n" + r.Raw)
+	}
+	if r.OFProto != nil && r.OFProto.Raw != "" {
+		b.WriteString("\n" + r.OFProto.Raw)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -185,7 +231,7 @@ func traceFlagsFirst(args []string) []string {
 	for i := 1; i < len(args); i++ {
 		switch a := args[i]; {
 		case a == "trace":
-			return append(args[:i+1:i+1], flagsFirst(args[i+1:], map[string]bool{"icmp": true, "raw": true, "ipv4": true, "4": true, "ipv6": true, "6": true, "help": true, "h": true})...)
+			return append(args[:i+1:i+1], flagsFirst(args[i+1:], map[string]bool{"icmp": true, "raw": true, "ofproto": true, "ipv4": true, "4": true, "ipv6": true, "6": true, "help": true, "h": true})...)
 		case a == "--loglevel":
 			i++ // its value
 		case !strings.HasPrefix(a, "-"):

@@ -1,0 +1,127 @@
+package trace
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"regexp"
+	"strings"
+)
+
+// OVS reaches the Open vSwitch of the host the trace runs on.
+type OVS struct {
+	Vsctl  []string // ovs-vsctl with its options (["ovs-vsctl", "--timeout=5"])
+	Appctl []string // ovs-appctl with its options (["ovs-appctl", "--timeout=10"])
+	Bridge string   // the integration bridge, br-int
+}
+
+// OFProtoTrace is the packet through the source node's OpenFlow tables
+// (ovs-appctl ofproto/trace), when that node's OVS is this host's.
+type OFProtoTrace struct {
+	Bridge string `json:"bridge"`
+	Flow   string `json:"flow"`
+	// DatapathActions are the last actions OVS would take (after every
+	// conntrack recirculation): an output to a port, a tunnel, or drop.
+	DatapathActions string `json:"datapathActions"`
+	Verdict         string `json:"verdict"` // delivered (an output or a tunnel) or dropped
+	Tunnel          string `json:"tunnel,omitempty"`
+	Raw             string `json:"raw,omitempty"`
+}
+
+var (
+	datapathActions = regexp.MustCompile(`(?m)^Datapath actions: (.*)$`)
+	// The tunnel's remote end: set(tunnel(...,dst=IP,...)) in the kernel
+	// datapath, tnl_push(...,header(...,ipv4(src=IP,dst=IP,...))) in the
+	// userspace one.
+	tunnelDst    = regexp.MustCompile(`(?:set\(tunnel\([^)]*\bdst=|tnl_push\(.*?\bipv[46]\(src=[^,]+,dst=)([0-9a-fA-F.:]+)`)
+	outputAction = regexp.MustCompile(`(^|,)\d+($|,)`) // a datapath port number
+)
+
+// ofprotoTrace runs ofproto/trace for the packet on the bridge of this
+// host's OVS, in at the OVS interface of the packet's logical port. Nil,
+// with the reason, when that port is not on this host or OVS cannot be
+// asked (ovn-trace's answer stands alone then); nil and no reason when ovs
+// is not set.
+func ofprotoTrace(ctx context.Context, ovs OVS, p Packet) (*OFProtoTrace, string) {
+	if len(ovs.Vsctl) == 0 || len(ovs.Appctl) == 0 {
+		return nil, ""
+	}
+	out, err := run(ctx, append(ovs.Vsctl, "--bare", "--columns=ofport", "find", "Interface", "external_ids:iface-id="+p.InPort))
+	if err != nil {
+		return nil, "this host's OVS cannot be read (" + firstLine(err.Error()) + ")"
+	}
+	ofport := strings.TrimSpace(out)
+	if ofport == "" || ofport == "-1" || strings.Contains(ofport, "\n") {
+		return nil, "the port " + p.InPort + " is not on this host's OVS: run the trace on the pod's node"
+	}
+	flow := p.OpenFlow(ofport)
+	args := append([]string{}, ovs.Appctl...)
+	args = append(args, "ofproto/trace")
+	for i := 0; i < 8; i++ {
+		args = append(args, "--ct-next", "trk,new")
+	}
+	out, err = run(ctx, append(args, ovs.Bridge, flow))
+	if err != nil {
+		return nil, "ofproto/trace failed: " + err.Error()
+	}
+	t, err := parseOFProto(out)
+	if err != nil {
+		return nil, err.Error()
+	}
+	t.Bridge, t.Flow = ovs.Bridge, flow
+	return t, ""
+}
+
+// parseOFProto reads ofproto/trace's output: its last datapath actions
+// (after every recirculation) and what they do with the packet.
+func parseOFProto(out string) (*OFProtoTrace, error) {
+	all := datapathActions.FindAllStringSubmatch(out, -1)
+	if len(all) == 0 {
+		return nil, fmt.Errorf("ofproto/trace printed no datapath actions:\n%s", out)
+	}
+	t := &OFProtoTrace{Raw: out, Verdict: Dropped, DatapathActions: strings.TrimSpace(all[len(all)-1][1])}
+	if m := tunnelDst.FindStringSubmatch(t.DatapathActions); m != nil {
+		t.Tunnel = m[1]
+	}
+	if t.Tunnel != "" || outputAction.MatchString(t.DatapathActions) {
+		t.Verdict = Delivered
+	}
+	return t, nil
+}
+
+// OpenFlow is the packet as ofproto/trace takes it, in at the OpenFlow
+// port ofport.
+func (p Packet) OpenFlow(ofport string) string {
+	v6 := p.Dst.Is6()
+	var f string
+	switch {
+	case p.Proto == "tcp" || p.Proto == "udp":
+		proto := p.Proto
+		if v6 {
+			proto += "6"
+		}
+		f = fmt.Sprintf("%s,tp_src=33333,tp_dst=%d", proto, p.DstPort)
+	case v6:
+		f = "icmp6,icmpv6_type=128,icmpv6_code=0"
+	default:
+		f = "icmp,icmp_type=8,icmp_code=0"
+	}
+	src, dst := "nw_src", "nw_dst"
+	if v6 {
+		src, dst = "ipv6_src", "ipv6_dst"
+	}
+	return fmt.Sprintf("in_port=%s,%s,dl_src=%s,dl_dst=%s,%s=%s,%s=%s,nw_ttl=64", ofport, f, p.SrcMAC, p.DstMAC, src, p.Src, dst, p.Dst)
+}
+
+func run(ctx context.Context, args []string) (string, error) {
+	out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("%s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return string(out), nil
+}
+
+func firstLine(s string) string {
+	first, _, _ := strings.Cut(s, "\n")
+	return first
+}
