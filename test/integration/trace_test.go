@@ -79,6 +79,15 @@ func TestTraceNamesTheObjects(t *testing.T) {
 	expect("same node", trace.Delivered, "ns_b", "ns/a", "ns/b", "--tcp", "8080")
 	r := expect("across nodes", trace.Delivered, "ns_c", "ns/a", "ns/c", "--tcp", "8080")
 	contains("across nodes", r, "datapath: enters n1", "route: ovn_cluster_router routes it", "tunnel: Geneve from n1's chassis to n2's", "datapath: enters n2")
+	// Both ways: c's answer on the connection goes back by the tunnel to a.
+	if r.Reply == nil || r.Reply.Trace.Verdict != trace.Delivered || r.Reply.Trace.Port != "ns_a" || r.Reply.From != "ns/c" {
+		t.Errorf("across nodes: reply %+v, want delivered from ns/c out of ns_a", r.Reply)
+	} else {
+		contains("across nodes, the reply", *r.Reply, "datapath: enters n2", "tunnel: Geneve from n2's chassis to n1's", "datapath: enters n1")
+		if !strings.Contains(r.Reply.Microflow, "tcp.src == 8080 && tcp.dst == 33333") {
+			t.Errorf("reply microflow %s, want the ports swapped", r.Reply.Microflow)
+		}
+	}
 	for _, backend := range []string{"b", "c"} {
 		r = expect("ClusterIP to "+backend, trace.Delivered, "ns_"+backend, "ns/a", "svc/ns/web", "--backend", pods[backend].ip+":8080")
 		contains("ClusterIP to "+backend, r, "balances "+web.Spec.ClusterIP+":80 (Service_ns/web_TCP_cluster) → backend "+pods[backend].ip+":8080", "← Service ns/web")

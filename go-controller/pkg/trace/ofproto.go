@@ -58,7 +58,7 @@ func ofprotoTrace(ctx context.Context, ovs OVS, p Packet) (*OFProtoTrace, string
 	args := append([]string{}, ovs.Appctl...)
 	args = append(args, "ofproto/trace")
 	for i := 0; i < 8; i++ {
-		args = append(args, "--ct-next", "trk,new")
+		args = append(args, "--ct-next", ctState(p, "trk,new", "trk,est,rpl"))
 	}
 	out, err = run(ctx, append(args, ovs.Bridge, flow))
 	if err != nil {
@@ -100,11 +100,12 @@ func (p Packet) OpenFlow(ofport string) string {
 		if v6 {
 			proto += "6"
 		}
-		f = fmt.Sprintf("%s,tp_src=33333,tp_dst=%d", proto, p.DstPort)
+		src, dst := p.ports()
+		f = fmt.Sprintf("%s,tp_src=%d,tp_dst=%d", proto, src, dst)
 	case v6:
-		f = "icmp6,icmpv6_type=128,icmpv6_code=0"
+		f = fmt.Sprintf("icmp6,icmpv6_type=%d,icmpv6_code=0", p.icmpType())
 	default:
-		f = "icmp,icmp_type=8,icmp_code=0"
+		f = fmt.Sprintf("icmp,icmp_type=%d,icmp_code=0", p.icmpType())
 	}
 	src, dst := "nw_src", "nw_dst"
 	if v6 {
@@ -123,5 +124,14 @@ func run(ctx context.Context, args []string) (string, error) {
 
 func firstLine(s string) string {
 	first, _, _ := strings.Cut(s, "\n")
+	return first
+}
+
+// ctState is the conntrack state the packet meets in every zone: a new
+// connection's first packet, or a reply on an established one.
+func ctState(p Packet, first, reply string) string {
+	if p.Reply {
+		return reply
+	}
 	return first
 }

@@ -46,11 +46,15 @@ type Result struct {
 	// host's; OFProtoNote says why there is none.
 	OFProto     *OFProtoTrace `json:"ofproto,omitempty"`
 	OFProtoNote string        `json:"ofprotoNote,omitempty"`
+	// Reply is the destination's answer on the connection (when the
+	// destination is a pod): an established connection's reply in every
+	// conntrack zone.
+	Reply *Result `json:"reply,omitempty"`
 }
 
 // Run traces a packet from src (namespace/pod, or node/NAME: the node's
 // management port) to dst (namespace/pod, svc/namespace/name, node/NAME: its
-// address, or an IP address).
+// address, or an IP address); when dst is a pod, its reply too.
 func Run(ctx context.Context, opts Options, src, dst string) (Result, error) {
 	from, err := source(ctx, opts, src)
 	if err != nil {
@@ -64,35 +68,80 @@ func Run(ctx context.Context, opts Options, src, dst string) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	nb, err := readNB(ctx, opts)
+	if err != nil {
+		return Result{}, err
+	}
+	r, err := follow(ctx, opts, nb, p, from, to)
+	if err != nil {
+		return Result{}, err
+	}
+	r.From, r.To = src, dst
+	if to.lsp == "" {
+		return r, nil // no port to answer from: an address, a node, a Service
+	}
+	rp, err := replyPacket(ctx, opts, p, from, to)
+	if err != nil {
+		return Result{}, err
+	}
+	reply, err := follow(ctx, opts, nb, rp, to, from)
+	if err != nil {
+		return Result{}, err
+	}
+	reply.From, reply.To = dst, src
+	r.Reply = &reply
+	return r, nil
+}
+
+// readNB reads the rows Explain maps decisions to, and the nodes.
+func readNB(ctx context.Context, opts Options) (NB, error) {
+	var nb NB
+	if err := opts.NB.List(ctx, &nb.ACLs); err != nil {
+		return nb, err
+	}
+	if err := opts.NB.List(ctx, &nb.LBs); err != nil {
+		return nb, err
+	}
+	nb.Nodes = map[string]bool{}
+	if list, err := opts.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err == nil {
+		for _, n := range list.Items {
+			nb.Nodes[n.Name] = true
+		}
+	}
+	return nb, nil
+}
+
+// follow traces one packet from one end to the other: ovn-trace, the
+// decisions, and ofproto/trace where this host holds its port.
+func follow(ctx context.Context, opts Options, nb NB, p Packet, from, to end) (Result, error) {
 	out, err := ovnTrace(ctx, opts, p)
 	if err != nil {
 		return Result{}, err
 	}
-	var acls []nbdb.ACL
-	var lbs []nbdb.LoadBalancer
-	if err := opts.NB.List(ctx, &acls); err != nil {
-		return Result{}, err
-	}
-	if err := opts.NB.List(ctx, &lbs); err != nil {
-		return Result{}, err
-	}
-	nodes := map[string]bool{}
-	if list, err := opts.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err == nil {
-		for _, n := range list.Items {
-			nodes[n.Name] = true
-		}
-	}
 	t := Parse(out)
-	ds := Explain(t, NB{ACLs: acls, LBs: lbs, Nodes: nodes})
+	ds := Explain(t, nb)
 	isolatedBy(ctx, opts.Kube, ds, from, to)
 	for i := range ds {
 		if ds[i].Kind == "balancer" && opts.Backend != "" && !strings.Contains(ds[i].Text, "no backend") {
 			ds[i].Text += " → backend " + opts.Backend
 		}
 	}
-	r := Result{From: src, To: dst, Microflow: p.Microflow(), Trace: t, Decisions: ds, Raw: out}
+	r := Result{Microflow: p.Microflow(), Trace: t, Decisions: ds, Raw: out}
 	r.OFProto, r.OFProtoNote = ofprotoTrace(ctx, opts.OVS, p)
 	return r, nil
+}
+
+// replyPacket is the destination's answer to the first packet p, on the
+// connection p opened.
+func replyPacket(ctx context.Context, opts Options, p Packet, from, to end) (Packet, error) {
+	r := Packet{Datapath: to.node, InPort: to.lsp, SrcMAC: to.mac, Src: p.Dst, Dst: p.Src, Proto: p.Proto, DstPort: p.DstPort, Reply: true}
+	if from.node == to.node {
+		r.DstMAC = from.mac
+		return r, nil
+	}
+	var err error
+	r.DstMAC, err = routerMAC(ctx, opts.NB, to.node)
+	return r, err
 }
 
 // packet is the first packet of a connection from one end to the other:
@@ -126,9 +175,9 @@ func packet(ctx context.Context, opts Options, from, to end) (Packet, error) {
 func ovnTrace(ctx context.Context, opts Options, p Packet) (string, error) {
 	args := append([]string{}, opts.OVNTrace...)
 	for i := 0; i < 8; i++ {
-		args = append(args, "--ct=new")
+		args = append(args, "--ct="+ctState(p, "new", "est,rpl"))
 	}
-	if opts.Backend != "" {
+	if opts.Backend != "" && !p.Reply {
 		args = append(args, "--lb-dst="+opts.Backend)
 	}
 	args = append(args, p.Datapath, p.Microflow())

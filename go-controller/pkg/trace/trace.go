@@ -27,6 +27,34 @@ type Packet struct {
 	Src, Dst netip.Addr
 	Proto    string // tcp, udp or icmp
 	DstPort  int    // tcp and udp
+	// Reply: the answer of the destination on the connection the first
+	// packet opened (its ports swapped, an echo reply).
+	Reply bool
+}
+
+// clientPort is the source port of the first packet.
+const clientPort = 33333
+
+// ports are the packet's source and destination ports.
+func (p Packet) ports() (src, dst int) {
+	if p.Reply {
+		return p.DstPort, clientPort
+	}
+	return clientPort, p.DstPort
+}
+
+// icmpTypes are the echo request's (or reply's) ICMP type in the packet's
+// family.
+func (p Packet) icmpType() int {
+	switch {
+	case p.Dst.Is6() && p.Reply:
+		return 129
+	case p.Dst.Is6():
+		return 128
+	case p.Reply:
+		return 0
+	}
+	return 8
 }
 
 // Microflow is the packet as ovn-trace takes it.
@@ -39,13 +67,14 @@ func (p Packet) Microflow() string {
 		p.InPort, p.SrcMAC, p.DstMAC, ip, p.Src, ip, p.Dst)
 	switch p.Proto {
 	case "tcp", "udp":
-		m += fmt.Sprintf(" && %s && %s.src == 33333 && %s.dst == %d", p.Proto, p.Proto, p.Proto, p.DstPort)
+		src, dst := p.ports()
+		m += fmt.Sprintf(" && %s && %s.src == %d && %s.dst == %d", p.Proto, p.Proto, src, p.Proto, dst)
 	default:
+		icmp := "icmp4"
 		if p.Dst.Is6() {
-			m += " && icmp6 && icmp6.type == 128 && icmp6.code == 0"
-		} else {
-			m += " && icmp4 && icmp4.type == 8 && icmp4.code == 0"
+			icmp = "icmp6"
 		}
+		m += fmt.Sprintf(" && %s && %s.type == %d && %s.code == 0", icmp, icmp, p.icmpType(), icmp)
 	}
 	return m
 }

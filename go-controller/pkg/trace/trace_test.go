@@ -182,3 +182,24 @@ func TestParseOFProto(t *testing.T) {
 		t.Error("output without datapath actions: no error")
 	}
 }
+
+// A reply is the answer on the first packet's connection: ports swapped, an
+// echo reply for an echo request, in each family.
+func TestReplyMicroflow(t *testing.T) {
+	p := Packet{InPort: "ns_b", SrcMAC: "0a:58:0a:f4:00:04", DstMAC: "0a:58:0a:f4:00:03",
+		Src: netip.MustParseAddr("10.244.0.4"), Dst: netip.MustParseAddr("10.244.0.3"), Proto: "udp", DstPort: 53, Reply: true}
+	if got := p.Microflow(); !strings.HasSuffix(got, "udp && udp.src == 53 && udp.dst == 33333") {
+		t.Errorf("UDP reply: %s", got)
+	}
+	if got := p.OpenFlow("4"); !strings.Contains(got, ",udp,tp_src=53,tp_dst=33333,") {
+		t.Errorf("UDP reply to ofproto/trace: %s", got)
+	}
+	p.Proto = "icmp"
+	if got := p.Microflow(); !strings.HasSuffix(got, "icmp4 && icmp4.type == 0 && icmp4.code == 0") {
+		t.Errorf("ICMP echo reply: %s", got)
+	}
+	p.Src, p.Dst = netip.MustParseAddr("fd00:10:244::4"), netip.MustParseAddr("fd00:10:244::3")
+	if got := p.Microflow(); !strings.HasSuffix(got, "icmp6 && icmp6.type == 129 && icmp6.code == 0") {
+		t.Errorf("ICMPv6 echo reply: %s", got)
+	}
+}

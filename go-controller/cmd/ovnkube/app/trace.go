@@ -26,7 +26,8 @@ func traceCommand() *cli.Command {
 			"destination, runs ovn-trace on the southbound with it, and prints the verdict (delivered,\n" +
 			"dropped, rejected) and the decisions in the cluster's terms: the Service balancer and the\n" +
 			"backend, the NetworkPolicy or admin policy ACL (by the rows' owners), the routes and SNATs.\n" +
-			"Exit status 0 delivered, 1 dropped or rejected, 2 on trouble.",
+			"To a pod, its reply on the connection is traced too (an established connection's answer).\n" +
+			"Exit status 0 delivered (both ways), 1 dropped or rejected, 2 on trouble.",
 		Flags: append(append(append(kubeFlags(), tlsFlags("nb")...), tlsFlags("sb")...),
 			&cli.StringFlag{Name: "nb-address", Usage: "OVN NB database: unix:PATH, tcp:HOST:PORT or ssl:HOST:PORT"},
 			&cli.StringFlag{Name: "sb-address", Usage: "OVN SB database for ovn-trace: unix:PATH, tcp:HOST:PORT or ssl:HOST:PORT"},
@@ -106,19 +107,23 @@ func traceCommand() *cli.Command {
 			if err != nil {
 				return trouble(err)
 			}
-			if r.OFProtoNote == "" {
-				r.OFProtoNote = ovsNote
-			}
-			if !c.Bool("raw") {
-				r.Raw = ""
-				if r.OFProto != nil {
-					r.OFProto.Raw = ""
+			delivered := true
+			for d := &r; d != nil; d = d.Reply {
+				if d.OFProtoNote == "" {
+					d.OFProtoNote = ovsNote
 				}
+				if !c.Bool("raw") {
+					d.Raw = ""
+					if d.OFProto != nil {
+						d.OFProto.Raw = ""
+					}
+				}
+				delivered = delivered && d.Trace.Verdict == trace.Delivered
 			}
 			if err := writeTrace(c.App.Writer, out, r); err != nil {
 				return err
 			}
-			if r.Trace.Verdict != trace.Delivered {
+			if !delivered {
 				return exitCode(1)
 			}
 			return nil
@@ -192,28 +197,40 @@ func writeTrace(w io.Writer, format string, r trace.Result) error {
 		return enc.Encode(r)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %s → %s", strings.ToUpper(r.Trace.Verdict), r.From, r.To)
+	writeDirection(&b, "", r)
+	if r.Reply != nil {
+		b.WriteString("\n")
+		writeDirection(&b, "reply: ", *r.Reply)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeDirection tells one packet's way: the verdict, the decisions, the
+// microflow, OVS's verdict, and with --raw the traces themselves.
+func writeDirection(b *strings.Builder, prefix string, r trace.Result) {
+	fmt.Fprintf(b, "%s%s: %s → %s", prefix, strings.ToUpper(r.Trace.Verdict), r.From, r.To)
 	if r.Trace.Port != "" {
-		fmt.Fprintf(&b, " (out of port %s)", r.Trace.Port)
+		fmt.Fprintf(b, " (out of port %s)", r.Trace.Port)
 	}
 	b.WriteString("\n")
 	for _, d := range r.Decisions {
-		fmt.Fprintf(&b, "  %-8s %s", d.Kind, d.Text)
+		fmt.Fprintf(b, "  %-8s %s", d.Kind, d.Text)
 		if d.Object != "" {
-			fmt.Fprintf(&b, "  ← %s", d.Object)
+			fmt.Fprintf(b, "  ← %s", d.Object)
 		}
 		b.WriteString("\n")
 	}
-	fmt.Fprintf(&b, "microflow: %s\n", r.Microflow)
+	fmt.Fprintf(b, "microflow: %s\n", r.Microflow)
 	switch o := r.OFProto; {
 	case o != nil:
-		fmt.Fprintf(&b, "ofproto/trace on this host's %s: %s", o.Bridge, strings.ToUpper(o.Verdict))
+		fmt.Fprintf(b, "ofproto/trace on this host's %s: %s", o.Bridge, strings.ToUpper(o.Verdict))
 		if o.Tunnel != "" {
-			fmt.Fprintf(&b, " (Geneve to %s)", o.Tunnel)
+			fmt.Fprintf(b, " (Geneve to %s)", o.Tunnel)
 		}
-		fmt.Fprintf(&b, "; datapath actions: %s\nflow: %s\n", o.DatapathActions, o.Flow)
+		fmt.Fprintf(b, "; datapath actions: %s\nflow: %s\n", o.DatapathActions, o.Flow)
 	case r.OFProtoNote != "":
-		fmt.Fprintf(&b, "ofproto/trace: none: %s\n", r.OFProtoNote)
+		fmt.Fprintf(b, "ofproto/trace: none: %s\n", r.OFProtoNote)
 	}
 	if r.Raw != "" {
 		b.WriteString("\n" + r.Raw)
@@ -221,8 +238,6 @@ func writeTrace(w io.Writer, format string, r trace.Result) error {
 	if r.OFProto != nil && r.OFProto.Raw != "" {
 		b.WriteString("\n" + r.OFProto.Raw)
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 // traceFlagsFirst lets `ovnkube [--loglevel N] trace` take its flags after
