@@ -33,9 +33,10 @@ type Options struct {
 	// the settings that decide the rows.
 	Master config.Master
 	// Kube and APIs read the cluster; the master's writes through them
-	// must fail or go nowhere (ReadOnly).
+	// must fail or go nowhere (ReadOnly). APIs makes the custom resources'
+	// (their informers run once: a new set for each pass); nil for none.
 	Kube kubernetes.Interface
-	APIs master.APIs
+	APIs func() master.APIs
 	// Quiet is how long the master on the copy must have been idle, with no
 	// transaction sent, to count as done (default 300 ms).
 	Quiet time.Duration
@@ -140,7 +141,11 @@ func converge(ctx context.Context, opts Options, factory informers.SharedInforme
 	}
 	defer nb.Close()
 	runCtx, cancel := context.WithCancel(ctx)
-	m := master.New(cfg, opts.Kube, nb, factory, opts.APIs, opts.Log.WithName("master"))
+	var apis master.APIs
+	if opts.APIs != nil {
+		apis = opts.APIs()
+	}
+	m := master.New(cfg, opts.Kube, nb, factory, apis, opts.Log.WithName("master"))
 	done := make(chan error, 1)
 	go func() { done <- m.Run(runCtx) }()
 	defer func() {

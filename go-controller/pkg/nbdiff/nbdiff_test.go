@@ -98,9 +98,16 @@ func (c *cluster) diff() Result {
 	defer cancel()
 	cfg := c.cfg
 	cfg.NBAddress = []string{"unix:" + c.sock}
-	r, err := Diff(ctx, Options{Master: cfg, Kube: c.kube, APIs: master.APIs{}, Quiet: 300 * time.Millisecond, Log: logr.Discard()})
+	// Each pass makes its own custom resources' APIs: their informers run
+	// once, and a second pass on the first one's would read stale objects.
+	made := 0
+	apis := func() master.APIs { made++; return master.APIs{} }
+	r, err := Diff(ctx, Options{Master: cfg, Kube: c.kube, APIs: apis, Quiet: 300 * time.Millisecond, Log: logr.Discard()})
 	if err != nil {
 		c.t.Fatal(err)
+	}
+	if made != 1 {
+		c.t.Errorf("one pass made the custom resources' APIs %d times, want 1", made)
 	}
 	return r
 }

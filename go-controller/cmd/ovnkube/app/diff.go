@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/master"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdiff"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
 )
@@ -72,7 +73,7 @@ func diffCommand() *cli.Command {
 			// The copy master's notes (what it follows, its sync) only from --loglevel 1:
 			// the diff is the output.
 			log := logger().WithName("diff").V(1)
-			opts := nbdiff.Options{Master: cfg, Kube: kube, APIs: customAPIs(rc, kube, log), Log: log}
+			opts := nbdiff.Options{Master: cfg, Kube: kube, APIs: func() master.APIs { return customAPIs(rc, kube, log) }, Log: log}
 			r, err := diffSettled(ctx, opts, settle)
 			if err != nil {
 				return trouble(err)
