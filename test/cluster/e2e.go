@@ -64,8 +64,10 @@ func (c *Cluster) E2E(ctx context.Context, cfg E2EConfig) error {
 	}
 	junit := filepath.Join(cfg.Out, "junit.xml")
 	_ = os.Remove(junit)
+	// A failed test runs once more; one that passes only then is named
+	// (flaky) in the output and the log, never passed over in silence.
 	args := []string{c.bin("ginkgo"), "--procs", fmt.Sprint(max(cfg.Parallel, 1)), "--timeout", "2h",
-		"--focus", cfg.Focus, "--junit-report", junit, "--no-color", "--silence-skips"}
+		"--focus", cfg.Focus, "--junit-report", junit, "--no-color", "--silence-skips", "--flake-attempts", "2"}
 	if len(skips) > 0 {
 		args = append(args, "--skip", strings.Join(skips, "|"))
 	}
@@ -111,6 +113,9 @@ func (c *Cluster) E2E(ctx context.Context, cfg E2EConfig) error {
 		return fmt.Errorf("e2e run (%v) left no readable report: %w\n%s", runErr, err, tail(logPath, 30))
 	}
 	c.Log("%s", resultTable(results, time.Since(start)))
+	for _, flaky := range flakyTests(logPath) {
+		c.Log("e2e: FLAKY, passed only on its second attempt: %s", flaky)
+	}
 	for _, r := range results {
 		if r.Status == "failed" {
 			return fmt.Errorf("e2e: tests failed (details in %s)", logPath)
@@ -219,4 +224,22 @@ func (c *Cluster) schedulableNodes(ctx context.Context) int {
 		}
 	}
 	return n
+}
+
+// flakyTests are the tests ginkgo reports as passing only on a retry
+// (--flake-attempts), each as its header line and the two lines after it
+// (the test's name), from the e2e log.
+func flakyTests(logPath string) []string {
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		return nil
+	}
+	lines := strings.Split(string(b), "\n")
+	var out []string
+	for i, l := range lines {
+		if strings.Contains(l, "[FLAKEY TEST - TOOK") {
+			out = append(out, strings.Join(lines[i:min(i+3, len(lines))], " / "))
+		}
+	}
+	return out
 }

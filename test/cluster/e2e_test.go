@@ -133,3 +133,20 @@ func TestHostFree(t *testing.T) {
 		t.Fatalf("a left-behind cgroup %s: got %v, want an error naming it", cg, err)
 	}
 }
+
+// A test that passed only on its retry is found in the e2e log by ginkgo's
+// header, with its name.
+func TestFlakyTestsNamed(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "e2e.log")
+	text := "ok line\n• [FLAKEY TEST - TOOK 2 ATTEMPTS TO PASS] [49.5 seconds]\n[sig-network] Conntrack\nproxy implementation should not be vulnerable\nlast\n"
+	if err := os.WriteFile(log, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := flakyTests(log)
+	if len(got) != 1 || !strings.Contains(got[0], "[sig-network] Conntrack / proxy implementation") {
+		t.Errorf("flaky tests %q, want the conntrack test named", got)
+	}
+	if got := flakyTests(filepath.Join(t.TempDir(), "none.log")); got != nil {
+		t.Errorf("no log: %q", got)
+	}
+}
