@@ -17,7 +17,7 @@ BENCH_STACKS := $(subst $(eval) ,$(comma),$(STACKS))
 export OVN
 GO_SOURCES := $(shell find go-controller -name '*.go') go.mod go.sum
 
-.PHONY: all build deps deps-packages generate verify-generate lint test unit fuzz integration e2e demo demo-down bench bench-quick clean \
+.PHONY: all build deps deps-packages generate verify-generate lint test unit fuzz integration e2e demo demo-down bench bench-quick bench-scale clean \
 	images conformance conformance-subset netpol netpol-subset northsouth dist-e2e cluster-up cluster-down npapi npapi-tools
 
 all: build
@@ -235,6 +235,14 @@ bench: deps build $(BIN)/ovnk-bench
 ## bench-quick: the same scenarios at small sizes on every stack (about 30 s each); a smoke test, no timing asserted
 bench-quick: deps build $(BIN)/ovnk-bench
 	$(BIN)/ovnk-bench -stacks $(BENCH_STACKS) -ip-families ipv4,dual -nodes 10 -pods 500 -latency-rate 50 -latency-duration 5s -services 100 -namespaces 10 -policies 50 -label-changes 20 -admin-policies 10 -egress-ips 5 -cni-pods 10 -limit-ports 2000 -limit-patches 500 -limit-services 100 -out _output/bench-quick
+	$(BIN)/ovnk-bench -scenarios scale $(BENCH_SCALE_QUICK) -out _output/bench-quick
+
+# bench-scale's sizes (its flags' defaults) and a tenth of them for bench-quick.
+BENCH_SCALE_QUICK = -scale-nodes 200 -scale-pods 15000 -scale-namespaces 1000 -scale-services 1000 -scale-policies 1000
+
+## bench-scale: a cluster grown in steps to 2,000 nodes, 150,000 pods, 10,000 namespaces, services and policies: each cost per object against size, where this machine runs out (a table and scale.png in _output/bench-scale; not in make test; BENCH_SCALE_ARGS adds flags)
+bench-scale: deps build $(BIN)/ovnk-bench
+	$(BIN)/ovnk-bench -scenarios scale -out _output/bench-scale $(BENCH_SCALE_ARGS)
 
 ## test: everything CI checks: the whole suite and Kubernetes' network conformance on the current stack; on every other, what differs between stacks (the models against its schemas, ovn-trace of its logical flows) and the e2e data paths
 # What differs between stacks: the NB/OVS models against the stack's own

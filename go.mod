@@ -15,6 +15,7 @@ require (
 	github.com/urfave/cli/v2 v2.27.7
 	github.com/vishvananda/netlink v1.3.1
 	github.com/vishvananda/netns v0.0.5
+	golang.org/x/image v0.44.0
 	golang.org/x/sys v0.47.0
 	google.golang.org/protobuf v1.36.8
 	k8s.io/api v0.35.3

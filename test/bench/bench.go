@@ -73,6 +73,8 @@ type bench struct {
 	apiCPUPerService float64 // the same for a bare Service + EndpointSlice CREATE
 	serviceLimit     float64 // bare Service + EndpointSlice CREATEs per second
 	nbLimit          float64 // batched LSP inserts per second
+	scaleLoad        []int   // pods the scale scenario put on each node
+	nodeSide         *nodeSide
 }
 
 func newBench(s *harness.Session, o options) *bench {
@@ -190,7 +192,11 @@ func (b *bench) watchNB() client.Client {
 // for services costs the benchmark nothing per poll.
 func (b *bench) trackLB(row model.Model, deleted bool) {
 	lb, ok := row.(*nbdb.LoadBalancer)
-	if !ok || !strings.HasPrefix(lb.ExternalIDs[topology.OwnerNameKey], "svc/") {
+	if !ok {
+		return
+	}
+	// The benchmark's services, not the API server's own (default/kubernetes).
+	if o, ok := topology.OwnerOf(lb.ExternalIDs); !ok || o.Type != topology.OwnerService || strings.HasPrefix(o.Name, "default/") {
 		return
 	}
 	full := len(lb.Vips) > 0
@@ -269,6 +275,9 @@ func (b *bench) profile(name string) func() {
 func (b *bench) masterArgs() []string {
 	// Level 2 adds one "NB commits" line every 10 s, read back for batching figures.
 	args := append([]string{"--loglevel", "2"}, b.o.family().masterArgs...)
+	if b.o.scenarios == scaleScenario {
+		args = append(args, "--cluster-subnet", scaleClusterSubnet)
+	}
 	extra := strings.Fields(b.o.masterArgs)
 	// Its queues' and NB figures are read from /metrics (scrape.go), served
 	// where -master-args says (--pprof-address is the old form of

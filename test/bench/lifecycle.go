@@ -94,7 +94,7 @@ func (b *bench) restartMaster(profile string) (time.Duration, float64, float64, 
 	start, cpu := time.Now(), cpuSnapshot()
 	b.master = harness.StartMaster(b.s, b.logDir, fmt.Sprintf("master-%d", time.Now().UnixNano()), b.ovn, b.kube, b.masterArgs()...)
 	stopProfile := b.profile(profile)
-	harness.WaitForLog(b.s, b.master, "initial sync done", 120*time.Second)
+	harness.WaitForLog(b.s, b.master, "initial sync done", b.waitFor(b.podCount, 500))
 	synced := time.Since(start)
 	used := cpuSnapshot().since(cpu)
 	stopProfile()
@@ -133,7 +133,7 @@ func (b *bench) cold() Result {
 	stopProfile := b.profile("cold")
 	defer stopProfile()
 	var done, lspsDone, lbsDone, policiesDone, adminDone, eipsDone time.Duration
-	harness.Eventually(b.s, 300*time.Second, "everything programmed into the empty NB", func() error {
+	harness.Eventually(b.s, max(5*time.Minute, b.waitFor(b.podCount, 250)), "everything programmed into the empty NB", func() error {
 		lsps := int(b.podLSPs.Load())
 		full, _ := b.programmedServices()
 		if lspsDone == 0 && lsps >= b.podCount {
@@ -162,8 +162,12 @@ func (b *bench) cold() Result {
 		return nil
 	})
 	lspRate := float64(b.podCount) / lspsDone.Seconds()
-	say("  %d LSPs and %d services programmed %.2fs after start (all load balancers after %.2fs, all LSPs after %.2fs: %.0f LSPs/s = %.0f%% of the NB limit)",
-		b.podCount, b.serviceCount, done.Seconds(), lbsDone.Seconds(), lspsDone.Seconds(), lspRate, 100*lspRate/b.nbLimit)
+	ofLimit := "" // the scale scenario measures no limits
+	if b.nbLimit > 0 {
+		ofLimit = fmt.Sprintf(" = %.0f%% of the NB limit", 100*lspRate/b.nbLimit)
+	}
+	say("  %d LSPs and %d services programmed %.2fs after start (all load balancers after %.2fs, all LSPs after %.2fs: %.0f LSPs/s%s)",
+		b.podCount, b.serviceCount, done.Seconds(), lbsDone.Seconds(), lspsDone.Seconds(), lspRate, ofLimit)
 	used := cpuSnapshot().since(cpu)
 	say("  CPU until then: %s", used.describe(done.Seconds()))
 	if b.policyCount > 0 {

@@ -43,10 +43,22 @@ type options struct {
 	adminPolicies            int
 	egressIPs, egressNodes   int
 	families                 string
+	scaleNodes, scalePods    int
+	scaleNamespaces          int
+	scaleServices            int
+	scalePolicies            int
+	scaleSteps               string
+	scaleProbe, scaleRate    int
+	scaleNodeSide            bool
+	scaleNodeMaxRSS          int
 }
 
 // scenarioNames are the scenarios after limits, in the order they run.
 var scenarioNames = []string{"cni", "burst", "latency", "services", "policies", "adminpolicies", "egressips", "memory", "restart", "diff", "cold"}
+
+// scaleScenario grows a cluster of its own in steps (make bench-scale); it
+// runs alone, and "all" does not include it.
+const scaleScenario = "scale"
 
 // Result is one scenario's output.
 type Result struct {
@@ -79,14 +91,30 @@ func main() {
 	flag.StringVar(&o.out, "out", "_output/bench", "directory for the JSON results (one ovn-<stack> directory per stack)")
 	flag.StringVar(&o.stacks, "stacks", harness.CurrentStack.Name, "comma-separated OVN stacks to run on, one after the other (e.g. 25.03,23.03; default: $OVN, or the current stack)")
 	flag.StringVar(&o.masterArgs, "master-args", "", "extra ovnkube master flags, space-separated (e.g. --pprof-address 127.0.0.1:6060)")
-	flag.StringVar(&o.scenarios, "scenarios", "all", "comma-separated scenarios to run after limits (cni,burst,latency,services,policies,adminpolicies,egressips,memory,restart,diff,cold), or all")
+	flag.StringVar(&o.scenarios, "scenarios", "all", "comma-separated scenarios to run after limits (cni,burst,latency,services,policies,adminpolicies,egressips,memory,restart,diff,cold), or all; "+
+		"or scale alone: a cluster grown in steps to the -scale-* sizes (make bench-scale)")
 	flag.BoolVar(&o.profileAPI, "profile-apiserver", false, "also take a 15 s CPU profile of kube-apiserver in the burst, services and restart scenarios")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write the benchmark client's own CPU profile to this file")
+	flag.IntVar(&o.scaleNodes, "scale-nodes", 2000, "nodes at the scale scenario's last step")
+	flag.IntVar(&o.scalePods, "scale-pods", 150000, "pods at the scale scenario's last step (and -scale-probe per step)")
+	flag.IntVar(&o.scaleNamespaces, "scale-namespaces", 10000, "namespaces at the scale scenario's last step")
+	flag.IntVar(&o.scaleServices, "scale-services", 10000, "Services (of -endpoints endpoints each) at the scale scenario's last step")
+	flag.IntVar(&o.scalePolicies, "scale-policies", 10000, "NetworkPolicies at the scale scenario's last step")
+	flag.StringVar(&o.scaleSteps, "scale-steps", "1/15,1/4,1/2,1", "the scale scenario's steps: increasing fractions of the -scale-* sizes")
+	flag.IntVar(&o.scaleProbe, "scale-probe", 200, "pods created at -scale-rate at each step of the scale scenario")
+	flag.IntVar(&o.scaleRate, "scale-rate", 20, "pods/s of the scale scenario's probes (and the churn its limits are extrapolated at)")
+	flag.BoolVar(&o.scaleNodeSide, "scale-node-side", true, "in the scale scenario, run node0000's OVS and ovn-controller for real and register the other nodes' chassis and pods in the SB")
+	flag.IntVar(&o.scaleNodeMaxRSS, "scale-node-max-rss", 6144, "MiB of RSS at which node0000's ovn-controller is stopped (its figures end there): the control plane measured keeps the machine's memory")
 	flag.StringVar(&o.families, "ip-families", "ipv4", "the master's IP families: ipv4, dual (dual-stack: an address of each family per pod), or both comma-separated, "+
 		"which runs the stacks as -stacks says, then burst, latency and memory once per family on the first stack, each in a cluster of its own (results in <out>/families), "+
 		"and prints them side by side with dual/IPv4 per pod")
 	flag.Parse()
-	if o.scenarios != "all" {
+	if o.scenarios == scaleScenario {
+		if err := o.checkScale(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+	} else if o.scenarios != "all" {
 		for _, name := range strings.Split(o.scenarios, ",") {
 			if !slices.Contains(scenarioNames, name) {
 				fmt.Fprintf(os.Stderr, "unknown scenario %q in -scenarios; choose from %s, or all\n", name, strings.Join(scenarioNames, ","))
@@ -190,6 +218,26 @@ func (o options) scenarioList() []string {
 	return strings.Split(o.scenarios, ",")
 }
 
+// checkScale refuses scale sizes the scenario cannot grow to.
+func (o options) checkScale() error {
+	if _, err := parseFractions(o.scaleSteps); err != nil {
+		return err
+	}
+	if o.scaleNodes < 1 || o.scaleNodes > 2048 || o.scalePods < 1 || o.scaleNamespaces < 1 || o.scaleServices < 1 || o.scalePolicies < 1 || o.scaleProbe < 1 || o.scaleRate < 1 {
+		return fmt.Errorf("-scale-nodes %d (1 to 2048: the node subnets of %s), -scale-pods %d, -scale-namespaces %d, -scale-services %d, -scale-policies %d, -scale-probe %d, -scale-rate %d: give at least 1 of each",
+			o.scaleNodes, scaleClusterSubnet, o.scalePods, o.scaleNamespaces, o.scaleServices, o.scalePolicies, o.scaleProbe, o.scaleRate)
+	}
+	steps, _ := parseFractions(o.scaleSteps)
+	if perNode := (o.scalePods + len(steps)*o.scaleProbe + o.scaleNodes - 1) / o.scaleNodes; perNode > scaleMaxPodsPerNode {
+		return fmt.Errorf("-scale-pods %d and %d probes of -scale-probe %d over -scale-nodes %d: %d pods per node; give at most %d per node",
+			o.scalePods, len(steps), o.scaleProbe, o.scaleNodes, perNode, scaleMaxPodsPerNode)
+	}
+	if o.families != "ipv4" || o.stacks != harness.CurrentStack.Name {
+		return fmt.Errorf("-scenarios scale runs on the current stack (%s) in IPv4 only: leave -stacks and -ip-families alone", harness.CurrentStack.Name)
+	}
+	return nil
+}
+
 // fullSize reports whether the sizes are those the targets are stated for.
 func (o options) fullSize() bool {
 	return o.pods >= 10000 && o.services >= 1000 && o.latencyRate >= 100 && o.latencyDuration >= time.Minute &&
@@ -203,6 +251,14 @@ func run(s *harness.Session, o options) {
 		runtime.NumCPU(), runtime.Version(), stack.Stack, stack.Versions, o.family().label,
 		o.nodes, o.pods, o.latencyRate, o.latencyDuration, o.services, o.endpoints)
 	b := newBench(s, o)
+	if o.scenarios == scaleScenario {
+		b.startMaster()
+		r := b.scale()
+		data, _ := json.MarshalIndent(r, "", "  ")
+		_ = os.WriteFile(filepath.Join(o.out, r.Scenario+".json"), append(data, '\n'), 0o644)
+		fmt.Printf("\nresults written to %s\n", o.out)
+		return
+	}
 	var results []Result
 	record := func(r Result) {
 		results = append(results, r)

@@ -168,6 +168,10 @@ func StartNode(t T, central *OVNCentral, u *Underlay, name string) *Node {
 	return n
 }
 
+// Process is one of the node's processes by name (ovsdb-server,
+// ovs-vswitchd, ovn-controller), nil for another name.
+func (n *Node) Process(name string) *Process { return n.procs[name] }
+
 // Tail returns the end of one of the node's process logs.
 func (n *Node) Tail(proc string, lines int) string {
 	if p := n.procs[proc]; p != nil {

@@ -149,6 +149,14 @@ func EnsureNode(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc
 	if t.Err() != nil {
 		return t.Err()
 	}
+	// The node's own routes and policies, through the owner index: a pass
+	// over the cluster router's would make every node's sync cost as much
+	// as the cluster has nodes.
+	owner := topology.Owner{Type: topology.OwnerNode, Name: name}
+	ownRoutes := ovndb.OwnedChildren[nbdb.LogicalRouterStaticRoute](nb, owner, router.StaticRoutes)
+	ownPolicies := ovndb.OwnedChildren[nbdb.LogicalRouterPolicy](nb, owner, router.Policies)
+	t.KnownChildren(router, &router.StaticRoutes, topology.RowIDKey, ownRoutes)
+	t.KnownChildren(router, &router.Policies, topology.RowIDKey, ownPolicies)
 	rows := topology.Node(name, subnets, internal, hostIPs, gateway, mac, group.UUID, switchGroup.UUID)
 	if !ovndb.HasQoSMark(nb) {
 		rows.ReplyMark = nil // replies are not marked: see docs/design.md, EgressIP
@@ -186,20 +194,19 @@ func EnsureNode(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc
 		wanted[r.ExternalIDs[topology.RowIDKey]] = true
 		t.EnsureChild(router, &router.StaticRoutes, topology.RowIDKey, r, topology.RouteColumns(r))
 	}
-	owner := topology.Owner{Type: topology.OwnerNode, Name: name}
-	t.RemoveChildren(router, &router.StaticRoutes, t.ChildrenWhere(router.StaticRoutes, func(ids map[string]string) bool {
+	t.RemoveChildren(router, &router.StaticRoutes, ovndb.UUIDsWhere(ownRoutes, func(ids map[string]string) bool {
 		id := ids[topology.RowIDKey]
-		return topology.OwnedBy(ids, owner) && strings.HasPrefix(id, topology.HostRouteIDPrefix) && !wanted[id]
-	}, &nbdb.LogicalRouterStaticRoute{})...)
+		return strings.HasPrefix(id, topology.HostRouteIDPrefix) && !wanted[id]
+	})...)
 	wantedPolicies := map[string]bool{}
 	for _, p := range rows.HostPolicies {
 		wantedPolicies[p.ExternalIDs[topology.RowIDKey]] = true
 		t.EnsureChild(router, &router.Policies, topology.RowIDKey, p, topology.PolicyColumns(p))
 	}
-	t.RemoveChildren(router, &router.Policies, t.ChildrenWhere(router.Policies, func(ids map[string]string) bool {
+	t.RemoveChildren(router, &router.Policies, ovndb.UUIDsWhere(ownPolicies, func(ids map[string]string) bool {
 		id := ids[topology.RowIDKey]
-		return topology.OwnedBy(ids, owner) && strings.HasPrefix(id, topology.HostRouteIDPrefix) && !wantedPolicies[id]
-	}, &nbdb.LogicalRouterPolicy{})...)
+		return strings.HasPrefix(id, topology.HostRouteIDPrefix) && !wantedPolicies[id]
+	})...)
 	ops, err := t.Ops()
 	if err != nil {
 		return err
@@ -232,10 +239,11 @@ func (m *Master) deleteNode(ctx context.Context, name string) error {
 	}
 	removeGatewayRows(t, name)
 	if router != nil {
-		t.RemoveChildren(router, &router.StaticRoutes, t.ChildrenWhere(router.StaticRoutes,
-			func(ids map[string]string) bool { return topology.OwnedBy(ids, owner) }, &nbdb.LogicalRouterStaticRoute{})...)
-		t.RemoveChildren(router, &router.Policies, t.ChildrenWhere(router.Policies,
-			func(ids map[string]string) bool { return topology.OwnedBy(ids, owner) }, &nbdb.LogicalRouterPolicy{})...)
+		all := func(map[string]string) bool { return true }
+		t.RemoveChildren(router, &router.StaticRoutes,
+			ovndb.UUIDsWhere(ovndb.OwnedChildren[nbdb.LogicalRouterStaticRoute](m.nb, owner, router.StaticRoutes), all)...)
+		t.RemoveChildren(router, &router.Policies,
+			ovndb.UUIDsWhere(ovndb.OwnedChildren[nbdb.LogicalRouterPolicy](m.nb, owner, router.Policies), all)...)
 	}
 	ops, err := t.Ops()
 	if err != nil {

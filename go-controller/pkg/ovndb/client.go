@@ -34,7 +34,7 @@ func NBModel() (model.ClientDBModel, error) {
 	byName := func(col string) []model.ClientIndex {
 		return []model.ClientIndex{{Columns: []model.ColumnKey{{Column: col}}}}
 	}
-	// Load balancers, NATs and router policies are also found by owner name:
+	// Load balancers, NATs, router policies and static routes are also found by owner name:
 	// the cache is the only index (one kept from events would not survive a
 	// cache refill on reconnect), and an EgressIP's NATs must be found among
 	// every gateway router's without scanning them.
@@ -45,6 +45,9 @@ func NBModel() (model.ClientDBModel, error) {
 		nbdb.LoadBalancerTable:        append(byName("name"), byOwner),
 		nbdb.NATTable:                 {byOwner},
 		nbdb.LogicalRouterPolicyTable: {byOwner},
+		// A node's host routes are found among the cluster router's
+		// thousands without scanning them (EnsureNode).
+		nbdb.LogicalRouterStaticRouteTable: {byOwner},
 	})
 	return m, nil
 }
@@ -298,4 +301,20 @@ func Owned[T any, PT interface {
 	_ = c.WhereAny(probe, model.Condition{Field: field, Function: ovsdb.ConditionIncludes,
 		Value: map[string]string{topology.OwnerNameKey: owner.Name}}).List(context.Background(), &out)
 	return slices.DeleteFunc(out, func(row T) bool { return !topology.OwnedBy(externalIDs(PT(&row)), owner) })
+}
+
+// OwnedChildren are the rows of T's table that owner owns (Owned) and a
+// parent references in uuids, one of its set columns: a node's routes among
+// the cluster router's, found in time independent of the router's size.
+func OwnedChildren[T any, PT interface {
+	*T
+	model.Model
+}](c client.Client, owner topology.Owner, uuids []string) []model.Model {
+	var out []model.Model
+	for _, row := range Owned[T, PT](c, owner) {
+		if p := PT(&row); slices.Contains(uuids, getUUID(p)) {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -472,6 +472,23 @@ func (t *Txn) EnsureChild(parent model.Model, childField any, idKey string, want
 	return uuid
 }
 
+// KnownChildren gives EnsureChild the children of parent (in childField)
+// it may find by idKey: rows the caller found without reading every child,
+// such as a node's own routes through the owner index (OwnedChildren). A
+// child not among them is not found by id: EnsureChild creates its row.
+func (t *Txn) KnownChildren(parent model.Model, childField any, idKey string, rows []model.Model) {
+	byID := make(map[string]string, len(rows))
+	for _, row := range rows {
+		if id, ok := externalIDs(row)[idKey]; ok && byID[id] == "" {
+			byID[id] = getUUID(row)
+		}
+	}
+	if t.children == nil {
+		t.children = map[childKey]childIndex{}
+	}
+	t.children[childKey{field: reflect.ValueOf(childField).Pointer(), idKey: idKey}] = childIndex{parent: parent, byID: byID}
+}
+
 // childIndex maps the ids of the rows childField (a set field of parent)
 // references to their UUIDs: one pass over the field per transaction, so
 // that ensuring each of a router's thousands of NATs does not scan them all.
@@ -547,6 +564,18 @@ func (t *Txn) ChildrenWhere(uuids []string, pick func(ids map[string]string) boo
 	for _, uuid := range uuids {
 		if row := rc.Row(uuid); row != nil && pick(externalIDs(row)) {
 			out = append(out, uuid)
+		}
+	}
+	return out
+}
+
+// UUIDsWhere returns the UUIDs of the rows whose external_ids pick
+// accepts: ChildrenWhere for rows already read (OwnedChildren).
+func UUIDsWhere(rows []model.Model, pick func(ids map[string]string) bool) []string {
+	var out []string
+	for _, row := range rows {
+		if pick(externalIDs(row)) {
+			out = append(out, getUUID(row))
 		}
 	}
 	return out

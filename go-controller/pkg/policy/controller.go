@@ -714,19 +714,27 @@ func (c *Controller) ensureNewSet(t *ovndb.Txn, name, key string, row setRow) {
 
 // syncSet makes a shared address set's rows those row gives, one per
 // family of the cluster, or deletes the rows owner owns when row is nil
-// (no policy names the set).
+// (no policy names the set). A set not yet there is created as a policy's
+// sync creates it (commitBuilt: under its name's lock), so that the two,
+// racing, do not both insert it and one fail on its name.
 func (c *Controller) syncSet(ctx context.Context, name string, owner topology.Owner, row setRow) error {
-	t := ovndb.NewTxn(c.nb)
-	for _, v6 := range []bool{false, true} {
-		cached := ovndb.Lookup(t, &nbdb.AddressSet{Name: topology.FamilySetName(name, v6)})
-		switch {
-		case row != nil && c.fams.Has(v6):
-			ensureAddressSet(t, cached, row(v6))
-		case cached != nil && topology.OwnedBy(cached.ExternalIDs, owner):
-			t.Delete(cached)
+	var rows [2]*nbdb.AddressSet // computed once, though built up to three times
+	build := func(t *ovndb.Txn) {
+		for i, v6 := range []bool{false, true} {
+			cached := ovndb.Lookup(t, &nbdb.AddressSet{Name: topology.FamilySetName(name, v6)})
+			switch {
+			case row != nil && c.fams.Has(v6):
+				if rows[i] == nil {
+					rows[i] = row(v6)
+				}
+				want := *rows[i] // Ensure may fill in the row it is given
+				ensureAddressSet(t, cached, &want)
+			case cached != nil && topology.OwnedBy(cached.ExternalIDs, owner):
+				t.Delete(cached)
+			}
 		}
 	}
-	if err := c.commitTxn(ctx, t); err != nil {
+	if err := c.commitBuilt(ctx, build); err != nil {
 		return fmt.Errorf("address set %s: %w", name, err)
 	}
 	return nil

@@ -1,0 +1,694 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	"github.com/ovn-k8s/ovn-k8s/test/harness"
+)
+
+// scaleSize is a cluster's size in the scale scenario.
+type scaleSize struct {
+	Nodes      int `json:"nodes"`
+	Pods       int `json:"pods"`
+	Namespaces int `json:"namespaces"`
+	Services   int `json:"services"`
+	Policies   int `json:"policies"`
+}
+
+// times is the size at fraction f of s (at least one of each).
+func (s scaleSize) times(f float64) scaleSize {
+	r := func(n int) int { return max(1, int(math.Round(f*float64(n)))) }
+	return scaleSize{r(s.Nodes), r(s.Pods), r(s.Namespaces), r(s.Services), r(s.Policies)}
+}
+
+func (s scaleSize) String() string {
+	return fmt.Sprintf("%d nodes, %d pods, %d namespaces, %d services, %d policies", s.Nodes, s.Pods, s.Namespaces, s.Services, s.Policies)
+}
+
+// scaleClusterSubnet holds 2,048 node subnets of 253 pods: the issue's 2,000
+// nodes of 75 pods each, and room for other sizes (checkScale).
+const scaleClusterSubnet = "10.128.0.0/13/24"
+
+// scaleMaxPodsPerNode is what checkScale lets a node hold, below the 253
+// addresses of its subnet.
+const scaleMaxPodsPerNode = 240
+
+// parseFractions parses -scale-steps: increasing fractions of the largest
+// size, each a number or a ratio ("1/15,1/4,1/2,1").
+func parseFractions(s string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(s, ",") {
+		num, den, isRatio := strings.Cut(strings.TrimSpace(f), "/")
+		v, err := strconv.ParseFloat(num, 64)
+		if err == nil && isRatio {
+			var d float64
+			if d, err = strconv.ParseFloat(den, 64); err == nil {
+				v /= d
+			}
+		}
+		if err != nil || !(v > 0 && v <= 1) || (len(out) > 0 && v <= out[len(out)-1]) {
+			return nil, fmt.Errorf("-scale-steps %q: give increasing fractions of the largest size in (0, 1], e.g. 1/15,1/4,1/2,1", s)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// scaleStep is what one step of the scale scenario measured.
+type scaleStep struct {
+	Size scaleSize `json:"size"`
+	// Growth to this size: wall time and each process's CPU seconds.
+	GrowS   float64            `json:"grow_s"`
+	GrowCPU map[string]float64 `json:"grow_cpu_s"`
+	// The master's CPU per pod added (everything grows in proportion) and
+	// its RSS above idle per pod held.
+	MasterCPUMsPerPod float64 `json:"master_cpu_ms_per_pod"`
+	MasterKiBPerPod   float64 `json:"master_kib_per_pod"`
+	// RSS (KiB) of every process once settled.
+	RSS map[string]float64 `json:"rss_kib"`
+	// The databases: rows ovn-k8s's tables hold in the NB, logical flows in
+	// the SB, both files' sizes once compacted.
+	NBRows    int     `json:"nb_rows"`
+	SBFlows   int     `json:"sb_logical_flows"`
+	NBFileMiB float64 `json:"nb_file_mib"`
+	SBFileMiB float64 `json:"sb_file_mib"`
+	// Pods created at -scale-rate: creation → annotation, and each
+	// process's CPU per pod (per change) meanwhile.
+	ProbePods         int                `json:"probe_pods"`
+	AnnotationP50Ms   float64            `json:"annotation_p50_ms"`
+	AnnotationP99Ms   float64            `json:"annotation_p99_ms"`
+	CPUMsPerChange    map[string]float64 `json:"cpu_ms_per_change"`
+	RestartS          float64            `json:"restart_s"`
+	RestartNBTxns     float64            `json:"restart_nb_transactions"`
+	ColdS             float64            `json:"cold_s"`
+	ColdLSPsS         float64            `json:"cold_lsps_s"`
+	ColdPoliciesS     float64            `json:"cold_policies_s"`
+	NodesAnnotatedS   float64            `json:"nodes_annotated_s"`
+	ProbeMasterCPUMs  float64            `json:"probe_master_cpu_ms"`
+	ProbeNorthdCPUMs  float64            `json:"probe_northd_cpu_ms"`
+	ProbeSBServerCPUs float64            `json:"probe_sb_server_cpu_ms"`
+	// ovn-northd during the probe: its logical flows updated, and how many
+	// of those computed every logical flow again (its lflow node recomputed).
+	NorthdFlowRuns       int `json:"northd_lflow_runs"`
+	NorthdFlowRecomputes int `json:"northd_lflow_recomputes"`
+	// The real node (-scale-node-side): its br-int's OpenFlow flows and
+	// Geneve ports, ovn-controller's RSS and its CPU per probe pod.
+	NodeFlows                int     `json:"node_openflow_flows,omitempty"`
+	NodeTunnels              int     `json:"node_tunnels,omitempty"`
+	ControllerKiB            float64 `json:"ovn_controller_rss_kib,omitempty"`
+	ControllerCPUMsPerChange float64 `json:"ovn_controller_cpu_ms_per_change,omitempty"`
+	NodeStopped              string  `json:"node_stopped,omitempty"` // why the node side measured nothing
+}
+
+// scale: the cluster grown in steps to -scale-* (fractions -scale-steps);
+// at each step the costs per object, the databases' sizes, a probe of pods
+// at a fixed rate, a restart and a cold start. The report is a table, a
+// JSON file and a plot (scale.png).
+func (b *bench) scale() Result {
+	largest := scaleSize{b.o.scaleNodes, b.o.scalePods, b.o.scaleNamespaces, b.o.scaleServices, b.o.scalePolicies}
+	fractions, _ := parseFractions(b.o.scaleSteps) // checked in main
+	say("== scale: to %s in %d steps; probes of %d pods at %d/s", largest, len(fractions), b.o.scaleProbe, b.o.scaleRate)
+	if b.o.scaleNodeSide {
+		b.nodeSide = b.startNodeSide()
+	}
+	var cur scaleSize
+	var steps []scaleStep
+	for i, f := range fractions {
+		to := largest.times(f)
+		say("-- step %d: %s", i+1, to)
+		st := b.scaleTo(cur, to, i)
+		cur = to
+		if b.nodeSide != nil {
+			start, cpu := time.Now(), cpuSnapshot()
+			b.nodeSide.grow(to.Nodes)
+			used := cpuSnapshot().since(cpu)
+			say("   %d simulated nodes' chassis and pods bound in the SB in %.1f s; CPU: %s", to.Nodes-1, time.Since(start).Seconds(), used.describe(time.Since(start).Seconds()))
+		}
+		b.scaleProbePods(&st, i)
+		st.Size.Pods = b.podCount
+		b.scaleMeasure(&st)
+		b.scaleRestarts(&st)
+		steps = append(steps, st)
+		say("   master %.2f ms CPU per pod added, %.2f KiB per pod held; NB %d rows (%.1f MiB), SB %d logical flows (%.1f MiB); probe p99 %.0f ms; restart %.2f s, cold %.2f s",
+			st.MasterCPUMsPerPod, st.MasterKiBPerPod, st.NBRows, st.NBFileMiB, st.SBFlows, st.SBFileMiB, st.AnnotationP99Ms, st.RestartS, st.ColdS)
+	}
+	data, _ := json.MarshalIndent(steps, "", "  ")
+	_ = os.WriteFile(filepath.Join(b.o.out, "scale-steps.json"), append(data, '\n'), 0o644)
+	png := filepath.Join(b.o.out, "scale.png")
+	if err := plotScale(png, steps); err != nil {
+		say("  plot: %v", err)
+	} else {
+		say("  plot: %s", png)
+	}
+	report := scaleReport(steps, b.o.scaleRate, machineMemKiB())
+	fmt.Print(report)
+	_ = os.WriteFile(filepath.Join(b.o.out, "scale.txt"), []byte(report), 0o644)
+	return Result{Scenario: "scale", Metrics: scaleMetrics(steps), Notes: "per step: see scale-steps.json, scale.txt and scale.png"}
+}
+
+// scaleMetrics flattens the steps into the scenario's metrics (s<k>_<name>).
+func scaleMetrics(steps []scaleStep) map[string]float64 {
+	m := map[string]float64{"steps": float64(len(steps))}
+	for i, st := range steps {
+		p := fmt.Sprintf("s%d_", i+1)
+		for k, v := range map[string]float64{"nodes": float64(st.Size.Nodes), "pods": float64(st.Size.Pods), "namespaces": float64(st.Size.Namespaces),
+			"services": float64(st.Size.Services), "policies": float64(st.Size.Policies),
+			"master_cpu_ms_per_pod": st.MasterCPUMsPerPod, "master_kib_per_pod": st.MasterKiBPerPod, "nb_rows": float64(st.NBRows),
+			"sb_logical_flows": float64(st.SBFlows), "nb_file_mib": st.NBFileMiB, "sb_file_mib": st.SBFileMiB,
+			"annotation_p99_ms": st.AnnotationP99Ms, "restart_s": st.RestartS, "restart_nb_transactions": st.RestartNBTxns, "cold_s": st.ColdS,
+			"northd_cpu_ms_per_change": st.ProbeNorthdCPUMs, "sb_server_cpu_ms_per_change": st.ProbeSBServerCPUs, "master_cpu_ms_per_change": st.ProbeMasterCPUMs,
+		} {
+			m[p+k] = v
+		}
+	}
+	return m
+}
+
+func scaleNode(i int) string      { return fmt.Sprintf("node%04d", i) }
+func scaleNamespace(i int) string { return fmt.Sprintf("sc-%05d", i) }
+
+// scaleTo grows the cluster from cur to to: nodes (until annotated), then
+// namespaces, pods, services and policies, until the master has programmed
+// every one of them.
+func (b *bench) scaleTo(cur, to scaleSize, step int) scaleStep {
+	ctx := context.Background()
+	st := scaleStep{Size: to}
+	stopProfile := b.profile(fmt.Sprintf("scale-grow-%d", step+1))
+	defer stopProfile()
+	start, cpu := time.Now(), cpuSnapshot()
+	parallel(to.Nodes-cur.Nodes, b.o.workers, func(i int) {
+		n := cur.Nodes + i
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: scaleNode(n), Labels: map[string]string{"zone": fmt.Sprintf("z%d", n%4)}}}
+		if _, err := b.kube.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+			b.s.Fatal(err)
+		}
+	})
+	harness.Eventually(b.s, b.waitFor(to.Nodes, 50), "every node annotated", func() error {
+		nodes, err := b.kube.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			return err
+		}
+		missing := 0
+		for _, n := range nodes.Items {
+			if n.Annotations[annotations.NodeSubnets] == "" {
+				missing++
+			}
+		}
+		if missing > 0 || len(nodes.Items) < to.Nodes {
+			return fmt.Errorf("%d of %d nodes not annotated", missing, len(nodes.Items))
+		}
+		return nil
+	})
+	st.NodesAnnotatedS = time.Since(start).Seconds()
+	parallel(to.Namespaces-cur.Namespaces, b.o.workers, func(i int) {
+		n := cur.Namespaces + i
+		b.scaleNamespaceCreate(scaleNamespace(n), map[string]string{"team": fmt.Sprintf("t%d", n%10)})
+	})
+	keys := make([]string, to.Pods-cur.Pods)
+	nodes := b.placePods(len(keys), to.Nodes, to.Pods)
+	parallel(len(keys), b.o.workers, func(i int) {
+		j := cur.Pods + i
+		keys[i] = b.scalePod(scaleNamespace(j%to.Namespaces), fmt.Sprintf("p%06d", j), scaleNode(nodes[i]), j/to.Namespaces)
+	})
+	parallel(to.Services-cur.Services, b.o.serviceWorkers, func(i int) {
+		j := cur.Services + i
+		b.createService(scaleNamespace(j%to.Namespaces), j)
+	})
+	parallel(to.Policies-cur.Policies, b.o.workers, func(i int) {
+		j := cur.Policies + i
+		np := benchPolicy(scaleNamespace(j%to.Namespaces), j, j)
+		np.Name = fmt.Sprintf("np%06d", j)
+		if _, err := b.kube.Client.NetworkingV1().NetworkPolicies(np.Namespace).Create(ctx, np, metav1.CreateOptions{}); err != nil {
+			b.s.Fatal(err)
+		}
+	})
+	b.waitPods(keys, b.waitFor(len(keys), 100))
+	b.podCount += len(keys)
+	harness.Eventually(b.s, b.waitFor(to.Services, 50), "every service load balancer programmed", func() error {
+		if full, _ := b.programmedServices(); full < to.Services {
+			return fmt.Errorf("%d of %d", full, to.Services)
+		}
+		return nil
+	})
+	harness.Eventually(b.s, b.waitFor(to.Policies, 50), "every policy's port group and ACLs in the NB", func() error {
+		if n := b.policyTrack.programmed(); n < to.Policies {
+			return fmt.Errorf("%d of %d", n, to.Policies)
+		}
+		return nil
+	})
+	b.serviceCount, b.policyCount = to.Services, to.Policies
+	st.GrowS = time.Since(start).Seconds()
+	used := cpuSnapshot().since(cpu)
+	st.GrowCPU = used
+	st.MasterCPUMsPerPod = 1000 * used["ovnkube"] / float64(len(keys))
+	say("   grown in %.1f s (nodes annotated after %.1f s); CPU: %s", st.GrowS, st.NodesAnnotatedS, used.describe(st.GrowS))
+	return st
+}
+
+// placePods picks the nodes of n new pods, round-robin over those holding
+// less than their share of total: the earlier steps' nodes are full when
+// new nodes join, and no node ends up with more than its share.
+func (b *bench) placePods(n, nodes, total int) []int {
+	for len(b.scaleLoad) < nodes {
+		b.scaleLoad = append(b.scaleLoad, 0)
+	}
+	share := (total + nodes - 1) / nodes
+	out := make([]int, 0, n)
+	for len(out) < n {
+		placed := false
+		for node := 0; node < nodes && len(out) < n; node++ {
+			if b.scaleLoad[node] < share {
+				b.scaleLoad[node]++
+				out = append(out, node)
+				placed = true
+			}
+		}
+		if !placed {
+			share++
+		}
+	}
+	return out
+}
+
+// waitFor is how long to wait for n objects at no less than rate per second
+// (and never less than two minutes).
+func (b *bench) waitFor(n, rate int) time.Duration {
+	return max(2*time.Minute, time.Duration(n/rate)*time.Second)
+}
+
+// scaleNamespaceCreate creates a labelled namespace and its default
+// ServiceAccount (no controller-manager runs to create it).
+func (b *bench) scaleNamespaceCreate(name string, labels map[string]string) {
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	if _, err := b.kube.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		b.s.Fatal(err)
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
+	if _, err := b.kube.Client.CoreV1().ServiceAccounts(name).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		b.s.Fatal(err)
+	}
+}
+
+// scalePod creates a pod labelled app=a<k mod 10>, recording when; it
+// returns its key.
+func (b *bench) scalePod(ns, name, node string, k int) string {
+	key := ns + "/" + name
+	b.mu.Lock()
+	b.created[key] = time.Now()
+	b.mu.Unlock()
+	labels := map[string]string{"app": fmt.Sprintf("a%d", k%10)}
+	if _, err := b.kube.Client.CoreV1().Pods(ns).Create(context.Background(), podObject(name, node, labels), metav1.CreateOptions{}); err != nil {
+		b.s.Fatal(err)
+	}
+	return key
+}
+
+// scaleProbePods creates -scale-probe pods at -scale-rate over the
+// namespaces and nodes there are, each selected by a policy: creation →
+// annotation, and every process's CPU per pod until northd has digested them.
+func (b *bench) scaleProbePods(st *scaleStep, step int) {
+	b.settle(fmt.Sprintf("the probe of step %d", step+1))
+	n := b.o.scaleProbe
+	keys := make([]string, n)
+	nodes := b.placePods(n, st.Size.Nodes, b.podCount+n)
+	interval := time.Second / time.Duration(b.o.scaleRate)
+	var wg sync.WaitGroup
+	engine := b.northdRecomputes()
+	stopProfile := b.profile(fmt.Sprintf("scale-probe-%d", step+1))
+	defer stopProfile()
+	start, cpu := time.Now(), cpuSnapshot()
+	for i := 0; i < n; i++ {
+		time.Sleep(time.Until(start.Add(time.Duration(i) * interval)))
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			keys[i] = b.scalePod(scaleNamespace(i%st.Size.Namespaces), fmt.Sprintf("q%d-%05d", step, i), scaleNode(nodes[i]), i)
+		}(i)
+	}
+	wg.Wait()
+	b.waitPods(keys, b.waitFor(n, 10))
+	b.waitNBQuietBefore("the probe's CPU is read")
+	if _, err := b.ovn.NBCtl("--timeout=300", "--wait=sb", "sync"); err != nil {
+		b.s.Fatal(err)
+	}
+	if b.nodeSide != nil { // the probe's pods bound, and ovn-controller done with them
+		b.nodeSide.grow(st.Size.Nodes)
+		b.settle("the probe's CPU is read")
+	}
+	used := cpuSnapshot().since(cpu)
+	after := b.northdRecomputes()
+	st.NorthdFlowRuns = after["lflow compute"] + after["lflow recompute"] - engine["lflow compute"] - engine["lflow recompute"]
+	st.NorthdFlowRecomputes = after["lflow recompute"] - engine["lflow recompute"]
+	b.podCount += n
+	var ann []float64
+	b.mu.Lock()
+	for _, k := range keys {
+		ann = append(ann, float64(b.annotated[k].Sub(b.created[k]).Microseconds())/1000)
+	}
+	b.mu.Unlock()
+	sort.Float64s(ann)
+	st.ProbePods, st.AnnotationP50Ms, st.AnnotationP99Ms = n, pct(ann, 0.5), pct(ann, 0.99)
+	st.CPUMsPerChange = map[string]float64{}
+	for name, s := range used {
+		st.CPUMsPerChange[name] = 1000 * s / float64(n)
+	}
+	st.ProbeMasterCPUMs, st.ProbeNorthdCPUMs, st.ProbeSBServerCPUs = st.CPUMsPerChange["ovnkube"], st.CPUMsPerChange["ovn-northd"], st.CPUMsPerChange["ovsdb-server-sb"]
+	say("   probe: %d pods at %d/s: creation → annotation p50 %.0f ms, p99 %.0f ms; CPU per pod: master %.2f ms, northd %.2f ms, SB server %.2f ms, NB server %.2f ms; "+
+		"northd's logical flows updated %d times, %d of them computed again in full",
+		n, b.o.scaleRate, st.AnnotationP50Ms, st.AnnotationP99Ms, st.ProbeMasterCPUMs, st.ProbeNorthdCPUMs, st.ProbeSBServerCPUs, st.CPUMsPerChange["ovsdb-server-nb"],
+		st.NorthdFlowRuns, st.NorthdFlowRecomputes)
+}
+
+// northdRecomputes reads ovn-northd's incremental engine's counts: for
+// each of its nodes, "<node> recompute" (computed again in full) and
+// "<node> compute" (updated incrementally); nil when northd does not say.
+func (b *bench) northdRecomputes() map[string]int {
+	out, err := harness.Run("ovn-appctl", "-t", filepath.Join(b.ovn.Dir, "northd.ctl"), "inc-engine/show-stats")
+	if err != nil {
+		return nil
+	}
+	m := map[string]int{}
+	node := ""
+	for _, line := range strings.Split(out, "\n") {
+		if name, ok := strings.CutPrefix(line, "Node: "); ok {
+			node = strings.TrimSpace(name)
+		} else if f := strings.Fields(line); len(f) == 3 && (f[1] == "recompute:" || f[1] == "compute:") {
+			m[node+" "+strings.TrimSuffix(f[1], ":")], _ = strconv.Atoi(f[2])
+		}
+	}
+	return m
+}
+
+// scaleMeasure reads every process's RSS and the databases' sizes.
+func (b *bench) scaleMeasure(st *scaleStep) {
+	time.Sleep(2 * time.Second) // let the Go runtimes settle before reading RSS
+	st.RSS = map[string]float64{}
+	for pid, p := range cpuSnapshot() {
+		if pid > 0 {
+			st.RSS[p.name] += procStatus(pid, "VmRSS")
+		}
+	}
+	st.MasterKiBPerPod = (procStatus(b.master.Cmd.Process.Pid, "VmRSS") - b.idleRSS) / float64(b.podCount)
+	st.NBRows = b.nbRows()
+	if b.nodeSide != nil && !b.nodeSide.running() {
+		st.NodeStopped = b.nodeSide.stopped
+	} else if b.nodeSide != nil {
+		st.NodeFlows, st.NodeTunnels = b.nodeSide.flows(), b.nodeSide.tunnels()
+		st.ControllerKiB = st.RSS["ovn-controller"]
+		st.ControllerCPUMsPerChange = st.CPUMsPerChange["ovn-controller"]
+		say("   %s: ovn-controller RSS %.0f MiB, %d OpenFlow flows, %d Geneve tunnels; CPU per pod created elsewhere: ovn-controller %.2f ms, its ovs-vswitchd %.2f ms",
+			realNode, st.ControllerKiB/1024, st.NodeFlows, st.NodeTunnels, st.ControllerCPUMsPerChange, st.CPUMsPerChange["ovs-vswitchd"])
+	}
+	st.NBFileMiB, st.SBFileMiB = b.compactedMiB("nb"), b.compactedMiB("sb")
+	st.SBFlows = b.sbLogicalFlows()
+}
+
+// nbRows counts the rows of the benchmark's NB monitor.
+func (b *bench) nbRows() int {
+	n := 0
+	for _, table := range b.nb.Cache().Tables() {
+		n += b.nb.Cache().Table(table).Len()
+	}
+	return n
+}
+
+// compactedMiB compacts a database and reports its file's size.
+func (b *bench) compactedMiB(db string) float64 {
+	if _, err := harness.Run("ovs-appctl", "-t", filepath.Join(b.ovn.Dir, db+".ctl"), "ovsdb-server/compact"); err != nil {
+		say("   compacting the %s: %v", db, err)
+	}
+	fi, err := os.Stat(filepath.Join(b.ovn.Dir, db+".db"))
+	if err != nil {
+		return 0
+	}
+	return float64(fi.Size()) / (1 << 20)
+}
+
+// sbLogicalFlows counts the SB's logical flows (selecting their UUIDs only:
+// a select of no columns returns identical rows once).
+func (b *bench) sbLogicalFlows() int {
+	out, err := harness.Run("ovsdb-client", "query", "unix:"+b.ovn.SBSock,
+		`["OVN_Southbound",{"op":"select","table":"Logical_Flow","where":[],"columns":["_uuid"]}]`)
+	if err != nil {
+		say("   counting logical flows: %v", err)
+		return 0
+	}
+	return strings.Count(out, `"_uuid"`)
+}
+
+// scaleRestarts restarts the master (idle: it should write nothing), then
+// starts it on an empty NB.
+func (b *bench) scaleRestarts(st *scaleStep) {
+	r := b.restart()
+	st.RestartS, st.RestartNBTxns = r.Metrics["synced_s"], r.Metrics["nb_transactions"]
+	c := b.cold()
+	st.ColdS, st.ColdLSPsS, st.ColdPoliciesS = c.Metrics["programmed_s"], c.Metrics["lsps_programmed_s"], c.Metrics["policies_programmed_s"]
+}
+
+// machineMemKiB is MemTotal of /proc/meminfo.
+func machineMemKiB() float64 {
+	data, _ := os.ReadFile("/proc/meminfo")
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == "MemTotal:" {
+			v, _ := strconv.ParseFloat(f[1], 64)
+			return v
+		}
+	}
+	return 0
+}
+
+// systemRSS is the RSS (KiB) of the control plane measured: every process
+// but the benchmark's own and node0000's.
+func systemRSS(st scaleStep) float64 {
+	t := 0.0
+	for name, v := range st.RSS {
+		if !nodeProcess(name) {
+			t += v
+		}
+	}
+	return t
+}
+
+// nodeProcess tells the processes that are not the control plane's: the
+// benchmark's own, node0000's (OVS and ovn-controller) and its tools.
+func nodeProcess(name string) bool {
+	switch name {
+	case "ovnk-bench", "ovn-controller", "ovs-vswitchd", "ovsdb-server-conf", "ovsdb-client", "ovs-vsctl", "ip":
+		return true
+	}
+	return false
+}
+
+// singleThreaded are the processes that use one core at most: a change rate
+// they cannot keep up with is a limit however many cores the host has.
+var singleThreaded = []string{"ovn-northd", "ovsdb-server-nb", "ovsdb-server-sb"}
+
+// bigHost is the control-plane host the report extrapolates to.
+var bigHost = struct {
+	cores  float64
+	memKiB float64
+}{16, 64 << 20}
+
+// linear fits y = a + b·pods through the last two steps (through the origin
+// with one step).
+func linear(steps []scaleStep, y func(scaleStep) float64) (a, b float64) {
+	pods := func(st scaleStep) float64 { return float64(st.Size.Pods) }
+	if last := steps[len(steps)-1]; len(steps) == 1 {
+		return 0, y(last) / pods(last)
+	}
+	return linearIn(steps[len(steps)-2:], pods, y)
+}
+
+// reach is the pods at which a + b·pods reaches limit (+Inf when it never does).
+func reach(a, b, limit float64) float64 {
+	if b <= 0 {
+		if a >= limit {
+			return 0
+		}
+		return math.Inf(1)
+	}
+	return math.Max(0, (limit-a)/b)
+}
+
+// limitOf is one resource's reach.
+type limitOf struct {
+	what string
+	pods float64
+}
+
+// limits extrapolates, from the last two steps, the pods at which each
+// resource of a host runs out: memory for every process's RSS; all cores
+// for every process's CPU at rate pods created per second; one core for
+// each single-threaded process at that rate.
+func limits(steps []scaleStep, rate, cores, memKiB float64) []limitOf {
+	var out []limitOf
+	a, b := linear(steps, systemRSS)
+	out = append(out, limitOf{fmt.Sprintf("memory (%.0f GiB)", memKiB/(1<<20)), reach(a, b, memKiB)})
+	perChange := func(st scaleStep) float64 {
+		t := 0.0
+		for name, v := range st.CPUMsPerChange {
+			if !nodeProcess(name) && name != stealName {
+				t += v
+			}
+		}
+		return t
+	}
+	a, b = linear(steps, perChange)
+	out = append(out, limitOf{fmt.Sprintf("CPU (%.0f cores) at %.0f pods/s", cores, rate), reach(a, b, 1000*cores/rate)})
+	for _, p := range singleThreaded {
+		a, b = linear(steps, func(st scaleStep) float64 { return st.CPUMsPerChange[p] })
+		out = append(out, limitOf{fmt.Sprintf("%s's one core at %.0f pods/s", p, rate), reach(a, b, 1000/rate)})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].pods < out[j].pods })
+	return out
+}
+
+// scaleReport is the scale scenario's table, which costs per object are
+// not flat, and where this machine and a bigger host run out.
+func scaleReport(steps []scaleStep, rate int, memKiB float64) string {
+	var sb strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&sb, format+"\n", args...) }
+	w("\nscale: per step (CPU per pod added while growing; RSS per pod held; per change = per probe pod at %d/s)", rate)
+	w("%6s %7s %6s %6s %6s | %8s %8s %8s | %9s %7s %9s %7s | %7s %8s %8s | %8s %8s | %8s %7s %7s",
+		"nodes", "pods", "ns", "svcs", "pols", "mCPU ms", "mKiB", "RSS GiB", "NB rows", "NB MiB", "SB lflows", "SB MiB", "p99 ms", "northd", "SB ms", "restart", "cold",
+		"OF flows", "oc MiB", "oc ms")
+	for _, st := range steps {
+		w("%6d %7d %6d %6d %6d | %8.2f %8.2f %8.2f | %9d %7.1f %9d %7.1f | %7.0f %8.2f %8.2f | %7.2fs %7.2fs | %8d %7.0f %7.2f",
+			st.Size.Nodes, st.Size.Pods, st.Size.Namespaces, st.Size.Services, st.Size.Policies,
+			st.MasterCPUMsPerPod, st.MasterKiBPerPod, systemRSS(st)/(1<<20),
+			st.NBRows, st.NBFileMiB, st.SBFlows, st.SBFileMiB,
+			st.AnnotationP99Ms, st.ProbeNorthdCPUMs, st.ProbeSBServerCPUs, st.RestartS, st.ColdS,
+			st.NodeFlows, st.ControllerKiB/1024, st.ControllerCPUMsPerChange)
+	}
+	w("(mCPU, mKiB: the master's; northd, SB ms: CPU per probe pod; OF flows, oc: node0000's br-int flows, ovn-controller's RSS and CPU per probe pod)")
+	if len(steps) < 2 {
+		return sb.String()
+	}
+	for _, st := range steps {
+		if st.NodeStopped != "" {
+			w("%s at %d nodes: %s", realNode, st.Size.Nodes, st.NodeStopped)
+			break
+		}
+	}
+	first, last := steps[0], steps[len(steps)-1]
+	w("\nper object, last step over first (%d → %d pods; flat: within ±20 %%):", first.Size.Pods, last.Size.Pods)
+	pods := func(st scaleStep) float64 { return float64(st.Size.Pods) }
+	for _, c := range []struct {
+		what string
+		y    func(scaleStep) float64
+	}{
+		{"master CPU per pod added", func(st scaleStep) float64 { return st.MasterCPUMsPerPod }},
+		{"master RSS per pod held", func(st scaleStep) float64 { return st.MasterKiBPerPod }},
+		{"all processes' RSS per pod", func(st scaleStep) float64 { return systemRSS(st) / pods(st) }},
+		{"NB rows per pod", func(st scaleStep) float64 { return float64(st.NBRows) / pods(st) }},
+		{"NB file per pod", func(st scaleStep) float64 { return st.NBFileMiB / pods(st) }},
+		{"SB logical flows per pod", func(st scaleStep) float64 { return float64(st.SBFlows) / pods(st) }},
+		{"SB file per pod", func(st scaleStep) float64 { return st.SBFileMiB / pods(st) }},
+		{"master CPU per pod created (probe)", func(st scaleStep) float64 { return st.ProbeMasterCPUMs }},
+		{"northd CPU per pod created (probe)", func(st scaleStep) float64 { return st.ProbeNorthdCPUMs }},
+		{"SB server CPU per pod created (probe)", func(st scaleStep) float64 { return st.ProbeSBServerCPUs }},
+		{"creation → annotation p99 (probe)", func(st scaleStep) float64 { return st.AnnotationP99Ms }},
+		{"restart time per pod", func(st scaleStep) float64 { return st.RestartS / pods(st) }},
+		{"cold time per pod", func(st scaleStep) float64 { return st.ColdS / pods(st) }},
+	} {
+		w("  %s", flatness(c.what, c.y(first), c.y(last)))
+	}
+	if node := nodeSteps(steps); len(node) > 1 {
+		nf, nl := node[0], node[len(node)-1]
+		w("%s, %d → %d nodes (the steps it ran):", realNode, nf.Size.Nodes, nl.Size.Nodes)
+		pairs := func(st scaleStep) float64 { return float64(st.Size.Nodes) * float64(st.Size.Services) }
+		for _, c := range []struct {
+			what string
+			y    func(scaleStep) float64
+		}{
+			{"OpenFlow flows per pod", func(st scaleStep) float64 { return float64(st.NodeFlows) / pods(st) }},
+			{"OpenFlow flows per node × service", func(st scaleStep) float64 { return float64(st.NodeFlows) / pairs(st) }},
+			{"ovn-controller RSS per pod", func(st scaleStep) float64 { return st.ControllerKiB / pods(st) }},
+			{"ovn-controller CPU per pod created", func(st scaleStep) float64 { return st.ControllerCPUMsPerChange }},
+		} {
+			w("  %s", flatness(c.what, c.y(nf), c.y(nl)))
+		}
+		// Every node switch holds every service's load balancer, and every
+		// switch is local to every node (through the cluster router): one
+		// node's flows and memory go as nodes × services.
+		a, b := linearIn(node[len(node)-2:], pairs, func(st scaleStep) float64 { return st.ControllerKiB })
+		top := steps[len(steps)-1].Size
+		w("  ovn-controller's RSS, linear in nodes × services through its last two steps, at %d nodes and %d services: %.1f GiB on every node",
+			top.Nodes, top.Services, (a+b*pairs(scaleStep{Size: top}))/(1<<20))
+	}
+	for _, host := range []struct {
+		what          string
+		cores, memKiB float64
+	}{
+		{fmt.Sprintf("this machine (%d cores, %.0f GiB)", runtime.NumCPU(), memKiB/(1<<20)), float64(runtime.NumCPU()), memKiB},
+		{fmt.Sprintf("a %.0f-core, %.0f GiB control-plane host", bigHost.cores, bigHost.memKiB/(1<<20)), bigHost.cores, bigHost.memKiB},
+	} {
+		ls := limits(steps, float64(rate), host.cores, host.memKiB)
+		w("\n%s, extrapolated linearly from the last two steps, runs out first of %s %s; then:", host.what, ls[0].what, podsString(ls[0].pods))
+		for _, l := range ls[1:] {
+			w("  %-44s %s", l.what, podsString(l.pods))
+		}
+	}
+	return sb.String()
+}
+
+// flatness compares a cost per object at the first and last step.
+func flatness(what string, first, last float64) string {
+	verdict := "flat"
+	r := last / first
+	switch {
+	case math.IsNaN(r) || math.IsInf(r, 0):
+		verdict = "no figure"
+	case r > 1.2:
+		verdict = "GROWS with the cluster"
+	case r < 0.8:
+		verdict = "falls with the cluster"
+	}
+	return fmt.Sprintf("%-40s %10.4g → %-10.4g ×%.2f  %s", what, first, last, r, verdict)
+}
+
+// nodeSteps are the steps node0000 measured.
+func nodeSteps(steps []scaleStep) []scaleStep {
+	var out []scaleStep
+	for _, st := range steps {
+		if st.NodeFlows > 0 {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// linearIn fits y = a + b·x(step) through the first and last of steps.
+func linearIn(steps []scaleStep, x, y func(scaleStep) float64) (a, b float64) {
+	f, l := steps[0], steps[len(steps)-1]
+	if x(l) == x(f) {
+		return y(l), 0
+	}
+	b = (y(l) - y(f)) / (x(l) - x(f))
+	return y(l) - b*x(l), b
+}
+
+// podsString says at what size a resource runs out.
+func podsString(p float64) string {
+	if math.IsInf(p, 1) {
+		return "never (its cost per pod is flat or falls)"
+	}
+	return fmt.Sprintf("at %.0f pods", p)
+}
