@@ -497,8 +497,10 @@ func nodeProcess(name string) bool {
 }
 
 // singleThreaded are the processes that use one core at most: a change rate
-// they cannot keep up with is a limit however many cores the host has.
-var singleThreaded = []string{"ovn-northd", "ovsdb-server-nb", "ovsdb-server-sb"}
+// they cannot keep up with is a limit however many cores the host has. The
+// master is one of them: after its startup sync it runs on one P unless
+// GOMAXPROCS says otherwise (docs/performance.md).
+var singleThreaded = []string{"ovn-northd", "ovsdb-server-nb", "ovsdb-server-sb", "ovnkube"}
 
 // bigHost is the control-plane host the report extrapolates to.
 var bigHost = struct {

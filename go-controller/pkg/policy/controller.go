@@ -21,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	networkinglisters "k8s.io/client-go/listers/networking/v1"
@@ -90,6 +91,7 @@ type Controller struct {
 	npLister  networkinglisters.NetworkPolicyLister
 	podLister slim.Lister
 	nsLister  corelisters.NamespaceLister
+	nsIndexer cache.Indexer // namespaces by label (nsLabelIndex); nil: list them all
 	queue     *queues
 	// started: events before the first full queueing are covered by it.
 	started atomic.Bool
@@ -244,6 +246,9 @@ func New(factory informers.SharedInformerFactory, nb libovsdbclient.Client, comm
 		UpdateFunc: func(old, cur any) { c.podChanged(podOf(old), podOf(cur)) },
 		DeleteFunc: func(obj any) { c.podChanged(podOf(obj), nil) },
 	})
+	if err := factory.Core().V1().Namespaces().Informer().AddIndexers(cache.Indexers{nsLabelIndex: indexNamespaceLabels}); err == nil {
+		c.nsIndexer = factory.Core().V1().Namespaces().Informer().GetIndexer()
+	} // else (an informer already started): namespacesOf matches every namespace
 	_, _ = factory.Core().V1().Namespaces().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.namespaceChanged(nil, nsOf(obj)) },
 		UpdateFunc: func(old, cur any) { c.namespaceChanged(nsOf(old), nsOf(cur)) },
@@ -798,17 +803,59 @@ func (c *Controller) members(s PeerSet, v6 bool) []string {
 	return slices.Compact(out)
 }
 
-// namespacesOf lists the namespaces a set spans.
+// namespacesOf lists the namespaces a set spans: through the label index
+// when its selector requires a label's value (a team's namespaces among
+// thousands), else by matching every namespace.
 func (c *Controller) namespacesOf(s PeerSet) []string {
 	if s.Namespace != "" {
 		return []string{s.Namespace}
 	}
+	var out []string
+	if key, ok := indexedLabel(s.Namespaces); ok && c.nsIndexer != nil {
+		objs, _ := c.nsIndexer.ByIndex(nsLabelIndex, key)
+		for _, o := range objs {
+			if ns, ok := o.(*corev1.Namespace); ok && s.Namespaces.Matches(labels.Set(ns.Labels)) {
+				out = append(out, ns.Name)
+			}
+		}
+		return out
+	}
 	nss, _ := c.nsLister.List(s.Namespaces)
-	out := make([]string, 0, len(nss))
+	out = make([]string, 0, len(nss))
 	for _, ns := range nss {
 		out = append(out, ns.Name)
 	}
 	return out
+}
+
+// nsLabelIndex indexes namespaces by each of their labels, as key=value.
+const nsLabelIndex = "label"
+
+func indexNamespaceLabels(obj any) ([]string, error) {
+	ns, ok := obj.(*corev1.Namespace)
+	if !ok {
+		return nil, nil
+	}
+	out := make([]string, 0, len(ns.Labels))
+	for k, v := range ns.Labels {
+		out = append(out, k+"="+v)
+	}
+	return out, nil
+}
+
+// indexedLabel is a key=value every namespace the selector matches has: of
+// its first requirement of one value (=, == or in with one value).
+func indexedLabel(sel labels.Selector) (string, bool) {
+	reqs, _ := sel.Requirements()
+	for _, r := range reqs {
+		switch r.Operator() {
+		case selection.Equals, selection.DoubleEquals, selection.In:
+			if vals := r.Values(); vals.Len() == 1 {
+				return r.Key() + "=" + vals.List()[0], true
+			}
+		}
+	}
+	return "", false
 }
 
 // podsIn lists the pods a set selects (networked or not).
@@ -1164,8 +1211,8 @@ func (c *Controller) namespaceChanged(old, cur *corev1.Namespace) {
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	for name, e := range c.sets {
-		if e.set.Namespace == "" && (old == nil || cur == nil || e.set.Namespaces.Matches(oldL) != e.set.Namespaces.Matches(curL)) {
+	for name := range c.crossSets { // only they span namespaces: not every set per namespace event
+		if e := c.sets[name]; e != nil && (old == nil || cur == nil || e.set.Namespaces.Matches(oldL) != e.set.Namespaces.Matches(curL)) {
 			c.queue.Add(peersKey + name)
 		}
 	}
