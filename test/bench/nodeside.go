@@ -61,19 +61,26 @@ func (b *bench) startNodeSide() *nodeSide {
 	return ns
 }
 
-// watchRSS stops ovn-controller when its RSS passes the cap: one node of a
+// watchRSS stops the node's ovn-controller and ovs-vswitchd (which holds
+// the flows too) when their RSS together passes the cap: one node of a
 // cluster too large for it must not take the machine's memory from the
 // control plane being measured.
 func (ns *nodeSide) watchRSS() {
-	oc := ns.node.Process("ovn-controller")
-	limit := float64(ns.b.o.scaleNodeMaxRSS) * 1024
-	if rss := procStatus(oc.Cmd.Process.Pid, "VmRSS"); rss > limit && ns.stopped == "" {
-		ns.mu.Lock()
-		ns.stopped = fmt.Sprintf("ovn-controller's RSS reached %.0f MiB (-scale-node-max-rss %d) at %d nodes, %d pods, %d services; stopped",
-			rss/1024, ns.b.o.scaleNodeMaxRSS, len(ns.chassis)+1, ns.b.podCount, ns.b.serviceCount)
-		ns.mu.Unlock()
-		say("   %s: %s", realNode, ns.stopped)
-		oc.Kill()
+	procs := []*harness.Process{ns.node.Process("ovn-controller"), ns.node.Process("ovs-vswitchd")}
+	rss := 0.0
+	for _, p := range procs {
+		rss += procStatus(p.Cmd.Process.Pid, "VmRSS")
+	}
+	if limit := float64(ns.b.o.scaleNodeMaxRSS) * 1024; rss <= limit || ns.stopped != "" {
+		return
+	}
+	ns.mu.Lock()
+	ns.stopped = fmt.Sprintf("ovn-controller's and ovs-vswitchd's RSS reached %.0f MiB (-scale-node-max-rss %d) at %d nodes, %d pods, %d services; stopped",
+		rss/1024, ns.b.o.scaleNodeMaxRSS, len(ns.chassis)+1, ns.b.podCount, ns.b.serviceCount)
+	ns.mu.Unlock()
+	say("   %s: %s", realNode, ns.stopped)
+	for _, p := range procs {
+		p.Kill()
 	}
 }
 
@@ -240,6 +247,11 @@ func (ns *nodeSide) grow(nodes int) {
 	ns.addChassis(nodes)
 	if ns.node != nil && !ns.hasPod() {
 		ns.addPod()
+	}
+	// The ports' bindings are northd's: once it has caught up with the NB,
+	// none is missing from what is bound below.
+	if _, err := ns.b.ovn.NBCtl("--timeout=600", "--wait=sb", "sync"); err != nil {
+		ns.b.s.Fatal(err)
 	}
 	harness.Eventually(ns.b.s, ns.b.waitFor(ns.b.podCount, 200), "every simulated node's pods bound to its chassis", func() error {
 		if !ns.running() {

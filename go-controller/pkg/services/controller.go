@@ -67,6 +67,7 @@ type Controller struct {
 	// hostBacked are the services last synced with a host-network
 	// endpoint: their per-node balancers follow the nodes.
 	hostBacked map[string]bool
+	groups     groupMemo // the load balancer groups' members
 }
 
 // Options are the operator's choices about the addresses outside clients
@@ -151,6 +152,8 @@ const (
 // comes, goes or lost the cluster group, or a node switch comes.
 func (c *Controller) nbRowChanged(m model.Model, ev rowEvent) {
 	switch row := m.(type) {
+	case *nbdb.LoadBalancerGroup:
+		c.groups.changed()
 	case *nbdb.LoadBalancer:
 		if owner, ok := topology.OwnerOf(row.ExternalIDs); ok && owner.Type == topology.OwnerService && ev == rowDeleted {
 			c.queue.Add(owner.Name)
@@ -285,8 +288,8 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 	c.reportRefused(key, svc, d.Refused)
 	t := ovndb.NewTxn(c.nb)
 	wanted := map[string]bool{}
-	ensureInGroup(t, topology.ClusterLBGroup, d.Cluster, wanted)
-	ensureInGroup(t, topology.ClusterSwitchLBGroup, d.Switch, wanted)
+	c.ensureInGroup(t, topology.ClusterLBGroup, d.Cluster, wanted)
+	c.ensureInGroup(t, topology.ClusterSwitchLBGroup, d.Switch, wanted)
 	for node, lb := range d.PerNode {
 		node, _, _ = strings.Cut(node, "/")
 		gr := ovndb.Lookup(t, &nbdb.LogicalRouter{Name: topology.GatewayRouter(node)})
@@ -327,16 +330,22 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 }
 
 // ensureInGroup makes the load balancers exist as members of the named group
-// and marks them wanted.
-func ensureInGroup(t *ovndb.Txn, groupName string, lbs []*nbdb.LoadBalancer, wanted map[string]bool) {
+// and marks them wanted. Membership is read from the group memo, not from
+// a copy of the group's row per service.
+func (c *Controller) ensureInGroup(t *ovndb.Txn, groupName string, lbs []*nbdb.LoadBalancer, wanted map[string]bool) {
 	if len(lbs) == 0 {
 		return
 	}
-	group := ovndb.Require(t, &nbdb.LoadBalancerGroup{Name: groupName})
+	g, ok := c.groups.get(c.nb, groupName)
+	if !ok {
+		ovndb.Require(t, &nbdb.LoadBalancerGroup{Name: groupName}) // fails the transaction, naming the group
+		return
+	}
+	group := &nbdb.LoadBalancerGroup{UUID: g.uuid, Name: groupName} // its members: only those added here
 	for _, lb := range lbs {
 		wanted[lb.Name] = true
 		uuid := t.Ensure(lb, lbFields(lb), nil)
-		if t.Err() == nil {
+		if t.Err() == nil && !g.members[uuid] {
 			t.AddChildren(group, &group.LoadBalancer, uuid)
 		}
 	}
@@ -533,11 +542,8 @@ func (c *Controller) endpointAtNode(key string, own map[netip.Addr]string) bool 
 }
 
 func (c *Controller) groupUUID() string {
-	g := &nbdb.LoadBalancerGroup{Name: topology.ClusterLBGroup}
-	if err := c.nb.Get(context.Background(), g); err != nil {
-		return ""
-	}
-	return g.UUID
+	g, _ := c.groups.get(c.nb, topology.ClusterLBGroup)
+	return g.uuid
 }
 
 func (c *Controller) enqueueObj(obj any) {
