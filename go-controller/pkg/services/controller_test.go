@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr/testr"
 	libovsdbclient "github.com/ovn-org/libovsdb/client"
+	"github.com/ovn-org/libovsdb/model"
+	"github.com/ovn-org/libovsdb/ovsdb"
 	corev1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -335,4 +338,49 @@ func TestControllerHostBackedOnceItsNodeHasASubnet(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A service's balancer taken out of the cluster group by another writer is
+// put back at the service's next sync: the group memo is read again after
+// the group's row changed, so membership is never answered from before it.
+func TestControllerPutsItsBalancerBackInTheGroup(t *testing.T) {
+	e := newCtrlEnv(t, func(f informers.SharedInformerFactory, nb libovsdbclient.Client, commit CommitFunc, kube *fake.Clientset) *Controller {
+		return New(f, nb, commit, testr.New(t), time.Second, Options{})
+	})
+	e.create(service(func(*corev1.Service) {}), slice("a", discovery.AddressTypeIPv4, 8080, "http", "TCP", ep{ip: "10.244.1.5"}))
+	e.waitVIPs("Service_ns/web_TCP_cluster", map[string]string{"10.96.0.10:80": "10.244.1.5:8080"})
+	lb := e.lb("Service_ns/web_TCP_cluster")
+	inGroup := func(want bool) func() error {
+		return func() error {
+			g := &nbdb.LoadBalancerGroup{Name: topology.ClusterLBGroup}
+			if err := e.nb.Get(context.Background(), g); err != nil {
+				return err
+			}
+			if slices.Contains(g.LoadBalancer, lb.UUID) != want {
+				return fmt.Errorf("group holds %v; want %s in it: %v", g.LoadBalancer, lb.UUID, want)
+			}
+			return nil
+		}
+	}
+	eventually(t, "the balancer in the cluster group", inGroup(true))
+	g := &nbdb.LoadBalancerGroup{Name: topology.ClusterLBGroup}
+	if err := e.nb.Get(context.Background(), g); err != nil {
+		t.Fatal(err)
+	}
+	ops, err := e.nb.Where(g).Mutate(g, model.Mutation{Field: &g.LoadBalancer, Mutator: ovsdb.MutateOperationDelete, Value: []string{lb.UUID}})
+	if err == nil {
+		_, err = e.nb.Transact(context.Background(), ops...)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the balancer out of the group", inGroup(false))
+	// The service syncs again when its endpoints change.
+	_, err = e.kube.DiscoveryV1().EndpointSlices("ns").Update(context.Background(),
+		slice("a", discovery.AddressTypeIPv4, 8080, "http", "TCP", ep{ip: "10.244.1.5"}, ep{ip: "10.244.1.6"}), metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitVIPs("Service_ns/web_TCP_cluster", map[string]string{"10.96.0.10:80": "10.244.1.5:8080,10.244.1.6:8080"})
+	eventually(t, "the balancer back in the group", inGroup(true))
 }
