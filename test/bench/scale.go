@@ -147,19 +147,39 @@ func (b *bench) scale() Result {
 		steps = append(steps, st)
 		say("   master %.2f ms CPU per pod added, %.2f KiB per pod held; NB %d rows (%.1f MiB), SB %d logical flows (%.1f MiB); probe p99 %.0f ms; restart %.2f s, cold %.2f s",
 			st.MasterCPUMsPerPod, st.MasterKiBPerPod, st.NBRows, st.NBFileMiB, st.SBFlows, st.SBFileMiB, st.AnnotationP99Ms, st.RestartS, st.ColdS)
-	}
-	data, _ := json.MarshalIndent(steps, "", "  ")
-	_ = os.WriteFile(filepath.Join(b.o.out, "scale-steps.json"), append(data, '\n'), 0o644)
-	png := filepath.Join(b.o.out, "scale.png")
-	if err := plotScale(png, steps); err != nil {
-		say("  plot: %v", err)
-	} else {
-		say("  plot: %s", png)
+		say("   RSS: %s", describeRSS(st.RSS))
+		b.writeScale(steps) // after every step: a run stopped later keeps what it measured
 	}
 	report := scaleReport(steps, b.o.scaleRate, machineMemKiB())
 	fmt.Print(report)
-	_ = os.WriteFile(filepath.Join(b.o.out, "scale.txt"), []byte(report), 0o644)
+	say("  plot: %s", filepath.Join(b.o.out, "scale.png"))
 	return Result{Scenario: "scale", Metrics: scaleMetrics(steps), Notes: "per step: see scale-steps.json, scale.txt and scale.png"}
+}
+
+// writeScale writes the steps so far: scale-steps.json, scale.txt, scale.png.
+func (b *bench) writeScale(steps []scaleStep) {
+	data, _ := json.MarshalIndent(steps, "", "  ")
+	_ = os.WriteFile(filepath.Join(b.o.out, "scale-steps.json"), append(data, '\n'), 0o644)
+	_ = os.WriteFile(filepath.Join(b.o.out, "scale.txt"), []byte(scaleReport(steps, b.o.scaleRate, machineMemKiB())), 0o644)
+	if err := plotScale(filepath.Join(b.o.out, "scale.png"), steps); err != nil {
+		say("  plot: %v", err)
+	}
+}
+
+// describeRSS lists the processes by RSS, largest first, in MiB.
+func describeRSS(rss map[string]float64) string {
+	names := make([]string, 0, len(rss))
+	for n := range rss {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool { return rss[names[i]] > rss[names[j]] })
+	parts := make([]string, 0, len(names))
+	for _, n := range names {
+		if rss[n] >= 1024 {
+			parts = append(parts, fmt.Sprintf("%s %.0f MiB", n, rss[n]/1024))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // scaleMetrics flattens the steps into the scenario's metrics (s<k>_<name>).
