@@ -248,13 +248,26 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 			<-done
 			return
 		case <-c.gwDirty:
+			start := time.Now()
 			if err := c.syncGateways(ctx); err != nil {
 				c.log.Info("attaching the cluster load balancer group to gateway routers failed; retrying", "error", err.Error())
 				time.AfterFunc(time.Second, c.gatewaysChanged)
 			}
+			// Node events come in bursts (a cluster growing by a thousand
+			// nodes), and a pass costs as much as there are nodes and
+			// services: passes are at least gatewayPassSpacing apart, the
+			// events in between served by the next one (make bench-scale:
+			// back to back, they took half the master's CPU at 2,000 nodes).
+			select {
+			case <-ctx.Done():
+			case <-time.After(gatewayPassSpacing - time.Since(start)):
+			}
 		}
 	}
 }
+
+// gatewayPassSpacing is the least time between two passes of syncGateways.
+const gatewayPassSpacing = 500 * time.Millisecond
 
 // Idle reports whether no service is queued or being synced.
 func (c *Controller) Idle() bool { return c.queue.Idle() }
