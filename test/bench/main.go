@@ -51,6 +51,7 @@ type options struct {
 	scaleProbe, scaleRate    int
 	scaleNodeSide            bool
 	scaleNodeMaxRSS          int
+	scaleMinFree             int
 }
 
 // scenarioNames are the scenarios after limits, in the order they run.
@@ -105,6 +106,7 @@ func main() {
 	flag.IntVar(&o.scaleRate, "scale-rate", 20, "pods/s of the scale scenario's probes (and the churn its limits are extrapolated at)")
 	flag.BoolVar(&o.scaleNodeSide, "scale-node-side", true, "in the scale scenario, run node0000's OVS and ovn-controller for real and register the other nodes' chassis and pods in the SB")
 	flag.IntVar(&o.scaleNodeMaxRSS, "scale-node-max-rss", 8192, "MiB of RSS of node0000's ovn-controller and ovs-vswitchd together at which both are stopped (its figures end there): the control plane measured keeps the machine's memory")
+	flag.IntVar(&o.scaleMinFree, "scale-min-free", 1536, "MiB of available memory below which the scale scenario stops, as an interrupt would (the steps done are written)")
 	flag.StringVar(&o.families, "ip-families", "ipv4", "the master's IP families: ipv4, dual (dual-stack: an address of each family per pod), or both comma-separated, "+
 		"which runs the stacks as -stacks says, then burst, latency and memory once per family on the first stack, each in a cluster of its own (results in <out>/families), "+
 		"and prints them side by side with dual/IPv4 per pod")

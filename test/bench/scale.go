@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -127,6 +128,8 @@ func (b *bench) scale() Result {
 	if b.o.scaleNodeSide {
 		b.nodeSide = b.startNodeSide()
 	}
+	stopWatch := b.watchMemory()
+	defer stopWatch()
 	var cur scaleSize
 	var steps []scaleStep
 	for i, f := range fractions {
@@ -482,11 +485,47 @@ func (b *bench) scaleRestarts(st *scaleStep) {
 	st.ColdS, st.ColdLSPsS, st.ColdPoliciesS = c.Metrics["programmed_s"], c.Metrics["lsps_programmed_s"], c.Metrics["policies_programmed_s"]
 }
 
+// watchMemory stops the benchmark, as an interrupt would (everything it
+// started removed; the steps done are already written), when the machine's
+// available memory falls below -scale-min-free: the size where this
+// machine runs out is a result, not a reason to let the kernel kill
+// processes. It returns the function that stops watching.
+func (b *bench) watchMemory() func() {
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(2 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if avail := meminfo("MemAvailable"); avail > 0 && avail < float64(b.o.scaleMinFree)*1024 {
+					msg := fmt.Sprintf("stopped: this machine had %.0f MiB of memory left (-scale-min-free %d) at %d nodes and %d pods; the steps before are in scale.txt",
+						avail/1024, b.o.scaleMinFree, len(b.scaleLoad), b.podCount)
+					say("   %s", msg)
+					f, err := os.OpenFile(filepath.Join(b.o.out, "scale.txt"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+					if err == nil {
+						_, _ = fmt.Fprintln(f, msg)
+						_ = f.Close()
+					}
+					_ = syscall.Kill(os.Getpid(), syscall.SIGINT)
+					return
+				}
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
 // machineMemKiB is MemTotal of /proc/meminfo.
-func machineMemKiB() float64 {
+func machineMemKiB() float64 { return meminfo("MemTotal") }
+
+// meminfo reads a field of /proc/meminfo, in KiB (0 when absent).
+func meminfo(field string) float64 {
 	data, _ := os.ReadFile("/proc/meminfo")
 	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(line); len(f) > 1 && f[0] == "MemTotal:" {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == field+":" {
 			v, _ := strconv.ParseFloat(f[1], 64)
 			return v
 		}
