@@ -52,6 +52,7 @@ type options struct {
 	scaleNodeSide            bool
 	scaleNodeMaxRSS          int
 	scaleMinFree             int
+	scaleMonitors            int
 }
 
 // scenarioNames are the scenarios after limits, in the order they run.
@@ -107,6 +108,7 @@ func main() {
 	flag.BoolVar(&o.scaleNodeSide, "scale-node-side", true, "in the scale scenario, run node0000's OVS and ovn-controller for real and register the other nodes' chassis and pods in the SB")
 	flag.IntVar(&o.scaleNodeMaxRSS, "scale-node-max-rss", 8192, "MiB of RSS of node0000's ovn-controller and ovs-vswitchd together at which both are stopped (its figures end there): the control plane measured keeps the machine's memory")
 	flag.IntVar(&o.scaleMinFree, "scale-min-free", 1536, "MiB of available memory below which the scale scenario stops, as an interrupt would (the steps done are written)")
+	flag.IntVar(&o.scaleMonitors, "scale-monitors", 0, "SB clients monitoring every table in the scale scenario (ovsdb-client, updates discarded): the SB server's fan-out to that many more nodes")
 	flag.StringVar(&o.families, "ip-families", "ipv4", "the master's IP families: ipv4, dual (dual-stack: an address of each family per pod), or both comma-separated, "+
 		"which runs the stacks as -stacks says, then burst, latency and memory once per family on the first stack, each in a cluster of its own (results in <out>/families), "+
 		"and prints them side by side with dual/IPv4 per pod")

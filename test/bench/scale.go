@@ -128,6 +128,7 @@ func (b *bench) scale() Result {
 	if b.o.scaleNodeSide {
 		b.nodeSide = b.startNodeSide()
 	}
+	b.startMonitors(b.o.scaleMonitors)
 	stopWatch := b.watchMemory()
 	defer stopWatch()
 	var cur scaleSize
