@@ -256,7 +256,7 @@ func (b *bench) profile(name string) func() {
 			var resp *http.Response
 			var err error
 			for i := 0; i < 100; i++ { // the master may not be listening yet
-				if resp, err = http.Get("http://" + addr + "/debug/pprof/profile?seconds=10"); err == nil {
+				if resp, err = http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, b.profileSeconds())); err == nil {
 					break
 				}
 				time.Sleep(20 * time.Millisecond)
@@ -270,6 +270,16 @@ func (b *bench) profile(name string) func() {
 		}()
 	}
 	return wg.Wait
+}
+
+// profileSeconds is how long a master profile lasts: 10 s, and in the scale
+// scenario as long as a restart or a cold start of that size takes (a
+// second per 2,500 pods, at most a minute), so that it covers the whole.
+func (b *bench) profileSeconds() int {
+	if b.o.scenarios != scaleScenario {
+		return 10
+	}
+	return min(60, max(10, b.podCount/2500))
 }
 
 func (b *bench) masterArgs() []string {
