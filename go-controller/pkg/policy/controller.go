@@ -1211,8 +1211,18 @@ func (c *Controller) namespaceChanged(old, cur *corev1.Namespace) {
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	for name := range c.crossSets { // only they span namespaces: not every set per namespace event
-		if e := c.sets[name]; e != nil && (old == nil || cur == nil || e.set.Namespaces.Matches(oldL) != e.set.Namespaces.Matches(curL)) {
+	// Only the sets spanning namespaces, not every set; and only those the
+	// namespace's own pods move: a namespace created empty (or any whose
+	// pods the set's pod selector picks none of) changes no member, and a
+	// set of thousands of namespaces synced for each of them made a growing
+	// cluster's namespaces cost namespaces² (make bench-scale). A pod that
+	// comes later queues the set itself (podChanged).
+	for name := range c.crossSets {
+		e := c.sets[name]
+		if e == nil || (old != nil && cur != nil && e.set.Namespaces.Matches(oldL) == e.set.Namespaces.Matches(curL)) {
+			continue
+		}
+		if len(c.podsInNamespace(e.set, ns.Name)) > 0 {
 			c.queue.Add(peersKey + name)
 		}
 	}
