@@ -31,9 +31,20 @@ var scalePanels = []panel{
 	{"northd CPU ms per pod created", func(st scaleStep) float64 { return st.ProbeNorthdCPUMs }},
 	{"SB server CPU ms per pod created", func(st scaleStep) float64 { return st.ProbeSBServerCPUs }},
 	{"cold s (blue), idle restart s (red)", func(st scaleStep) float64 { return st.ColdS }},
-	{"node0000: ovn-controller RSS MiB", func(st scaleStep) float64 { return st.ControllerKiB / 1024 }},
-	{"node0000: OpenFlow flows, thousands", func(st scaleStep) float64 { return float64(st.NodeFlows) / 1000 }},
-	{"node0000: ovn-controller ms per pod", func(st scaleStep) float64 { return st.ControllerCPUMsPerChange }},
+	{"node0000: ovn-controller RSS MiB", nodeFigure(func(st scaleStep) float64 { return st.ControllerKiB / 1024 })},
+	{"node0000: OpenFlow flows, thousands", nodeFigure(func(st scaleStep) float64 { return float64(st.NodeFlows) / 1000 })},
+	{"node0000: ovn-controller ms per pod", nodeFigure(func(st scaleStep) float64 { return st.ControllerCPUMsPerChange })},
+}
+
+// nodeFigure is a node0000 figure, NaN (not drawn) at a step it did not
+// measure (the node side off, or stopped at its memory cap).
+func nodeFigure(y func(scaleStep) float64) func(scaleStep) float64 {
+	return func(st scaleStep) float64 {
+		if st.NodeFlows == 0 {
+			return math.NaN()
+		}
+		return y(st)
+	}
 }
 
 const (
@@ -122,7 +133,10 @@ func drawPanel(img *image.RGBA, o image.Point, title string, xs []float64, serie
 	for si, s := range series {
 		c := palette[si%len(palette)]
 		for i := range s {
-			if i > 0 {
+			if math.IsNaN(s[i]) {
+				continue // not measured at this step
+			}
+			if i > 0 && !math.IsNaN(s[i-1]) {
 				line(img, px(xs[i-1]), py(s[i-1]), px(xs[i]), py(s[i]), c)
 			}
 			fill(img, image.Rect(px(xs[i])-markerHalf, py(s[i])-markerHalf, px(xs[i])+markerHalf+1, py(s[i])+markerHalf+1), c)
