@@ -135,10 +135,14 @@ current-context: test
 
 // EnsureNamespace creates a namespace and its default ServiceAccount (no
 // controller-manager runs to create it, and pods need it).
-func (k *KubeAPI) EnsureNamespace(t T, name string) {
+func (k *KubeAPI) EnsureNamespace(t T, name string) { k.EnsureLabelledNamespace(t, name, nil) }
+
+// EnsureLabelledNamespace is EnsureNamespace with labels for a namespace it
+// creates (one that exists keeps its own).
+func (k *KubeAPI) EnsureLabelledNamespace(t T, name string, labels map[string]string) {
 	t.Helper()
 	ctx := context.Background()
-	_, err := k.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	_, err := k.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
