@@ -219,26 +219,14 @@ func (b *bench) startMaster() {
 	b.idleRSS = procStatus(b.master.Cmd.Process.Pid, "VmRSS")
 }
 
-// profile fetches a CPU profile of the master (when it serves pprof, see
-// -master-args) until the returned function is called.
+// profile fetches CPU profiles of the master (when it serves pprof, see
+// -master-args), one after another, until the returned function is called
+// (which waits for the last to end).
 func (b *bench) profile(name string) func() {
-	addr := ""
-	if f := strings.Fields(b.o.masterArgs); len(f) > 1 {
-		for i := range f[:len(f)-1] {
-			if f[i] == "--pprof-address" {
-				addr = f[i+1]
-			}
-		}
-	}
+	addr := b.pprofAddress()
 	var wg sync.WaitGroup
 	save := func(what, file string, data []byte, err error) {
-		if err != nil {
-			say("  %s profile: %v", what, err)
-			return
-		}
-		path := filepath.Join(b.o.out, name+file)
-		_ = os.WriteFile(path, data, 0o644)
-		say("  %s CPU profile: %s", what, path)
+		b.saveProfile(what+" CPU", name+file, data, err)
 	}
 	if b.o.profileAPI {
 		wg.Add(1)
@@ -249,27 +237,90 @@ func (b *bench) profile(name string) func() {
 			save("API server", "-apiserver-cpu.prof", data, err)
 		}()
 	}
+	stopped := make(chan struct{})
 	if addr != "" {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var resp *http.Response
-			var err error
-			for i := 0; i < 100; i++ { // the master may not be listening yet
-				if resp, err = http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, b.profileSeconds())); err == nil {
-					break
+			// Back to back until stopped: a phase longer than one profile is
+			// covered whole (go tool pprof reads the parts as one).
+			for part := 1; ; part++ {
+				file := "-cpu.prof"
+				if part > 1 {
+					file = fmt.Sprintf("-cpu-%d.prof", part)
 				}
-				time.Sleep(20 * time.Millisecond)
+				data, err := b.masterPprof(addr, fmt.Sprintf("profile?seconds=%d", b.profileSeconds()))
+				save("master", file, data, err)
+				select {
+				case <-stopped:
+					return
+				default:
+					if err != nil {
+						return
+					}
+				}
 			}
-			var data []byte
-			if err == nil {
-				data, err = io.ReadAll(resp.Body)
-				_ = resp.Body.Close()
-			}
-			save("master", "-cpu.prof", data, err)
 		}()
 	}
-	return wg.Wait
+	return func() {
+		close(stopped)
+		wg.Wait()
+	}
+}
+
+// allocations saves the master's allocation profiles (when it serves pprof)
+// now and when the returned function is called: what it allocated meanwhile
+// is go tool pprof -base <name>-allocs-start.prof <name>-allocs.prof.
+func (b *bench) allocations(name string) func() {
+	addr := b.pprofAddress()
+	if addr == "" {
+		return func() {}
+	}
+	data, err := b.masterPprof(addr, "allocs")
+	b.saveProfile("master allocation", name+"-allocs-start.prof", data, err)
+	return func() {
+		data, err := b.masterPprof(addr, "allocs")
+		b.saveProfile("master allocation", name+"-allocs.prof", data, err)
+	}
+}
+
+// pprofAddress is where the master serves pprof (-master-args), or "".
+func (b *bench) pprofAddress() string {
+	f := strings.Fields(b.o.masterArgs)
+	for i := 0; i+1 < len(f); i++ {
+		if f[i] == "--pprof-address" {
+			return f[i+1]
+		}
+	}
+	return ""
+}
+
+func (b *bench) saveProfile(what, file string, data []byte, err error) {
+	if err != nil {
+		say("  %s profile: %v", what, err)
+		return
+	}
+	path := filepath.Join(b.o.out, file)
+	_ = os.WriteFile(path, data, 0o644)
+	say("  %s profile: %s", what, path)
+}
+
+// masterPprof fetches one of the master's pprof profiles (path below
+// /debug/pprof/; a CPU profile lasts as its seconds parameter says).
+func (b *bench) masterPprof(addr, path string) ([]byte, error) {
+	var resp *http.Response
+	var err error
+	for i := 0; i < 100; i++ { // the master may not be listening yet
+		if resp, err = http.Get(fmt.Sprintf("http://%s/debug/pprof/%s", addr, path)); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
 }
 
 // profileSeconds is how long a master profile lasts: 10 s, and in the scale

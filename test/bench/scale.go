@@ -79,6 +79,13 @@ type scaleStep struct {
 	// its RSS above idle per pod held.
 	MasterCPUMsPerPod float64 `json:"master_cpu_ms_per_pod"`
 	MasterKiBPerPod   float64 `json:"master_kib_per_pod"`
+	// The master's Go runtime while growing (its /metrics): bytes allocated
+	// per pod added, garbage collections, and its heap in use at the end.
+	MasterAllocKiBPerPod float64 `json:"master_alloc_kib_per_pod"`
+	MasterGCs            float64 `json:"master_gcs"`
+	MasterHeapMiB        float64 `json:"master_heap_mib"`
+	// Each of its queues' syncs per pod added.
+	MasterSyncsPerPod map[string]float64 `json:"master_syncs_per_pod"`
 	// RSS (KiB) of every process once settled.
 	RSS map[string]float64 `json:"rss_kib"`
 	// The databases: rows ovn-k8s's tables hold in the NB, logical flows in
@@ -127,6 +134,14 @@ func (b *bench) scale() Result {
 		b.nodeSide = b.startNodeSide()
 	}
 	b.startMonitors(b.o.scaleMonitors)
+	for _, db := range []string{"nb", "sb"} {
+		// As OVN deployments run them (ovn-kubernetes, ovn-heater): memory a
+		// compaction frees goes back to the system, so that the RSS read
+		// after each step's compaction is what the databases hold.
+		if _, err := harness.Run("ovs-appctl", "-t", filepath.Join(b.ovn.Dir, db+".ctl"), "ovsdb-server/memory-trim-on-compaction", "on"); err != nil {
+			say("   the %s's memory trimming: %v", db, err)
+		}
+	}
 	stopWatch := b.watchMemory()
 	defer stopWatch()
 	var cur scaleSize
@@ -143,8 +158,12 @@ func (b *bench) scale() Result {
 			say("   %d simulated nodes' chassis and pods bound in the SB in %.1f s; CPU: %s", to.Nodes-1, time.Since(start).Seconds(), used.describe(time.Since(start).Seconds()))
 		}
 		b.scaleProbePods(&st, i)
+		if gone := b.ovn.Exited(); gone != "" {
+			b.s.Fatal(fmt.Errorf("step %d: %s exited (the kernel's OOM killer, if the machine ran out of memory: dmesg); the steps before are in scale.txt", i+1, gone))
+		}
 		st.Size.Pods = b.podCount
 		b.scaleMeasure(&st)
+		b.writeScale(append(steps, st)) // the growth and probe kept if a restart runs out of memory
 		b.scaleRestarts(&st)
 		steps = append(steps, st)
 		say("   master %.2f ms CPU per pod added, %.2f KiB per pod held; NB %d rows (%.1f MiB), SB %d logical flows (%.1f MiB); probe p99 %.0f ms; restart %.2f s, cold %.2f s",
@@ -206,14 +225,16 @@ func scaleNode(i int) string      { return fmt.Sprintf("node%04d", i) }
 func scaleNamespace(i int) string { return fmt.Sprintf("sc-%05d", i) }
 
 // scaleTo grows the cluster from cur to to: nodes (until annotated), then
-// namespaces, pods, services and policies, until the master has programmed
+// namespaces, policies, services and pods, until the master has programmed
 // every one of them.
 func (b *bench) scaleTo(cur, to scaleSize, step int) scaleStep {
 	ctx := context.Background()
 	st := scaleStep{Size: to}
 	stopProfile := b.profile(fmt.Sprintf("scale-grow-%d", step+1))
 	defer stopProfile()
-	start, cpu := time.Now(), cpuSnapshot()
+	stopAllocs := b.allocations(fmt.Sprintf("scale-grow-%d", step+1))
+	defer stopAllocs()
+	start, cpu, metrics := time.Now(), cpuSnapshot(), b.scrapeMaster()
 	parallel(to.Nodes-cur.Nodes, b.o.workers, func(i int) {
 		n := cur.Nodes + i
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: scaleNode(n), Labels: map[string]string{"zone": fmt.Sprintf("z%d", n%4)}}}
@@ -242,16 +263,10 @@ func (b *bench) scaleTo(cur, to scaleSize, step int) scaleStep {
 		n := cur.Namespaces + i
 		b.kube.EnsureLabelledNamespace(b.s, scaleNamespace(n), map[string]string{"team": fmt.Sprintf("t%d", n%10)})
 	})
-	keys := make([]string, to.Pods-cur.Pods)
-	nodes := b.placePods(len(keys), to.Nodes, to.Pods)
-	parallel(len(keys), b.o.workers, func(i int) {
-		j := cur.Pods + i
-		keys[i] = b.scalePod(scaleNamespace(j%to.Namespaces), fmt.Sprintf("p%06d", j), scaleNode(nodes[i]), j/to.Namespaces)
-	})
-	parallel(to.Services-cur.Services, b.o.serviceWorkers, func(i int) {
-		j := cur.Services + i
-		b.createService(scaleNamespace(j%to.Namespaces), j)
-	})
+	// Policies and services before the pods, at every step: each new pod
+	// lands under the policies of its namespace (the steady state of a
+	// cluster, and the same work per pod at every step; pods created
+	// before their namespace's policy cost a share of one policy sync).
 	parallel(to.Policies-cur.Policies, b.o.workers, func(i int) {
 		j := cur.Policies + i
 		np := benchPolicy(scaleNamespace(j%to.Namespaces), j, j)
@@ -259,6 +274,16 @@ func (b *bench) scaleTo(cur, to scaleSize, step int) scaleStep {
 		if _, err := b.kube.Client.NetworkingV1().NetworkPolicies(np.Namespace).Create(ctx, np, metav1.CreateOptions{}); err != nil {
 			b.s.Fatal(err)
 		}
+	})
+	parallel(to.Services-cur.Services, b.o.serviceWorkers, func(i int) {
+		j := cur.Services + i
+		b.createService(scaleNamespace(j%to.Namespaces), j)
+	})
+	keys := make([]string, to.Pods-cur.Pods)
+	nodes := b.placePods(len(keys), to.Nodes, to.Pods)
+	parallel(len(keys), b.o.workers, func(i int) {
+		j := cur.Pods + i
+		keys[i] = b.scalePod(scaleNamespace(j%to.Namespaces), fmt.Sprintf("p%06d", j), scaleNode(nodes[i]), j/to.Namespaces)
 	})
 	b.waitPods(keys, b.waitFor(len(keys), 100))
 	b.podCount += len(keys)
@@ -279,7 +304,23 @@ func (b *bench) scaleTo(cur, to scaleSize, step int) scaleStep {
 	used := cpuSnapshot().since(cpu)
 	st.GrowCPU = used
 	st.MasterCPUMsPerPod = 1000 * used["ovnkube"] / float64(len(keys))
-	say("   grown in %.1f s (nodes annotated after %.1f s); CPU: %s", st.GrowS, st.NodesAnnotatedS, used.describe(st.GrowS))
+	after := b.scrapeMaster()
+	st.MasterAllocKiBPerPod = (after["go_memstats_alloc_bytes_total"] - metrics["go_memstats_alloc_bytes_total"]) / 1024 / float64(len(keys))
+	st.MasterGCs = after["go_gc_duration_seconds_count"] - metrics["go_gc_duration_seconds_count"]
+
+	st.MasterHeapMiB = after["go_memstats_heap_inuse_bytes"] / (1 << 20)
+	st.MasterSyncsPerPod = map[string]float64{}
+	var syncs []string
+	for series, v := range after {
+		if q, ok := strings.CutPrefix(series, `workqueue_work_duration_seconds_count{name="`); ok {
+			q = strings.TrimSuffix(q, `"}`)
+			st.MasterSyncsPerPod[q] = (v - metrics[series]) / float64(len(keys))
+			syncs = append(syncs, fmt.Sprintf("%s %.2f", q, st.MasterSyncsPerPod[q]))
+		}
+	}
+	sort.Strings(syncs)
+	say("   grown in %.1f s (nodes annotated after %.1f s); CPU: %s; the master allocated %.1f KiB per pod added in %.0f garbage collections, heap in use %.0f MiB; syncs per pod added: %s",
+		st.GrowS, st.NodesAnnotatedS, used.describe(st.GrowS), st.MasterAllocKiBPerPod, st.MasterGCs, st.MasterHeapMiB, strings.Join(syncs, ", "))
 	return st
 }
 
@@ -404,8 +445,10 @@ func (b *bench) northdRecomputes() map[string]int {
 	return m
 }
 
-// scaleMeasure reads every process's RSS and the databases' sizes.
+// scaleMeasure reads every process's RSS and the databases' sizes, both
+// databases compacted first (their memory trimmed).
 func (b *bench) scaleMeasure(st *scaleStep) {
+	st.NBFileMiB, st.SBFileMiB = b.compactedMiB("nb"), b.compactedMiB("sb")
 	time.Sleep(2 * time.Second) // let the Go runtimes settle before reading RSS
 	st.RSS = map[string]float64{}
 	for pid, p := range cpuSnapshot() {
@@ -424,7 +467,9 @@ func (b *bench) scaleMeasure(st *scaleStep) {
 		say("   %s: ovn-controller RSS %.0f MiB, %d OpenFlow flows, %d Geneve tunnels; CPU per pod created elsewhere: ovn-controller %.2f ms, its ovs-vswitchd %.2f ms",
 			realNode, st.ControllerKiB/1024, st.NodeFlows, st.NodeTunnels, st.ControllerCPUMsPerChange, st.CPUMsPerChange["ovs-vswitchd"])
 	}
-	st.NBFileMiB, st.SBFileMiB = b.compactedMiB("nb"), b.compactedMiB("sb")
+	if b.o.scaleMonitors > 0 {
+		say("   the SB server's clients: %s (%d of them the benchmark's monitors)", b.sbSessions(), b.o.scaleMonitors)
+	}
 	st.SBFlows = b.sbLogicalFlows()
 }
 

@@ -133,6 +133,7 @@ func scaleReport(steps []scaleStep, rate int, memKiB float64) string {
 		y    func(scaleStep) float64
 	}{
 		{"master CPU per pod added", func(st scaleStep) float64 { return st.MasterCPUMsPerPod }},
+		{"master bytes allocated per pod added", func(st scaleStep) float64 { return st.MasterAllocKiBPerPod }},
 		{"master RSS per pod held", func(st scaleStep) float64 { return st.MasterKiBPerPod }},
 		{"all processes' RSS per pod", func(st scaleStep) float64 { return systemRSS(st) / pods(st) }},
 		{"NB rows per pod", func(st scaleStep) float64 { return float64(st.NBRows) / pods(st) }},
@@ -192,8 +193,8 @@ func flatness(what string, first, last float64) string {
 	verdict := "flat"
 	r := last / first
 	switch {
-	case math.IsNaN(r) || math.IsInf(r, 0):
-		verdict = "no figure"
+	case first == 0 || last == 0 || math.IsNaN(r) || math.IsInf(r, 0):
+		verdict = "no figure" // not measured at one end (a step stopped before its restarts)
 	case r > 1.2:
 		verdict = "GROWS with the cluster"
 	case r < 0.8:

@@ -37,6 +37,20 @@ func StartOVNCentral(t T) *OVNCentral {
 	return o
 }
 
+// Exited names the first of its processes that is gone ("" when all run):
+// a benchmark that outgrows the machine's memory may lose one to the kernel.
+func (o *OVNCentral) Exited() string {
+	for _, p := range []struct {
+		name string
+		p    *Process
+	}{{"the NB ovsdb-server", o.nb}, {"the SB ovsdb-server", o.sb}, {"ovn-northd", o.northd}} {
+		if p.p != nil && p.p.Exited() {
+			return p.name
+		}
+	}
+	return ""
+}
+
 // NBAddress is the --nb-address of this NB (every server of a clustered one).
 func (o *OVNCentral) NBAddress() string { return strings.Join(o.NBEndpoints(), ",") }
 

@@ -50,7 +50,7 @@ func newEnv(t *testing.T, objs ...any) *env {
 	e := &env{t: t, kube: fake.NewSimpleClientset(), proxy: ovndbtest.NewProxy(t, ovndbtest.NewServer(t))}
 	e.cfg = config.Master{ClusterSubnets: cs, ServiceCIDRs: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16")},
 		JoinSubnets: []netip.Prefix{netip.MustParsePrefix("100.64.0.0/16")}, RetryMaxDelay: 500 * time.Millisecond}
-	e.nb = ovndbtest.Connect(t, e.proxy.Sock)
+	e.nb = ovndbtest.ConnectObserver(t, e.proxy.Sock) // every column, those the master leaves out included
 	t.Cleanup(e.stop)
 	t.Cleanup(e.checkReferences) // runs first, while the master still runs
 	return e

@@ -66,9 +66,14 @@ type Unmonitored map[string][]string
 //     so Txn inserts only new ports and detaches old ones from whichever switch
 //     holds them; a switch's ports are read from the server where a sync must
 //     list them (FetchByName).
+//   - Load_Balancer_Group.load_balancer, which grows with every Service: each
+//     change made every client copy the whole group twice (make bench-scale).
+//     The services controller inserts a balancer it writes and reads the
+//     members from the server where it must know them (FetchByName).
 var NBUnmonitored = Unmonitored{
 	nbdb.LogicalSwitchPortTable: {"up"},
 	nbdb.LogicalSwitchTable:     {"ports"},
+	nbdb.LoadBalancerGroupTable: {"load_balancer"},
 }
 
 // Connect dials the endpoints (comma-separated OVSDB remotes already split),

@@ -62,6 +62,10 @@ func (t *Txn) Ops() ([]ovsdb.Operation, error) {
 // Err is the first error met.
 func (t *Txn) Err() error { return t.err }
 
+// Len is the number of operations built so far: an Ensure that leaves it
+// unchanged found its row as desired.
+func (t *Txn) Len() int { return len(t.ops) }
+
 func (t *Txn) fail(err error) {
 	if t.err == nil && err != nil {
 		t.err = err
@@ -292,6 +296,14 @@ func (t *Txn) AddChildren(parent model.Model, childField any, children ...string
 	}
 	have := reflect.ValueOf(childField).Elem().Interface().([]string)
 	t.mutateSet(parent, childField, ovsdb.MutateOperationInsert, missing(have, children))
+}
+
+// InsertMembers inserts UUIDs into a set column (childField points into
+// parent, a cached row) without looking: for a column the client does not
+// monitor, where the caller knows them missing or inserting them again
+// changes nothing.
+func (t *Txn) InsertMembers(parent model.Model, childField any, uuids ...string) {
+	t.mutateSet(parent, childField, ovsdb.MutateOperationInsert, uuids)
 }
 
 // RemoveChildren deletes UUIDs from a set column of a cached row; rows only

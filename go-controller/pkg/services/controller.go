@@ -153,7 +153,7 @@ const (
 func (c *Controller) nbRowChanged(m model.Model, ev rowEvent) {
 	switch row := m.(type) {
 	case *nbdb.LoadBalancerGroup:
-		c.groups.changed()
+		c.groups.changed(ev)
 	case *nbdb.LoadBalancer:
 		if owner, ok := topology.OwnerOf(row.ExternalIDs); ok && owner.Type == topology.OwnerService && ev == rowDeleted {
 			c.queue.Add(owner.Name)
@@ -209,6 +209,7 @@ func (c *Controller) gatewaysChanged() {
 // Resync queues every service and every owner of a load balancer of ours
 // for a check whose repairs are logged; it returns how many were queued.
 func (c *Controller) Resync() int {
+	c.groups.forget()
 	keys := c.allKeys()
 	for k := range keys {
 		c.queue.Resync(k)
@@ -301,8 +302,8 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 	c.reportRefused(key, svc, d.Refused)
 	t := ovndb.NewTxn(c.nb)
 	wanted := map[string]bool{}
-	c.ensureInGroup(t, topology.ClusterLBGroup, d.Cluster, wanted)
-	c.ensureInGroup(t, topology.ClusterSwitchLBGroup, d.Switch, wanted)
+	c.ensureInGroup(ctx, t, topology.ClusterLBGroup, d.Cluster, wanted)
+	c.ensureInGroup(ctx, t, topology.ClusterSwitchLBGroup, d.Switch, wanted)
 	for node, lb := range d.PerNode {
 		node, _, _ = strings.Cut(node, "/")
 		gr := ovndb.Lookup(t, &nbdb.LogicalRouter{Name: topology.GatewayRouter(node)})
@@ -343,23 +344,26 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 }
 
 // ensureInGroup makes the load balancers exist as members of the named group
-// and marks them wanted. Membership is read from the group memo, not from
-// a copy of the group's row per service.
-func (c *Controller) ensureInGroup(t *ovndb.Txn, groupName string, lbs []*nbdb.LoadBalancer, wanted map[string]bool) {
+// and marks them wanted. A balancer this transaction writes anyway (new or
+// changed) is inserted unasked, as inserting a member again changes
+// nothing; only an unchanged one is looked up (groupMemo), so that an idle
+// sync writes nothing and a growing cluster's syncs read no group.
+func (c *Controller) ensureInGroup(ctx context.Context, t *ovndb.Txn, groupName string, lbs []*nbdb.LoadBalancer, wanted map[string]bool) {
 	if len(lbs) == 0 {
 		return
 	}
-	g, ok := c.groups.get(c.nb, groupName)
+	uuid, ok := c.groups.uuid(c.nb, groupName)
 	if !ok {
 		ovndb.Require(t, &nbdb.LoadBalancerGroup{Name: groupName}) // fails the transaction, naming the group
 		return
 	}
-	group := &nbdb.LoadBalancerGroup{UUID: g.uuid, Name: groupName} // its members: only those added here
+	group := &nbdb.LoadBalancerGroup{UUID: uuid, Name: groupName}
 	for _, lb := range lbs {
 		wanted[lb.Name] = true
-		uuid := t.Ensure(lb, lbFields(lb), nil)
-		if t.Err() == nil && !g.members[uuid] {
-			t.AddChildren(group, &group.LoadBalancer, uuid)
+		written := t.Len()
+		lbUUID := t.Ensure(lb, lbFields(lb), nil)
+		if t.Err() == nil && (t.Len() > written || !c.groups.has(ctx, c.nb, groupName, lbUUID)) {
+			t.InsertMembers(group, &group.LoadBalancer, lbUUID)
 		}
 	}
 }
@@ -555,8 +559,8 @@ func (c *Controller) endpointAtNode(key string, own map[netip.Addr]string) bool 
 }
 
 func (c *Controller) groupUUID() string {
-	g, _ := c.groups.get(c.nb, topology.ClusterLBGroup)
-	return g.uuid
+	uuid, _ := c.groups.uuid(c.nb, topology.ClusterLBGroup)
+	return uuid
 }
 
 func (c *Controller) enqueueObj(obj any) {

@@ -383,4 +383,22 @@ func TestControllerPutsItsBalancerBackInTheGroup(t *testing.T) {
 	}
 	e.waitVIPs("Service_ns/web_TCP_cluster", map[string]string{"10.96.0.10:80": "10.244.1.5:8080,10.244.1.6:8080"})
 	eventually(t, "the balancer back in the group", inGroup(true))
+	// Removed again, the balancer unchanged and known a member (as after
+	// any sync that asked): a resync puts it back.
+	if !e.c.groups.has(context.Background(), e.c.nb, topology.ClusterLBGroup, lb.UUID) {
+		t.Fatal("the group memo does not find the balancer a member")
+	}
+	if err := e.nb.Get(context.Background(), g); err != nil {
+		t.Fatal(err)
+	}
+	ops, err = e.nb.Where(g).Mutate(g, model.Mutation{Field: &g.LoadBalancer, Mutator: ovsdb.MutateOperationDelete, Value: []string{lb.UUID}})
+	if err == nil {
+		_, err = e.nb.Transact(context.Background(), ops...)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the balancer out of the group again", inGroup(false))
+	e.c.Resync()
+	eventually(t, "the balancer back in the group after a resync", inGroup(true))
 }
