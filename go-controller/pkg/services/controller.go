@@ -148,12 +148,19 @@ const (
 )
 
 // nbRowChanged re-syncs a service whose load balancer vanished behind our
-// back, and the services with per-node balancers when a gateway router
-// comes, goes or lost the cluster group, or a node switch comes.
+// back, every service when a load balancer group comes (one re-created
+// holds no balancer), and the services with per-node balancers when a
+// gateway router comes, goes or lost the cluster group, or a node switch
+// comes.
 func (c *Controller) nbRowChanged(m model.Model, ev rowEvent) {
 	switch row := m.(type) {
 	case *nbdb.LoadBalancerGroup:
 		c.groups.changed(ev)
+		if ev == rowAdded {
+			for k := range c.allKeys() {
+				c.queue.Add(k)
+			}
+		}
 	case *nbdb.LoadBalancer:
 		if owner, ok := topology.OwnerOf(row.ExternalIDs); ok && owner.Type == topology.OwnerService && ev == rowDeleted {
 			c.queue.Add(owner.Name)

@@ -402,3 +402,40 @@ func TestControllerPutsItsBalancerBackInTheGroup(t *testing.T) {
 	e.c.Resync()
 	eventually(t, "the balancer back in the group after a resync", inGroup(true))
 }
+
+// A load balancer group deleted and created again (as the master repairs
+// the cluster rows) holds no balancer: every service puts its own back.
+func TestControllerFillsARecreatedGroup(t *testing.T) {
+	e := newCtrlEnv(t, func(f informers.SharedInformerFactory, nb libovsdbclient.Client, commit CommitFunc, kube *fake.Clientset) *Controller {
+		return New(f, nb, commit, testr.New(t), time.Second, Options{})
+	})
+	e.create(service(func(*corev1.Service) {}), slice("a", discovery.AddressTypeIPv4, 8080, "http", "TCP", ep{ip: "10.244.1.5"}))
+	e.waitVIPs("Service_ns/web_TCP_cluster", map[string]string{"10.96.0.10:80": "10.244.1.5:8080"})
+	lb := e.lb("Service_ns/web_TCP_cluster")
+	ctx := context.Background()
+	g := &nbdb.LoadBalancerGroup{Name: topology.ClusterLBGroup}
+	if err := e.nb.Get(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	del, err := e.nb.Where(g).Delete()
+	if err != nil {
+		t.Fatal(err)
+	}
+	add, err := e.nb.Create(&nbdb.LoadBalancerGroup{Name: topology.ClusterLBGroup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.nb.Transact(ctx, append(del, add...)...); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the balancer in the re-created group", func() error {
+		g := &nbdb.LoadBalancerGroup{Name: topology.ClusterLBGroup}
+		if err := e.nb.Get(ctx, g); err != nil {
+			return err
+		}
+		if !slices.Contains(g.LoadBalancer, lb.UUID) {
+			return fmt.Errorf("group %s holds %v; want %s", g.UUID, g.LoadBalancer, lb.UUID)
+		}
+		return nil
+	})
+}
