@@ -333,14 +333,35 @@ func (b *bench) profileSeconds() int {
 	return min(60, max(10, b.podCount/2500))
 }
 
+// settingArgs are the flags that decide the master's rows, for it and for
+// ovnkube diff: its IP family's ranges, and an IPv4 cluster subnet with
+// room for more nodes than 10.244.0.0/16's 256 subnets of /24 when asked
+// for them (the IPv6 one, if any, has room for 65,536).
+func (b *bench) settingArgs() []string {
+	args := slices.Clone(b.o.family().masterArgs)
+	if b.o.scenarios != scaleScenario && b.o.nodes <= 256 {
+		return args
+	}
+	i := slices.Index(args, "--cluster-subnet")
+	if i < 0 {
+		return append(args, "--cluster-subnet", scaleClusterSubnet)
+	}
+	v6 := ""
+	if _, after, ok := strings.Cut(args[i+1], ","); ok {
+		v6 = "," + after
+	}
+	args[i+1] = scaleClusterSubnet + v6
+	return args
+}
+
 func (b *bench) masterArgs() []string {
 	// Level 2 adds one "NB commits" line every 10 s, read back for batching figures.
-	args := append([]string{"--loglevel", "2"}, b.o.family().masterArgs...)
+	args := append([]string{"--loglevel", "2"}, b.settingArgs()...)
 	if b.o.scenarios == scaleScenario {
 		// No periodic full resync: one would land in some step's probe and
 		// count as the probe's CPU; what a full pass costs is the idle
 		// restart's, measured at every step.
-		args = append(args, "--cluster-subnet", scaleClusterSubnet, "--resync-interval", "0")
+		args = append(args, "--resync-interval", "0")
 	}
 	extra := strings.Fields(b.o.masterArgs)
 	// Its queues' and NB figures are read from /metrics (scrape.go), served

@@ -234,7 +234,7 @@ func (b *bench) diff() Result {
 	say("== diff with %d pods and %d services in place", b.podCount, b.serviceCount)
 	b.waitNBQuietBefore("the diff")
 	args := append([]string{"--loglevel", "0", "diff", "-o", "json", "--kubeconfig", b.kube.Kubeconfig, "--nb-address", b.ovn.NBAddress(),
-		"--dns-servers", harness.NoDNS, "--egressip-reachability-timeout", "0"}, b.o.family().masterArgs...)
+		"--dns-servers", harness.NoDNS, "--egressip-reachability-timeout", "0"}, b.settingArgs()...)
 	// The master's settings from -master-args too (not where it serves metrics).
 	extra := strings.Fields(b.o.masterArgs)
 	for i := 0; i < len(extra); i++ {

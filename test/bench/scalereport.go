@@ -226,8 +226,13 @@ func linearIn(steps []scaleStep, x, y func(scaleStep) float64) (a, b float64) {
 
 // podsString says at what size a resource runs out.
 func podsString(p float64) string {
-	if math.IsInf(p, 1) {
+	switch {
+	case math.IsInf(p, 1):
 		return "never (its cost per pod is flat or falls)"
+	case p > 1e8:
+		return "beyond 100 million pods (its cost per pod barely grows)"
+	case p <= 0:
+		return "already at the first step"
 	}
 	return fmt.Sprintf("at %.0f pods", p)
 }
