@@ -340,16 +340,22 @@ func TestControllerHostBackedOnceItsNodeHasASubnet(t *testing.T) {
 	})
 }
 
-// A service's balancer taken out of the cluster group by another writer is
-// put back at the service's next sync: the group memo is read again after
-// the group's row changed, so membership is never answered from before it.
-func TestControllerPutsItsBalancerBackInTheGroup(t *testing.T) {
+// webInGroup starts a controller with the service ns/web of one endpoint
+// and returns the env and its cluster balancer, once programmed.
+func webInGroup(t *testing.T) (*ctrlEnv, *nbdb.LoadBalancer) {
 	e := newCtrlEnv(t, func(f informers.SharedInformerFactory, nb libovsdbclient.Client, commit CommitFunc, kube *fake.Clientset) *Controller {
 		return New(f, nb, commit, testr.New(t), time.Second, Options{})
 	})
 	e.create(service(func(*corev1.Service) {}), slice("a", discovery.AddressTypeIPv4, 8080, "http", "TCP", ep{ip: "10.244.1.5"}))
 	e.waitVIPs("Service_ns/web_TCP_cluster", map[string]string{"10.96.0.10:80": "10.244.1.5:8080"})
-	lb := e.lb("Service_ns/web_TCP_cluster")
+	return e, e.lb("Service_ns/web_TCP_cluster")
+}
+
+// A service's balancer taken out of the cluster group by another writer is
+// put back when the service's balancer changes (inserted unasked), and,
+// unchanged, at the next resync (which reads the members again).
+func TestControllerPutsItsBalancerBackInTheGroup(t *testing.T) {
+	e, lb := webInGroup(t)
 	inGroup := func(want bool) func() error {
 		return func() error {
 			g := &nbdb.LoadBalancerGroup{Name: topology.ClusterLBGroup}
@@ -406,12 +412,7 @@ func TestControllerPutsItsBalancerBackInTheGroup(t *testing.T) {
 // A load balancer group deleted and created again (as the master repairs
 // the cluster rows) holds no balancer: every service puts its own back.
 func TestControllerFillsARecreatedGroup(t *testing.T) {
-	e := newCtrlEnv(t, func(f informers.SharedInformerFactory, nb libovsdbclient.Client, commit CommitFunc, kube *fake.Clientset) *Controller {
-		return New(f, nb, commit, testr.New(t), time.Second, Options{})
-	})
-	e.create(service(func(*corev1.Service) {}), slice("a", discovery.AddressTypeIPv4, 8080, "http", "TCP", ep{ip: "10.244.1.5"}))
-	e.waitVIPs("Service_ns/web_TCP_cluster", map[string]string{"10.96.0.10:80": "10.244.1.5:8080"})
-	lb := e.lb("Service_ns/web_TCP_cluster")
+	e, lb := webInGroup(t)
 	ctx := context.Background()
 	g := &nbdb.LoadBalancerGroup{Name: topology.ClusterLBGroup}
 	if err := e.nb.Get(ctx, g); err != nil {
