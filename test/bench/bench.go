@@ -285,14 +285,19 @@ func (b *bench) allocations(name string) func() {
 }
 
 // pprofAddress is where the master serves pprof (-master-args), or "".
-func (b *bench) pprofAddress() string {
+func (b *bench) pprofAddress() string { return b.masterArg("--pprof-address") }
+
+// masterArg is the value -master-args gives the last of the named flags
+// found, or "".
+func (b *bench) masterArg(names ...string) string {
 	f := strings.Fields(b.o.masterArgs)
+	v := ""
 	for i := 0; i+1 < len(f); i++ {
-		if f[i] == "--pprof-address" {
-			return f[i+1]
+		if slices.Contains(names, f[i]) {
+			v = f[i+1]
 		}
 	}
-	return ""
+	return v
 }
 
 func (b *bench) saveProfile(what, file string, data []byte, err error) {
@@ -367,10 +372,8 @@ func (b *bench) masterArgs() []string {
 	// Its queues' and NB figures are read from /metrics (scrape.go), served
 	// where -master-args says (--pprof-address is the old form of
 	// --metrics-address) or on a port of the benchmark's.
-	for i, f := range extra[:max(len(extra)-1, 0)] {
-		if f == "--metrics-address" || f == "--pprof-address" {
-			b.metricsAddr = extra[i+1]
-		}
+	if a := b.masterArg("--metrics-address", "--pprof-address"); a != "" {
+		b.metricsAddr = a
 	}
 	if b.metricsAddr == "" {
 		b.metricsAddr = fmt.Sprintf("127.0.0.1:%d", harness.FreePort(b.s))

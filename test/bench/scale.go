@@ -304,19 +304,15 @@ func (b *bench) scaleTo(cur, to scaleSize, step int) scaleStep {
 	used := cpuSnapshot().since(cpu)
 	st.GrowCPU = used
 	st.MasterCPUMsPerPod = 1000 * used["ovnkube"] / float64(len(keys))
-	after := b.scrapeMaster()
-	st.MasterAllocKiBPerPod = (after["go_memstats_alloc_bytes_total"] - metrics["go_memstats_alloc_bytes_total"]) / 1024 / float64(len(keys))
-	st.MasterGCs = after["go_gc_duration_seconds_count"] - metrics["go_gc_duration_seconds_count"]
-
+	after, pods := b.scrapeMaster(), float64(len(keys))
+	st.MasterAllocKiBPerPod = after.delta(metrics, "go_memstats_alloc_bytes_total") / 1024 / pods
+	st.MasterGCs = after.delta(metrics, "go_gc_duration_seconds_count")
 	st.MasterHeapMiB = after["go_memstats_heap_inuse_bytes"] / (1 << 20)
 	st.MasterSyncsPerPod = map[string]float64{}
 	var syncs []string
-	for series, v := range after {
-		if q, ok := strings.CutPrefix(series, `workqueue_work_duration_seconds_count{name="`); ok {
-			q = strings.TrimSuffix(q, `"}`)
-			st.MasterSyncsPerPod[q] = (v - metrics[series]) / float64(len(keys))
-			syncs = append(syncs, fmt.Sprintf("%s %.2f", q, st.MasterSyncsPerPod[q]))
-		}
+	for q, n := range after.queueSyncs(metrics) {
+		st.MasterSyncsPerPod[q] = n / pods
+		syncs = append(syncs, fmt.Sprintf("%s %.2f", q, n/pods))
 	}
 	sort.Strings(syncs)
 	say("   grown in %.1f s (nodes annotated after %.1f s); CPU: %s; the master allocated %.1f KiB per pod added in %.0f garbage collections, heap in use %.0f MiB; syncs per pod added: %s",

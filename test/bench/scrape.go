@@ -95,6 +95,24 @@ func (p promSample) quantile(earlier promSample, name, labels string, q float64)
 	return 1000 * best
 }
 
+// delta is how much a counter series grew since earlier.
+func (p promSample) delta(earlier promSample, series string) float64 {
+	return p[series] - earlier[series]
+}
+
+// queueSyncs are the syncs each of the master's queues completed since
+// earlier, by queue name.
+func (p promSample) queueSyncs(earlier promSample) map[string]float64 {
+	out := map[string]float64{}
+	for series := range p {
+		if q, ok := strings.CutPrefix(series, `workqueue_work_duration_seconds_count{name="`); ok {
+			q = strings.TrimSuffix(q, `"}`)
+			_, out[q] = p.mean(earlier, "workqueue_work_duration_seconds", fmt.Sprintf("{name=%q}", q))
+		}
+	}
+	return out
+}
+
 // masterBreakdown says where the master's time went between two samples:
 // each named queue's mean wait and mean sync, and the NB transactions' mean
 // and p99 round trip, as metrics under prefix and one line of text.
