@@ -343,3 +343,34 @@ func forgeVictimAddresses(t *testing.T, e *env) annotations.PodNetwork {
 	}
 	return victim
 }
+
+// A service's first transaction (its balancer and the balancer's insert
+// into the cluster group, whose members the master does not monitor)
+// committed with its reply lost: the retry finds the balancer, reads the
+// group's members from the server, and leaves one balancer, in the group.
+func TestServiceAfterLostReply(t *testing.T) {
+	e := newEnv(t)
+	e.createNode("n1")
+	e.start()
+	lbName := "Service_ns/web_TCP_cluster"
+	lost := e.proxy.LoseNextReply()
+	e.createService("ns", "web", "10.96.0.10", "10.244.0.5")
+	select {
+	case <-lost:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no transaction lost its reply")
+	}
+	e.waitVIPs(lbName, map[string]string{"10.96.0.10:80": "10.244.0.5:8080"})
+	harness.Eventually(t, 10*time.Second, "one balancer, in the cluster group", func() error {
+		g := &nbdb.LoadBalancerGroup{Name: topology.ClusterLBGroup}
+		if err := e.nb.Get(context.Background(), g); err != nil {
+			return err
+		}
+		var lbs []nbdb.LoadBalancer
+		_ = e.nb.WhereCache(func(l *nbdb.LoadBalancer) bool { return l.Name == lbName }).List(context.Background(), &lbs)
+		if len(lbs) != 1 || !slices.Contains(g.LoadBalancer, lbs[0].UUID) {
+			return fmt.Errorf("group %v, load balancers %v", g.LoadBalancer, lbs)
+		}
+		return nil
+	})
+}
