@@ -2,6 +2,7 @@ package nbdiff
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -87,7 +88,12 @@ func (c *cluster) runMaster() {
 	cfg.NBAddress = []string{"unix:" + c.sock}
 	factory := master.NewInformers(c.kube)
 	factory.Start(ctx.Done())
-	if _, err := converge(ctx, Options{Master: cfg, Kube: c.kube, Quiet: 300 * time.Millisecond, Log: logr.Discard()}, factory, cfg.NBAddress); err != nil {
+	nb, err := ovndb.ConnectNB(ctx, cfg.NBAddress, logr.Discard())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer nb.Close()
+	if _, err := converge(ctx, Options{Master: cfg, Kube: c.kube, Quiet: 300 * time.Millisecond, Log: logr.Discard()}, factory, nb, nil); err != nil {
 		c.t.Fatal(err)
 	}
 }
@@ -106,8 +112,13 @@ func (c *cluster) diff() Result {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	if made != 1 {
-		c.t.Errorf("one pass made the custom resources' APIs %d times, want 1", made)
+	// One master on the NB, and one more on the copy when that one wanted
+	// to write.
+	if want := map[bool]int{false: 1, true: 2}[r.OnCopy]; made != want {
+		c.t.Errorf("one pass made the custom resources' APIs %d times, want %d (on a copy: %v)", made, want, r.OnCopy)
+	}
+	if _, copied := r.Phases["copy"]; copied != r.OnCopy {
+		c.t.Errorf("phases %v with OnCopy %v", r.Phases, r.OnCopy)
 	}
 	return r
 }
@@ -134,8 +145,8 @@ func summary(rows []ovndb.RowDiff) string {
 func TestDiffReportsWhatTheMasterWouldRepair(t *testing.T) {
 	c := newCluster(t)
 	c.runMaster()
-	if r := c.diff(); len(r.Rows) != 0 {
-		t.Fatalf("converged NB, differences:\n%s", summary(r.Rows))
+	if r := c.diff(); len(r.Rows) != 0 || r.OnCopy {
+		t.Fatalf("converged NB, differences (on a copy: %v):\n%s", r.OnCopy, summary(r.Rows))
 	}
 
 	nb := c.nb()
@@ -185,8 +196,12 @@ func TestDiffReportsWhatTheMasterWouldRepair(t *testing.T) {
 	}
 	before := ovndb.TakeSnapshot(c.nb())
 
-	got := summary(c.diff().Rows)
+	faulty := c.diff()
+	got := summary(faulty.Rows)
 	t.Logf("after the faults:\n%s", got)
+	if !faulty.OnCopy {
+		t.Errorf("the master on the NB settled without a write to repair the faults: phases %v", faulty.Phases)
+	}
 	for _, want := range []string{
 		"missing Logical_Switch_Port default_web",
 		"differs Logical_Switch n1; ports: ",
@@ -222,5 +237,48 @@ func TestDiffReportsWhatTheMasterWouldRepair(t *testing.T) {
 	}
 	if missing != full.Rows()-empty.Rows() || missing == 0 {
 		t.Errorf("wiped NB: %d rows missing, want %d (%d converged, %d in the empty NB):\n%s", missing, full.Rows()-empty.Rows(), full.Rows(), empty.Rows(), summary(r.Rows))
+	}
+}
+
+// The master's NB client in the diff's first pass sends selects and
+// refuses anything else, which it does not send.
+func TestReadOnlyNBRefusesWrites(t *testing.T) {
+	sock := ovndbtest.NewServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	nb, err := ovndb.ConnectNB(ctx, []string{"unix:" + sock}, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nb.Close()
+	ro := &readOnlyNB{Client: nb, refused: make(chan struct{})}
+	if _, err := ro.Transact(ctx, ovsdb.Operation{Op: ovsdb.OperationSelect, Table: nbdb.LogicalSwitchTable, Where: []ovsdb.Condition{}}); err != nil {
+		t.Fatalf("a select: %v", err)
+	}
+	select {
+	case <-ro.refused:
+		t.Fatal("a select counted as a write")
+	default:
+	}
+	before := ovndb.TakeSnapshot(ovndbtest.ConnectObserver(t, sock))
+	sw := &nbdb.LogicalSwitch{UUID: "new", Name: "intruder"}
+	ops, err := nb.Create(sw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := ovsdb.Operation{Op: ovsdb.OperationSelect, Table: nbdb.LogicalSwitchTable, Where: []ovsdb.Condition{}}
+	if _, err := ro.Transact(ctx, append([]ovsdb.Operation{read}, ops...)...); !errors.Is(err, errWouldWrite) {
+		t.Fatalf("an insert after a select: %v, want errWouldWrite", err)
+	}
+	select {
+	case <-ro.refused:
+	default:
+		t.Fatal("the refused write was not signalled")
+	}
+	if _, err := ro.Transact(ctx, ops...); !errors.Is(err, errWouldWrite) {
+		t.Fatalf("a second write: %v, want errWouldWrite", err)
+	}
+	if after := ovndb.TakeSnapshot(ovndbtest.ConnectObserver(t, sock)); len(ovndb.Compare(before, after)) != 0 {
+		t.Errorf("the refused write reached the NB:\n%s", summary(ovndb.Compare(before, after)))
 	}
 }

@@ -26,10 +26,11 @@ func diffCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "diff",
 		Usage: "show how the OVN Northbound database differs from what the master wants (read-only)",
-		Description: "Copies the NB's rows into an in-memory database, runs the master's own code against the copy\n" +
-			"(reading the cluster, writing nothing to it) until it has nothing left to do, and compares the copy\n" +
-			"with the NB: rows missing, rows that differ (column by column) and stale rows the master would\n" +
-			"delete. Takes the master's flags, which decide the rows. Exit status 0 in sync, 1 when the NB\n" +
+		Description: "Runs the master's own code on the NB (reading the cluster and the NB, writing to neither) until it\n" +
+			"has nothing left to do: if it never asked to write, the NB is in sync. Otherwise copies the NB's rows\n" +
+			"into an in-memory database, runs the master against the copy, and compares the copy with the NB:\n" +
+			"rows missing, rows that differ (column by column) and stale rows the master would delete. Takes\n" +
+			"the master's flags, which decide the rows. Exit status 0 in sync, 1 when the NB\n" +
 			"differs, 2 on trouble. A difference is confirmed by a second pass --settle later (a master at work\n" +
 			"writes what the first pass would report).",
 		Flags: append(masterSettingFlags(),
