@@ -94,11 +94,8 @@ func Diff(ctx context.Context, opts Options) (Result, error) {
 // It fails with errWouldWrite as soon as the master asks for one.
 func diffInPlace(ctx context.Context, opts Options) (Result, error) {
 	start := time.Now()
-	// The API's lists (10,000 pods: a second) overlap the NB's read.
-	informerCtx, stopInformers := context.WithCancel(ctx)
+	factory, stopInformers := startInformers(ctx, opts)
 	defer stopInformers()
-	factory := master.NewInformers(opts.Kube)
-	factory.Start(informerCtx.Done())
 	nb, err := ovndb.ConnectNB(ctx, opts.Master.NBAddress, opts.Log.WithName("nb"), nbTLS(opts)...)
 	if err != nil {
 		return Result{}, fmt.Errorf("reading the NB: %w", err)
@@ -121,10 +118,8 @@ func diffInPlace(ctx context.Context, opts Options) (Result, error) {
 // master on the copy until it is done and compares the two.
 func diffOnCopy(ctx context.Context, opts Options) (Result, error) {
 	start := time.Now()
-	informerCtx, stopInformers := context.WithCancel(ctx)
+	factory, stopInformers := startInformers(ctx, opts)
 	defer stopInformers()
-	factory := master.NewInformers(opts.Kube)
-	factory.Start(informerCtx.Done())
 	have, schema, err := readNB(ctx, opts)
 	if err != nil {
 		return Result{}, err
@@ -163,6 +158,16 @@ func diffOnCopy(ctx context.Context, opts Options) (Result, error) {
 	rows := append(ovndb.Compare(have, want), have.Unowned()...)
 	phases["compare"] = time.Since(mark)
 	return Result{Rows: rows, NBRows: have.Rows(), Transactions: txns, OnCopy: true, Phases: phases}, nil
+}
+
+// startInformers starts a pass's own informers (a master's handlers stay
+// with them), before the NB is read: the API's lists (10,000 pods: a
+// second) overlap the read.
+func startInformers(ctx context.Context, opts Options) (informers.SharedInformerFactory, context.CancelFunc) {
+	informerCtx, stop := context.WithCancel(ctx)
+	factory := master.NewInformers(opts.Kube)
+	factory.Start(informerCtx.Done())
+	return factory, stop
 }
 
 func nbTLS(opts Options) []*tls.Config {
