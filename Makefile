@@ -6,7 +6,7 @@ GO ?= go
 KUBE_VERSION := v1.34.4
 KUBE_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
 	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=34
-DEB_PACKAGES := ovn-central ovn-host openvswitch-switch iproute2 ethtool iputils-ping etcd-server openssl containernetworking-plugins \
+DEB_PACKAGES := ovn-central ovn-host ovn-ic ovn-ic-db openvswitch-switch iproute2 ethtool iputils-ping etcd-server openssl containernetworking-plugins \
 	debootstrap patchelf containerd runc iptables
 # OVN stacks (hack/stacks/ovn-*.pin), the current one first: it is the harness's
 # DefaultStack, used when OVN is unset. `OVN=23.03 make e2e` runs a suite on another.

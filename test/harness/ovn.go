@@ -13,7 +13,8 @@ type OVNCentral struct {
 	Dir            string
 	NBSock, SBSock string
 	nb, sb, northd *Process
-	raft           *RaftNB // a clustered NB (StartOVNCentralRaft), else nil
+	ic             *Process // ovn-ic, once the zone has joined an Interconnect
+	raft           *RaftNB  // a clustered NB (StartOVNCentralRaft), else nil
 	t              T
 }
 
@@ -43,7 +44,7 @@ func (o *OVNCentral) Exited() string {
 	for _, p := range []struct {
 		name string
 		p    *Process
-	}{{"the NB ovsdb-server", o.nb}, {"the SB ovsdb-server", o.sb}, {"ovn-northd", o.northd}} {
+	}{{"the NB ovsdb-server", o.nb}, {"the SB ovsdb-server", o.sb}, {"ovn-northd", o.northd}, {"ovn-ic", o.ic}} {
 		if p.p != nil && p.p.Exited() {
 			return p.name
 		}

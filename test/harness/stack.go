@@ -71,9 +71,11 @@ func (s Stack) Check(t T) {
 
 // The schemas a stack has, for Schema.
 const (
-	NBSchema  = "ovn/ovn-nb.ovsschema"
-	SBSchema  = "ovn/ovn-sb.ovsschema"
-	OVSSchema = "openvswitch/vswitch.ovsschema"
+	NBSchema   = "ovn/ovn-nb.ovsschema"
+	SBSchema   = "ovn/ovn-sb.ovsschema"
+	ICNBSchema = "ovn/ovn-ic-nb.ovsschema"
+	ICSBSchema = "ovn/ovn-ic-sb.ovsschema"
+	OVSSchema  = "openvswitch/vswitch.ovsschema"
 )
 
 // Schema is the path of one of the stack's schemas, e.g. "ovn/ovn-nb.ovsschema".
