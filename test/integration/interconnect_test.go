@@ -1,109 +1,219 @@
 package integration
 
 import (
+	"context"
 	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/ovn-org/libovsdb/ovsdb"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/master"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
 	"github.com/ovn-k8s/ovn-k8s/test/harness"
 )
 
-// zoneNode is one zone's node in TestInterconnectJoinsZones: its router port
-// on the transit switch and its node subnet, in both families.
+// zoneNode is one zone of TestInterconnectJoinsZones, with its one node.
 type zoneNode struct {
-	ovn                   *harness.OVNCentral
-	name, mac             string
-	transit, subnets, gws []string
+	name    string
+	ovn     *harness.OVNCentral
+	subnets []netip.Prefix // the node's host subnets, both families
+	transit []netip.Prefix // its transit addresses (config.TransitAddrs)
+	ops     int            // operations its zone's rows took
 }
 
-// OVN interconnection as the zone mode (issue 38) will use it, on the real
+// OVN interconnection with the rows of zone mode (issue 38), on the real
 // ovn-ic of the stack: two zones (each its own NB, SB and northd) join the
-// IC databases; a transit switch made in the IC NB appears in both zones'
-// NBs; each zone's router port on it is a remote port in the other, with
-// its addresses of both families, and its gateway a remote chassis; each
-// zone's node subnets are learned by the other's router as routes via that
-// zone's transit addresses, and withdrawn when the subnet's port goes.
+// IC databases, and a transit switch is made in the IC NB. Each zone's NB
+// gets the rows a zone's master writes: the zone's name and route exchange
+// (master.EnsureZone), the cluster router and join switch (EnsureCluster),
+// its node (EnsureNode, both families) and the node's port on the transit
+// switch (EnsureTransitPort, at config.TransitAddrs). Then: each zone's
+// transit port is a remote port in the other, with its addresses of both
+// families, and its gateway a remote chassis; each zone's node subnets and
+// host route are learned by the other's router via that zone's transit
+// address, the join subnets (alike in every zone) are not; writing the rows
+// again sends nothing (the master does not fight ovn-ic's rows); and a node
+// subnet that goes is withdrawn from the other zone.
 func TestInterconnectJoinsZones(t *testing.T) {
-	ic := harness.StartInterconnect(t)
-	nodes := []zoneNode{
-		{harness.StartOVNCentral(t), "node-a", "0a:58:64:58:00:02", []string{"100.88.0.2/16", "fd97::2/64"}, []string{"10.244.0.0/24", "fd00:10:244:1::/64"}, []string{"10.244.0.1/24", "fd00:10:244:1::1/64"}},
-		{harness.StartOVNCentral(t), "node-b", "0a:58:64:58:00:03", []string{"100.88.0.3/16", "fd97::3/64"}, []string{"10.244.1.0/24", "fd00:10:244:2::/64"}, []string{"10.244.1.1/24", "fd00:10:244:2::1/64"}},
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cluster, err := config.ParseClusterSubnets([]string{"10.244.0.0/16/24,fd00:10:244::/48/64"})
+	if err != nil {
+		t.Fatal(err)
 	}
-	nodes[0].ovn.Join(ic, "az-a")
-	nodes[1].ovn.Join(ic, "az-b")
-	must := func(out string, err error) string {
+	join := []netip.Prefix{netip.MustParsePrefix("100.64.0.0/16"), netip.MustParsePrefix("fd98::/64")}
+	ic := harness.StartInterconnect(t)
+	if _, err := ic.NBCtl("ts-add", "transit_switch"); err != nil {
+		t.Fatal(err)
+	}
+	zones := []*zoneNode{
+		{name: "node-a", ovn: harness.StartOVNCentral(t), subnets: prefixes("10.244.0.0/24", "fd00:10:244:1::/64")},
+		{name: "node-b", ovn: harness.StartOVNCentral(t), subnets: prefixes("10.244.1.0/24", "fd00:10:244:2::/64")},
+	}
+	hostIP := map[string]netip.Addr{"node-a": netip.MustParseAddr("192.0.2.1"), "node-b": netip.MustParseAddr("192.0.2.2")}
+	for _, z := range zones {
+		z.ovn.Join(ic, "az-"+z.name)
+		if z.transit, err = config.TransitAddrs(config.DefaultTransitSubnets, cluster, z.subnets); err != nil {
+			t.Fatal(err)
+		}
+		// The node is its zone's interconnection gateway (its ovn-controller
+		// would register the chassis).
+		for _, args := range [][]string{{"chassis-add", z.name, "geneve", hostIP[z.name].String()}, {"set", "chassis", z.name, "other_config:is-interconn=true"}} {
+			if _, err := z.ovn.SBCtl(args...); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// writeRows writes a zone's rows, as its master would, and counts the
+	// operations they took.
+	writeRows := func(z *zoneNode) {
 		t.Helper()
+		nb, err := ovndb.ConnectNB(ctx, z.ovn.NBEndpoints(), logr.Discard())
 		if err != nil {
 			t.Fatal(err)
 		}
-		return out
-	}
-	// waitFor polls a zone's ovn-nbctl or ovn-sbctl output until check
-	// accepts it, and reports the last output.
-	waitFor := func(what string, run func() (string, error), check func(string) bool) {
-		t.Helper()
-		harness.Eventually(t, 20*time.Second, what, func() error {
-			out, err := run()
-			if err == nil && !check(out) {
-				err = fmt.Errorf("not yet: %q", out)
+		defer nb.Close()
+		z.ops = 0
+		commit := func(ctx context.Context, ops []ovsdb.Operation) error {
+			z.ops += len(ops)
+			return ovndb.Transact(ctx, nb, ops)
+		}
+		for _, step := range []func() error{
+			func() error { return master.EnsureZone(ctx, nb, commit, "az-"+z.name, join) },
+			func() error { return master.EnsureCluster(ctx, nb, commit, join) },
+			func() error {
+				return master.EnsureNode(ctx, nb, commit, z.name, z.subnets, nil, []netip.Addr{hostIP[z.name]}, false, nil, nil)
+			},
+		} {
+			if err := step(); err != nil {
+				t.Fatal(err)
 			}
-			return err
+		}
+		// The transit switch comes when ovn-ic has made it in this NB.
+		harness.Eventually(t, 20*time.Second, z.name+"'s transit port", func() error {
+			return master.EnsureTransitPort(ctx, nb, commit, z.name, z.name, z.transit)
 		})
 	}
-	must(ic.NBCtl("ts-add", "transit_switch"))
-	for _, n := range nodes {
-		waitFor("the transit switch in "+n.name+"'s zone", func() (string, error) {
-			return n.ovn.NBCtl("--bare", "--columns=other_config", "find", "Logical_Switch", "name=transit_switch")
-		}, func(out string) bool { return strings.Contains(out, "interconn-ts=transit_switch") })
-		// The node is its zone's interconnection gateway.
-		must(n.ovn.SBCtl("chassis-add", n.name, "geneve", "192.0.2."+n.mac[len(n.mac)-1:]))
-		must(n.ovn.SBCtl("set", "chassis", n.name, "other_config:is-interconn=true"))
-		must(n.ovn.NBCtl("set", "NB_Global", ".", "options:ic-route-adv=true", "options:ic-route-learn=true"))
-		must(n.ovn.NBCtl(append([]string{"lr-add", "ovn_cluster_router", "--", "lrp-add", "ovn_cluster_router", "rtots-" + n.name, n.mac}, n.transit...)...))
-		must(n.ovn.NBCtl("lsp-add", "transit_switch", "tstor-"+n.name, "--", "lsp-set-type", "tstor-"+n.name, "router",
-			"--", "lsp-set-addresses", "tstor-"+n.name, "router", "--", "lsp-set-options", "tstor-"+n.name, "router-port=rtots-"+n.name,
-			"--", "lrp-set-gateway-chassis", "rtots-"+n.name, n.name))
-		must(n.ovn.NBCtl(append([]string{"lrp-add", "ovn_cluster_router", "rtos-" + n.name, "0a:58:0a:f4:00:01"}, n.gws...)...))
+	for _, z := range zones {
+		writeRows(z)
 	}
-	for i, n := range nodes {
-		other := nodes[1-i]
-		wantAddr := other.mac + " " + strings.Join(other.transit, " ")
-		waitFor(other.name+"'s router port as a remote port in "+n.name+"'s zone", func() (string, error) {
-			return n.ovn.NBCtl("--bare", "--columns=type,addresses", "find", "Logical_Switch_Port", "name=tstor-"+other.name)
-		}, func(out string) bool { return strings.Fields(out)[0] == "remote" && strings.Contains(out, wantAddr) })
-		waitFor(other.name+" as a remote chassis in "+n.name+"'s zone", func() (string, error) {
-			return n.ovn.SBCtl("--bare", "--columns=other_config", "find", "Chassis", "name="+other.name)
-		}, func(out string) bool { return strings.Contains(out, "is-remote=true") })
-		for j, subnet := range other.subnets {
-			via := strings.Split(other.transit[j], "/")[0]
-			waitFor(n.name+"'s router learns "+subnet, func() (string, error) {
-				return n.ovn.NBCtl("lr-route-list", "ovn_cluster_router")
-			}, func(out string) bool { return routeLearned(out, subnet, via) })
+	for i, z := range zones {
+		other := zones[1-i]
+		addrs := []string{}
+		for _, a := range other.transit {
+			addrs = append(addrs, a.String())
 		}
-		if out := must(n.ovn.NBCtl("lr-route-list", "ovn_cluster_router")); routeLearned(out, n.subnets[0], "") {
-			t.Errorf("%s's router learned its own subnet:\n%s", n.name, out)
+		waitForCtl(t, other.name+"'s transit port as a remote port in "+z.name+"'s zone", func() (string, error) {
+			return z.ovn.NBCtl("--bare", "--columns=type,addresses", "find", "Logical_Switch_Port", "name=tstor-"+other.name)
+		}, func(out string) bool {
+			f := strings.Fields(out)
+			return len(f) > 0 && f[0] == "remote" && strings.Contains(out, strings.Join(addrs, " "))
+		})
+		waitForCtl(t, other.name+" as a remote chassis in "+z.name+"'s zone", func() (string, error) {
+			return z.ovn.SBCtl("--bare", "--columns=other_config", "find", "Chassis", "name="+other.name)
+		}, func(out string) bool { return strings.Contains(out, "is-remote=true") })
+		learned := append(append([]netip.Prefix{}, other.subnets...), netip.PrefixFrom(hostIP[other.name], 32))
+		for _, p := range learned {
+			via := other.transit[0].Addr()
+			if p.Addr().Is6() {
+				via = other.transit[1].Addr()
+				if !ovnICListsIPv6() {
+					continue
+				}
+			}
+			waitForCtl(t, z.name+"'s router learns "+p.String()+" via "+via.String(), func() (string, error) {
+				return z.ovn.NBCtl("lr-route-list", "ovn_cluster_router")
+			}, func(out string) bool { return routeLearned(out, routeText(p), via.String()) })
+		}
+	}
+	for i, z := range zones {
+		out, err := z.ovn.NBCtl("lr-route-list", "ovn_cluster_router")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range append(append([]netip.Prefix{}, join...), z.subnets...) {
+			if routeLearned(out, p.String(), "") {
+				t.Errorf("%s's router learned %s, which is its own or in every zone:\n%s", z.name, p, out)
+			}
+		}
+		if !ovnICListsIPv6() {
+			// OVN 23.03's defect, as found: checked, so that a build
+			// without it says so.
+			for _, p := range zones[1-i].subnets[1:] {
+				if routeLearned(out, p.String(), "") {
+					t.Errorf("OVN %s's ovn-ic learned %s with an IPv6 range in ic-route-blacklist: update ovnICListsIPv6", harness.CurrentStack.Name, p)
+				}
+			}
+		}
+		writeRows(z)
+		if z.ops != 0 {
+			t.Errorf("%s's rows written again, with ovn-ic's rows beside them: %d operations, want 0", z.name, z.ops)
 		}
 	}
 	// A node subnet that goes is withdrawn from the other zone.
-	must(nodes[0].ovn.NBCtl("lrp-del", "rtos-node-a"))
-	waitFor("node-a's subnets withdrawn from node-b's router", func() (string, error) {
-		return nodes[1].ovn.NBCtl("lr-route-list", "ovn_cluster_router")
+	if _, err := zones[0].ovn.NBCtl("lrp-del", "rtos-node-a"); err != nil {
+		t.Fatal(err)
+	}
+	waitForCtl(t, "node-a's subnets withdrawn from node-b's router", func() (string, error) {
+		return zones[1].ovn.NBCtl("lr-route-list", "ovn_cluster_router")
 	}, func(out string) bool {
-		return !routeLearned(out, nodes[0].subnets[0], "") && !routeLearned(out, nodes[0].subnets[1], "")
+		return !routeLearned(out, zones[0].subnets[0].String(), "") && !routeLearned(out, zones[0].subnets[1].String(), "")
 	})
-	if msg := nodes[0].ovn.Exited() + nodes[1].ovn.Exited(); msg != "" {
-		t.Errorf("exited: %s", msg)
+	for _, z := range zones {
+		if gone := z.ovn.Exited(); gone != "" {
+			t.Errorf("%s's zone: %s exited", z.name, gone)
+		}
 	}
 }
 
+// ovnICListsIPv6 says whether the stack's ovn-ic honours an IPv6 range in
+// NB_Global's route deny list: OVN 23.03's learns no IPv6 route at all
+// once the list holds one (ic-route-blacklist "100.64.0.0/16,fd98::/64",
+// or "fd98::/64" alone: no IPv6 route learned; "100.64.0.0/16" alone: the
+// IPv6 routes learned, fd98::/64 among them). Zone mode on 23.03 is IPv4
+// only until that is worked around (docs/design.md, "Zones").
+func ovnICListsIPv6() bool { return harness.CurrentStack.Name != "23.03" }
+
+func prefixes(ss ...string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range ss {
+		out = append(out, netip.MustParsePrefix(s))
+	}
+	return out
+}
+
+// waitForCtl polls an ovn-nbctl or ovn-sbctl command until check accepts its
+// output, and reports the last output.
+func waitForCtl(t *testing.T, what string, run func() (string, error), check func(string) bool) {
+	t.Helper()
+	harness.Eventually(t, 20*time.Second, what, func() error {
+		out, err := run()
+		if err == nil && !check(out) {
+			err = fmt.Errorf("not yet: %q", out)
+		}
+		return err
+	})
+}
+
+// routeText is a prefix as lr-route-list prints it (a host route bare).
+func routeText(p netip.Prefix) string {
+	if p.IsSingleIP() {
+		return p.Addr().String()
+	}
+	return p.String()
+}
+
 // routeLearned says whether lr-route-list's output holds a route ovn-ic
-// learned to subnet (a connected route's prefix is its port's network,
-// which lr-route-list prints masked), via the next hop when one is given.
-func routeLearned(out, subnet, via string) bool {
+// learned to prefix, via the next hop when one is given.
+func routeLearned(out, prefix, via string) bool {
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
-		if len(f) >= 3 && f[0] == subnet && (via == "" || f[1] == via) && strings.Contains(line, "(learned)") {
+		if len(f) >= 3 && f[0] == prefix && (via == "" || f[1] == via) && strings.Contains(line, "(learned)") {
 			return true
 		}
 	}

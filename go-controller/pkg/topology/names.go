@@ -98,7 +98,7 @@ func OurName(name string) bool {
 		return true
 	}
 	for _, p := range []string{routerToSwitch, switchToRouter, mgmtPortPrefix, gatewayRouterPrefix, routerToJoin, joinToRouter,
-		routerToExternal, externalToRouter, externalSwitchPrefix, serviceLBPrefix} {
+		routerToExternal, externalToRouter, externalSwitchPrefix, serviceLBPrefix, routerToTransit} {
 		if strings.HasPrefix(name, p) {
 			return true
 		}

@@ -1,0 +1,119 @@
+package master
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+
+	libovsdbclient "github.com/ovn-org/libovsdb/client"
+	"github.com/ovn-org/libovsdb/model"
+	"github.com/ovn-org/libovsdb/ovsdb"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
+)
+
+// EnsureZone names a zone's NB and turns on OVN interconnection's route
+// exchange in it (issue 38): the zone advertises its cluster router's routes
+// (its nodes' subnets, the host routes) and learns the other zones', all but
+// those inside the ranges every zone has alike (the join subnets), which
+// ovn-ic must neither advertise nor learn. Only these keys of NB_Global's
+// options are written: ovn-northd keeps its own there.
+func EnsureZone(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc, zone string, sameInEveryZone []netip.Prefix) error {
+	want := topology.ZoneOptions(sameInEveryZone)
+	var globals []nbdb.NBGlobal
+	if err := nb.List(ctx, &globals); err != nil {
+		return err
+	}
+	if len(globals) == 0 {
+		ops, err := nb.Create(&nbdb.NBGlobal{Name: zone, Options: want})
+		if err != nil {
+			return err
+		}
+		return commit(ctx, ops)
+	}
+	g := &globals[0]
+	var ops []ovsdb.Operation
+	if g.Name != zone {
+		g.Name = zone
+		o, err := nb.Where(g).Update(g, &g.Name)
+		if err != nil {
+			return err
+		}
+		ops = append(ops, o...)
+	}
+	var stale []string
+	changed := map[string]string{}
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if v, ok := g.Options[k]; !ok || v != want[k] {
+			changed[k] = want[k]
+			if ok {
+				stale = append(stale, k)
+			}
+		}
+	}
+	if len(stale) > 0 {
+		o, err := nb.Where(g).Mutate(g, model.Mutation{Field: &g.Options, Mutator: ovsdb.MutateOperationDelete, Value: stale})
+		if err != nil {
+			return err
+		}
+		ops = append(ops, o...)
+	}
+	if len(changed) > 0 {
+		o, err := nb.Where(g).Mutate(g, model.Mutation{Field: &g.Options, Mutator: ovsdb.MutateOperationInsert, Value: changed})
+		if err != nil {
+			return err
+		}
+		ops = append(ops, o...)
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	return commit(ctx, ops)
+}
+
+// EnsureTransitPort creates or repairs a node's port on the transit switch
+// (topology.Transit): the cluster router's port with the node's transit
+// addresses, gatewayed on the node's chassis, and the switch's port facing
+// it. The transit switch is ovn-ic's, made from the IC NB's: until it is in
+// this zone's NB the port waits, with an error that says so.
+func EnsureTransitPort(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc, node, chassis string, addrs []netip.Prefix) error {
+	if len(addrs) == 0 || chassis == "" {
+		return fmt.Errorf("node %s: a transit port needs the node's transit addresses and its chassis", node)
+	}
+	rows := topology.Transit(node, chassis, addrs)
+	t := ovndb.NewTxn(nb)
+	ts := ovndb.Lookup(t, &nbdb.LogicalSwitch{Name: topology.TransitSwitch})
+	switch {
+	case t.Err() != nil:
+		return t.Err()
+	case ts == nil:
+		return fmt.Errorf("node %s: no switch %s in this zone's NB yet: ovn-ic makes it from the IC NB's (is ovn-ic running, and the transit switch in the IC NB?)", node, topology.TransitSwitch)
+	case ts.OtherConfig["interconn-ts"] == "":
+		return fmt.Errorf("node %s: switch %s in this zone's NB is not a transit switch (no other_config:interconn-ts): remove it; ovn-ic makes the transit switch", node, topology.TransitSwitch)
+	}
+	router := ovndb.Require(t, &nbdb.LogicalRouter{Name: topology.ClusterRouter})
+	gw := t.Ensure(rows.Gateway, []any{&rows.Gateway.ChassisName, &rows.Gateway.Priority, &rows.Gateway.ExternalIDs}, nil)
+	rows.RouterPort.GatewayChassis = []string{gw}
+	lrp := t.Ensure(rows.RouterPort, append(topology.LRPColumns(rows.RouterPort), &rows.RouterPort.GatewayChassis), nil)
+	// ovn-ic keeps the port's tunnel key among its options
+	// (requested-tnl-key): of them only router-port is ours.
+	if cur := ovndb.Lookup(t, &nbdb.LogicalSwitchPort{Name: rows.SwitchPort.Name}); cur != nil && cur.Options != nil {
+		opts := maps.Clone(cur.Options)
+		maps.Copy(opts, rows.SwitchPort.Options)
+		rows.SwitchPort.Options = opts
+	}
+	lsp := t.Ensure(rows.SwitchPort, topology.LSPColumns(rows.SwitchPort), nil)
+	if router != nil {
+		t.AddChildren(router, &router.Ports, lrp)
+	}
+	t.AddChildren(ts, &ts.Ports, lsp)
+	ops, err := t.Ops()
+	if err != nil {
+		return fmt.Errorf("node %s's transit port: %w", node, err)
+	}
+	return commit(ctx, ops)
+}
