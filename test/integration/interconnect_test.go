@@ -4,16 +4,22 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/ovn-org/libovsdb/ovsdb"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/master"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 	"github.com/ovn-k8s/ovn-k8s/test/harness"
 )
 
@@ -218,4 +224,165 @@ func routeLearned(out, prefix, via string) bool {
 		}
 	}
 	return false
+}
+
+// zoneMaster is a master of one zone, in-process (zone mode has no flag
+// yet: config.Master.Zone; issue 38).
+type zoneMaster struct {
+	zone   string
+	ovn    *harness.OVNCentral
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func startZoneMaster(t *testing.T, kube *harness.KubeAPI, ovn *harness.OVNCentral, zone string, cfg config.Master) *zoneMaster {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	nb, err := ovndb.ConnectNB(ctx, ovn.NBEndpoints(), logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Zone = zone
+	m := master.New(cfg, kube.Client, nb, master.NewInformers(kube.Client), master.APIs{}, logr.Discard())
+	z := &zoneMaster{zone: zone, ovn: ovn, cancel: cancel, done: make(chan struct{})}
+	go func() { defer close(z.done); defer nb.Close(); _ = m.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-z.done })
+	return z
+}
+
+// Two zones, each with its own NB, SB, northd, ovn-ic and master, and one
+// node each, on one API server: each zone's master gives its own node's
+// pods their ports and annotations (the other's master leaves them alone),
+// each node's transit port becomes a remote port in the other zone and its
+// host subnet a learned route there; then one zone's NB is wiped: its master
+// and ovn-ic rebuild it (the same pod address, from the annotation), the
+// other zone's rows of ours are untouched.
+func TestZoneMastersAcrossZones(t *testing.T) {
+	kube := harness.StartKubeAPI(t)
+	cluster, err := config.ParseClusterSubnets([]string{"10.244.0.0/16/24"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Master{ClusterSubnets: cluster, ServiceCIDRs: []netip.Prefix{netip.MustParsePrefix(harness.Plans[harness.IPv4].ServiceCIDR)},
+		JoinSubnets: []netip.Prefix{netip.MustParsePrefix("100.64.0.0/16")}, RetryMaxDelay: time.Second}
+	ic := harness.StartInterconnect(t)
+	if _, err := ic.NBCtl("ts-add", "transit_switch"); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	zones := map[string]*zoneMaster{}
+	for i, name := range []string{"node-a", "node-b"} {
+		ovn := harness.StartOVNCentral(t)
+		ovn.Join(ic, "zone-"+name)
+		if _, err := ovn.SBCtl("chassis-add", "chassis-"+name, "geneve", fmt.Sprintf("192.0.2.%d", i+1), "--", "set", "chassis", "chassis-"+name, "other_config:is-interconn=true"); err != nil {
+			t.Fatal(err)
+		}
+		// As the cluster-wide part and the node's daemon leave it.
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{
+			annotations.NodeZone: "zone-" + name, annotations.NodeChassisID: "chassis-" + name,
+			annotations.NodeSubnets: annotations.FormatNodeSubnets([]netip.Prefix{netip.MustParsePrefix(fmt.Sprintf("10.244.%d.0/24", i))}),
+		}}}
+		if _, err := kube.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		kube.EnsureNamespace(t, "zones")
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "zones", Name: "pod-" + name},
+			Spec: corev1.PodSpec{NodeName: name, Containers: []corev1.Container{{Name: "c", Image: "none"}}}}
+		if _, err := kube.Client.CoreV1().Pods("zones").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		zones[name] = startZoneMaster(t, kube, ovn, "zone-"+name, cfg)
+	}
+	podAddr := func(name string) string {
+		t.Helper()
+		var addr string
+		harness.Eventually(t, 30*time.Second, "pod-"+name+" annotated", func() error {
+			p, err := kube.Client.CoreV1().Pods("zones").Get(ctx, "pod-"+name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			pn, err := annotations.ParsePodNetworks(p.Annotations[annotations.PodNetworks])
+			if err != nil || len(pn.IPs) != 1 {
+				return fmt.Errorf("annotation %q: %v", p.Annotations[annotations.PodNetworks], err)
+			}
+			addr = pn.IPs[0].Addr().String()
+			return nil
+		})
+		return addr
+	}
+	addrs := map[string]string{}
+	for name, z := range zones {
+		other := "node-b"
+		if name == other {
+			other = "node-a"
+		}
+		addrs[name] = podAddr(name)
+		waitForCtl(t, "pod-"+name+"'s port in its zone only", func() (string, error) {
+			mine, err := z.ovn.NBCtl("--bare", "--columns=addresses", "find", "Logical_Switch_Port", "name=zones_pod-"+name)
+			if err != nil {
+				return "", err
+			}
+			theirs, err := zones[other].ovn.NBCtl("--bare", "--columns=name", "find", "Logical_Switch_Port", "name=zones_pod-"+name)
+			return mine + "|" + theirs, err
+		}, func(out string) bool {
+			return strings.Contains(out, addrs[name]) && strings.HasSuffix(strings.TrimSpace(out), "|")
+		})
+		waitForCtl(t, name+"'s transit port a remote port in "+other+"'s zone", func() (string, error) {
+			return zones[other].ovn.NBCtl("--bare", "--columns=type", "find", "Logical_Switch_Port", "name=tstor-"+name)
+		}, func(out string) bool { return strings.TrimSpace(out) == "remote" })
+	}
+	for name, z := range zones {
+		for other, subnet := range map[string]string{"node-a": "10.244.0.0/24", "node-b": "10.244.1.0/24"} {
+			if other == name {
+				continue
+			}
+			waitForCtl(t, name+"'s zone learns "+other+"'s subnet", func() (string, error) {
+				return z.ovn.NBCtl("lr-route-list", "ovn_cluster_router")
+			}, func(out string) bool { return routeLearned(out, subnet, "") })
+		}
+	}
+
+	// Zone A's NB wiped.
+	ours := func(o *harness.OVNCentral) string {
+		t.Helper()
+		nb, err := ovndb.ConnectNBFull(ctx, o.NBEndpoints(), logr.Discard())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nb.Close()
+		var lines []string
+		for table, rows := range ovndb.TakeSnapshot(nb) {
+			for _, row := range rows {
+				if ids := externalIDsOf(row); ids[topology.OwnerControllerKey] == topology.ControllerName {
+					lines = append(lines, table+" "+ids[topology.OwnerTypeKey]+" "+ids[topology.OwnerNameKey])
+				}
+			}
+		}
+		slices.Sort(lines)
+		return strings.Join(lines, "\n")
+	}
+	before := ours(zones["node-b"].ovn)
+	zones["node-a"].ovn.ResetNB()
+	waitForCtl(t, "zone A rebuilt: pod-node-a's port at its address", func() (string, error) {
+		return zones["node-a"].ovn.NBCtl("--bare", "--columns=addresses", "find", "Logical_Switch_Port", "name=zones_pod-node-a")
+	}, func(out string) bool { return strings.Contains(out, addrs["node-a"]) })
+	waitForCtl(t, "zone A's transit port back as a remote port in zone B", func() (string, error) {
+		return zones["node-b"].ovn.NBCtl("--bare", "--columns=type", "find", "Logical_Switch_Port", "name=tstor-node-a")
+	}, func(out string) bool { return strings.TrimSpace(out) == "remote" })
+	waitForCtl(t, "zone B learns node-a's subnet again", func() (string, error) {
+		return zones["node-b"].ovn.NBCtl("lr-route-list", "ovn_cluster_router")
+	}, func(out string) bool { return routeLearned(out, "10.244.0.0/24", "") })
+	if after := ours(zones["node-b"].ovn); after != before {
+		t.Errorf("zone B's rows of ours changed when zone A's NB was wiped:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
+
+// externalIDsOf is a row's external_ids (nil for a table without them).
+func externalIDsOf(row any) map[string]string {
+	v := reflect.Indirect(reflect.ValueOf(row))
+	if f := v.FieldByName("ExternalIDs"); f.IsValid() {
+		ids, _ := f.Interface().(map[string]string)
+		return ids
+	}
+	return nil
 }

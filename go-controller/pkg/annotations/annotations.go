@@ -15,6 +15,9 @@ const (
 	PodNetworks = "k8s.ovn.org/pod-networks"
 	// NodeSubnets is the node's host subnet(s), written by the master.
 	NodeSubnets = "k8s.ovn.org/node-subnets"
+	// NodeZone is the zone the node is in (zone mode, OVN interconnection):
+	// each zone's master programs the nodes of its zone (upstream's name).
+	NodeZone = "k8s.ovn.org/zone-name"
 	// NodeChassisID is the node's OVS system-id, written by the node.
 	NodeChassisID = "k8s.ovn.org/node-chassis-id"
 	// NodeMgmtPortMAC is the MAC of the node's ovn-k8s-mp0, written by the node.

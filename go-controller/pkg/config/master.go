@@ -27,6 +27,13 @@ type Master struct {
 	// JoinSubnets are the join switch's ranges, one per family of the
 	// cluster subnets (--join-subnet's other families are left out).
 	JoinSubnets []netip.Prefix
+	// Zone, when set, is the zone whose NB this master writes (zone mode,
+	// OVN interconnection; issue 38, being built: nodes and pods so far):
+	// only nodes annotated with it (annotations.NodeZone) and their pods,
+	// their host subnets read from the node annotation (another allocates
+	// them), and each node's transit port at TransitSubnets' addresses.
+	Zone           string
+	TransitSubnets []netip.Prefix
 	// PodWorkers bounds concurrent pod syncs; their NB writes share transactions
 	// and their annotation patches run in parallel.
 	PodWorkers     int

@@ -52,6 +52,9 @@ func (q *Queue) Resync(key string) {
 	q.q.Add(key)
 }
 
+// Retries is how many times key's sync has failed since it last succeeded.
+func (q *Queue) Retries(key string) int { return q.q.NumRequeues(key) }
+
 // Idle says no key is queued or being synced.
 func (q *Queue) Idle() bool { return q.q.Len() == 0 && q.busy.Load() == 0 }
 

@@ -142,6 +142,9 @@ func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client,
 	if cfg.RetryMaxDelay <= 0 {
 		cfg.RetryMaxDelay = 30 * time.Second
 	}
+	if cfg.Zone != "" && len(cfg.TransitSubnets) == 0 {
+		cfg.TransitSubnets = config.DefaultTransitSubnets
+	}
 	if cfg.ResyncInterval == 0 {
 		cfg.ResyncInterval = config.DefaultResyncInterval
 	}
@@ -456,6 +459,9 @@ func (m *Master) ensureClusterWithRetry(ctx context.Context) error {
 	backoff := 200 * time.Millisecond
 	for {
 		err := EnsureCluster(ctx, m.nb, m.committer.Commit, m.cfg.JoinSubnets)
+		if err == nil && m.cfg.Zone != "" {
+			err = EnsureZone(ctx, m.nb, m.committer.Commit, m.cfg.Zone, m.cfg.JoinSubnets)
+		}
 		if err == nil {
 			return nil
 		}

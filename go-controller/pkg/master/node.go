@@ -29,7 +29,17 @@ func (m *Master) syncNode(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	if !m.inZone(node) {
+		// Another zone's (or it left this one): its pods go with it.
+		m.enqueuePodsOn(name)
+		return m.removeNode(ctx, name)
+	}
 	subnets, err := m.nodeSubnetsFor(node)
+	if errors.Is(err, errSubnetNotYet) {
+		// Its annotation's arrival syncs it again (nodeUpdated).
+		m.log.V(1).Info("node waits for its host subnet", "node", name, "annotation", annotations.NodeSubnets)
+		return nil
+	}
 	if err != nil {
 		if errors.Is(err, allocator.ErrExhausted) {
 			m.log.Error(err, "cannot give node a host subnet; add a cluster subnet or remove nodes", "node", name)
@@ -56,6 +66,9 @@ func (m *Master) syncNode(ctx context.Context, name string) error {
 	if err := m.syncGateway(ctx, node, subnets); err != nil {
 		return err
 	}
+	if err := m.syncTransitPort(ctx, node, subnets); err != nil {
+		return err
+	}
 	// Pods whose node had no subnet yet retry with backoff; the node becoming
 	// ready (first successful sync since start, deletion or failure) calls
 	// them now rather than at their next retry.
@@ -64,6 +77,10 @@ func (m *Master) syncNode(ctx context.Context, name string) error {
 	}
 	return nil
 }
+
+// errSubnetNotYet is a node of a zone whose host subnet the cluster-wide
+// part has not annotated yet.
+var errSubnetNotYet = errors.New("no host subnet allocated yet")
 
 // nodeSubnetsFor returns the subnets the node holds, honouring a valid
 // existing annotation, else allocating.
@@ -79,7 +96,14 @@ func (m *Master) nodeSubnetsFor(node *corev1.Node) ([]netip.Prefix, error) {
 		if err == nil {
 			return subnets, nil
 		}
+		if m.cfg.Zone != "" {
+			return nil, fmt.Errorf("node %s: host subnet annotation %s=%q unusable: %w", node.Name, annotations.NodeSubnets, v, err)
+		}
 		m.log.Info("ignoring node's host subnet annotation; allocating a new subnet", "node", node.Name, "annotation", v, "reason", err.Error())
+	}
+	if m.cfg.Zone != "" {
+		// Allocated cluster-wide, not by a zone.
+		return nil, errSubnetNotYet
 	}
 	return m.ipam.allocateNodeSubnets(node.Name)
 }
@@ -220,22 +244,34 @@ func EnsureNode(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc
 // object) keeps its subnet, switch and pod ports, so its pods never notice.
 // The last such pod's deletion queues the node again.
 func (m *Master) deleteNode(ctx context.Context, name string) error {
-	m.nodesReady.Delete(name)
-	m.forgetFamilyDrops("node", name, annotations.NodeSubnets, annotations.NodeGatewayJoinIP)
-	m.reported.Delete(gatewayKey(name))
 	if n := m.podsHoldingOn(name); n > 0 {
+		m.nodesReady.Delete(name)
 		m.log.Info("node is gone but pods bound to it remain; keeping its subnet and rows until they are gone", "node", name, "pods", n)
 		return nil
 	}
+	return m.removeNode(ctx, name)
+}
+
+// removeNode removes the node's rows and releases its addresses.
+func (m *Master) removeNode(ctx context.Context, name string) error {
+	m.nodesReady.Delete(name)
+	m.forgetFamilyDrops("node", name, annotations.NodeSubnets, annotations.NodeGatewayJoinIP)
+	m.reported.Delete(gatewayKey(name))
 	owner := topology.Owner{Type: topology.OwnerNode, Name: name}
 	t := ovndb.NewTxn(m.nb)
 	if sw := ovndb.Lookup(t, &nbdb.LogicalSwitch{Name: name}); sw != nil && topology.OwnedBy(sw.ExternalIDs, owner) {
 		t.Delete(sw) // its ports are garbage-collected with it
 	}
-	lrp := ovndb.Lookup(t, &nbdb.LogicalRouterPort{Name: topology.NodeRouterToSwitchPort(name)})
 	router := ovndb.Lookup(t, &nbdb.LogicalRouter{Name: topology.ClusterRouter})
-	if lrp != nil && router != nil && topology.OwnedBy(lrp.ExternalIDs, owner) {
-		t.RemoveChildren(router, &router.Ports, lrp.UUID)
+	for _, port := range []string{topology.NodeRouterToSwitchPort(name), topology.TransitRouterPort(name)} {
+		lrp := ovndb.Lookup(t, &nbdb.LogicalRouterPort{Name: port})
+		if lrp != nil && router != nil && topology.OwnedBy(lrp.ExternalIDs, owner) {
+			t.RemoveChildren(router, &router.Ports, lrp.UUID)
+		}
+	}
+	if lsp := ovndb.Lookup(t, &nbdb.LogicalSwitchPort{Name: topology.TransitSwitchPort(name)}); lsp != nil && topology.OwnedBy(lsp.ExternalIDs, owner) {
+		ts := &nbdb.LogicalSwitch{}
+		t.Detach(ts, &ts.Ports, lsp.UUID)
 	}
 	removeGatewayRows(t, name)
 	if router != nil {
@@ -269,6 +305,7 @@ func (m *Master) nodeUpdated(old, cur any) {
 		o.Annotations[annotations.NodeChassisID] == n.Annotations[annotations.NodeChassisID] &&
 		o.Annotations[annotations.NodeL3GatewayConfig] == n.Annotations[annotations.NodeL3GatewayConfig] &&
 		o.Annotations[annotations.NodeGatewayJoinIP] == n.Annotations[annotations.NodeGatewayJoinIP] &&
+		o.Annotations[annotations.NodeZone] == n.Annotations[annotations.NodeZone] &&
 		slices.Equal(internalIPs(o), internalIPs(n)) {
 		return
 	}

@@ -31,6 +31,11 @@ func (m *Master) syncPod(ctx context.Context, key string) error {
 		return m.deletePod(ctx, key)
 	}
 	node := pod.NodeName
+	if m.cfg.Zone != "" {
+		if n, err := m.nodeLister.Get(node); err != nil || !m.inZone(n) {
+			return m.deletePod(ctx, key) // another zone's
+		}
+	}
 	subnets := m.ipam.nodeSubnets(node)
 	if subnets == nil {
 		// Retried with backoff (and queued at once when the node's sync

@@ -10,7 +10,10 @@ import (
 	libovsdbclient "github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/model"
 	"github.com/ovn-org/libovsdb/ovsdb"
+	corev1 "k8s.io/api/core/v1"
 
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
@@ -116,4 +119,32 @@ func EnsureTransitPort(ctx context.Context, nb libovsdbclient.Client, commit Com
 		return fmt.Errorf("node %s's transit port: %w", node, err)
 	}
 	return commit(ctx, ops)
+}
+
+// inZone says whether the master programs node: every node in central
+// mode, the nodes annotated with its zone in zone mode.
+func (m *Master) inZone(node *corev1.Node) bool {
+	return m.cfg.Zone == "" || node.Annotations[annotations.NodeZone] == m.cfg.Zone
+}
+
+// syncTransitPort gives a node of this zone its port on the transit switch
+// (zone mode), gatewayed on the chassis the node reports, at the addresses
+// its host subnets number.
+func (m *Master) syncTransitPort(ctx context.Context, node *corev1.Node, subnets []netip.Prefix) error {
+	if m.cfg.Zone == "" {
+		return nil
+	}
+	chassis := node.Annotations[annotations.NodeChassisID]
+	if chassis == "" {
+		return fmt.Errorf("node %s: no chassis reported yet (annotation %s, written by its node daemon)", node.Name, annotations.NodeChassisID)
+	}
+	if owner := m.chassisOwner(chassis); owner != node.Name {
+		return fmt.Errorf("node %s: %s %q is also reported by node %s, which reported it first; each node's daemon reports its own OVS system-id",
+			node.Name, annotations.NodeChassisID, chassis, owner)
+	}
+	addrs, err := config.TransitAddrs(m.cfg.TransitSubnets, m.cfg.ClusterSubnets, subnets)
+	if err != nil {
+		return fmt.Errorf("node %s: %w", node.Name, err)
+	}
+	return EnsureTransitPort(ctx, m.nb, m.committer.Commit, node.Name, chassis, addrs)
 }

@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
@@ -11,11 +12,14 @@ import (
 
 	libovsdbclient "github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/ovsdb"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb/ovndbtest"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
+	"github.com/ovn-k8s/ovn-k8s/test/harness"
 )
 
 // EnsureZone names the zone and writes its route exchange options beside
@@ -192,4 +196,138 @@ func lookupSwitch(ctx context.Context, nb libovsdbclient.Client) *nbdb.LogicalSw
 		return nil
 	}
 	return &found[0]
+}
+
+// zoneNodes creates nodes as the cluster-wide part and their daemons leave
+// them in zone mode: each in a zone, with a host subnet and a chassis.
+func (e *env) zoneNode(name, zone, subnet string) {
+	e.t.Helper()
+	e.createNode(name)
+	values := map[string]any{annotations.NodeZone: zone, annotations.NodeChassisID: "chassis-" + name}
+	if subnet != "" {
+		values[annotations.NodeSubnets] = annotations.FormatNodeSubnets([]netip.Prefix{netip.MustParsePrefix(subnet)})
+	}
+	e.patchNode(name, values)
+}
+
+// zoneRows summarises what the NB holds for a node of a zone: its switch,
+// its transit router port's networks and gateway, and whether the transit
+// switch holds its port ("" for nothing).
+func (e *env) zoneRows(node string) string {
+	ctx := context.Background()
+	var out []string
+	switchNamed := func(name string) *nbdb.LogicalSwitch {
+		var sws []nbdb.LogicalSwitch
+		_ = e.nb.WhereCache(func(s *nbdb.LogicalSwitch) bool { return s.Name == name }).List(ctx, &sws)
+		if len(sws) != 1 {
+			return nil
+		}
+		return &sws[0]
+	}
+	if switchNamed(node) != nil {
+		out = append(out, "switch")
+	}
+	lrp := &nbdb.LogicalRouterPort{Name: topology.TransitRouterPort(node)}
+	if e.nb.Get(ctx, lrp) == nil {
+		gw := ""
+		if len(lrp.GatewayChassis) == 1 {
+			g := &nbdb.GatewayChassis{UUID: lrp.GatewayChassis[0]}
+			if e.nb.Get(ctx, g) == nil {
+				gw = g.ChassisName
+			}
+		}
+		out = append(out, "rtots "+strings.Join(lrp.Networks, ",")+" via "+gw)
+	}
+	lsp := &nbdb.LogicalSwitchPort{Name: topology.TransitSwitchPort(node)}
+	if ts := switchNamed(topology.TransitSwitch); e.nb.Get(ctx, lsp) == nil && ts != nil && slices.Contains(ts.Ports, lsp.UUID) {
+		out = append(out, "tstor")
+	}
+	return strings.Join(out, "; ")
+}
+
+func (e *env) waitZoneRows(node, want string) {
+	e.t.Helper()
+	harness.Eventually(e.t, 10*time.Second, node+"'s zone rows", func() error {
+		if got := e.zoneRows(node); got != want {
+			return fmt.Errorf("have %q, want %q", got, want)
+		}
+		return nil
+	})
+}
+
+// A zone's master programs its zone's nodes and their pods only: the
+// NB is named after the zone, its node gets a switch and a transit port
+// (the address its host subnet numbers, gatewayed on its chassis), its
+// pods ports and annotations; another zone's node and pods get nothing
+// here, nor any annotation from this master; a node of the zone without a
+// host subnet yet waits for it (a zone allocates none); a node that moves
+// to another zone takes its rows and its pods' ports with it; an idle
+// restart writes nothing.
+func TestZoneMasterProgramsItsZoneOnly(t *testing.T) {
+	e := newEnv(t)
+	e.cfg.Zone = "z1"
+	ctx := context.Background()
+	ts := &nbdb.LogicalSwitch{UUID: "ts", Name: topology.TransitSwitch, OtherConfig: map[string]string{"interconn-ts": topology.TransitSwitch}}
+	if err := ovndb.Transact(ctx, e.nb, mustOps(t)(e.nb.Create(ts))); err != nil { // as ovn-ic makes it
+		t.Fatal(err)
+	}
+	e.zoneNode("n1", "z1", "10.244.0.0/24")
+	e.zoneNode("n2", "z2", "10.244.1.0/24")
+	e.zoneNode("n3", "z1", "")
+	e.createPod("default", "p1", "n1")
+	e.createPod("default", "p2", "n2")
+	e.start()
+	e.waitZoneRows("n1", "switch; rtots 100.88.0.2/16 via chassis-n1; tstor")
+	e.lsp("default_p1", nil)
+	if pn := e.podNetwork("default", "p1"); len(pn.IPs) != 1 || !netip.MustParsePrefix("10.244.0.0/24").Contains(pn.IPs[0].Addr()) {
+		t.Errorf("p1's addresses %v, want one in n1's subnet", pn.IPs)
+	}
+	harness.Eventually(t, 10*time.Second, "the NB named after the zone", func() error {
+		var gs []nbdb.NBGlobal
+		if err := e.nb.List(ctx, &gs); err != nil || len(gs) != 1 || gs[0].Name != "z1" || gs[0].Options["ic-route-denylist"] != "100.64.0.0/16" {
+			return fmt.Errorf("NB_Global %+v %v", gs, err)
+		}
+		return nil
+	})
+	e.settle()
+	// Neither the other zone's pod nor the node waiting for its subnet is
+	// a failing sync, retried for ever.
+	if n := e.m.podQueue.Retries("default/p2"); n != 0 {
+		t.Errorf("pod default/p2: %d failed syncs", n)
+	}
+	if n := e.m.nodeQueue.Retries("n3"); n != 0 {
+		t.Errorf("node n3: %d failed syncs", n)
+	}
+	for _, n := range []string{"n2", "n3"} {
+		if got := e.zoneRows(n); got != "" {
+			t.Errorf("%s: rows %q, want none", n, got)
+		}
+	}
+	if e.nb.Get(ctx, &nbdb.LogicalSwitchPort{Name: "default_p2"}) == nil {
+		t.Error("p2, on another zone's node, has a port here")
+	}
+	p2, err := e.kube.CoreV1().Pods("default").Get(ctx, "p2", metav1.GetOptions{})
+	if err != nil || p2.Annotations[annotations.PodNetworks] != "" {
+		t.Errorf("p2 annotated by another zone's master: %v %v", p2.Annotations, err)
+	}
+	n3, err := e.kube.CoreV1().Nodes().Get(ctx, "n3", metav1.GetOptions{})
+	if err != nil || n3.Annotations[annotations.NodeSubnets] != "" {
+		t.Errorf("n3 given a host subnet by a zone's master: %v %v", n3.Annotations, err)
+	}
+	// The subnet comes: the node is built.
+	e.patchNode("n3", map[string]any{annotations.NodeSubnets: annotations.FormatNodeSubnets([]netip.Prefix{netip.MustParsePrefix("10.244.5.0/24")})})
+	e.waitZoneRows("n3", "switch; rtots 100.88.0.7/16 via chassis-n3; tstor")
+	if n := e.restartIdle(); n != 0 {
+		t.Errorf("an idle restart sent %d transactions", n)
+	}
+	// n1 moves to zone z2.
+	e.patchNode("n1", map[string]any{annotations.NodeZone: "z2"})
+	e.waitZoneRows("n1", "")
+	harness.Eventually(t, 10*time.Second, "p1's port gone", func() error {
+		if e.nb.Get(ctx, &nbdb.LogicalSwitchPort{Name: "default_p1"}) == nil {
+			return fmt.Errorf("still there")
+		}
+		return nil
+	})
+	e.waitZoneRows("n3", "switch; rtots 100.88.0.7/16 via chassis-n3; tstor")
 }
