@@ -409,6 +409,7 @@ func TestAdmissionNodeAnnotations(t *testing.T) {
 		{"the node daemon of n1 writing n1's chassis, management port MAC and gateway", patch(n1Daemon, "n1", annotationPatch(map[string]*string{
 			annotations.NodeChassisID: s("c-n1"), annotations.NodeMgmtPortMAC: s("0a:58:0a:f4:01:02"), annotations.NodeL3GatewayConfig: s(gw)})), "", nil},
 		{"the node daemon of n1 removing n1's gateway", patch(n1Daemon, "n1", annotationPatch(map[string]*string{annotations.NodeL3GatewayConfig: nil})), "", nil},
+		{"the node daemon of n1 writing n1's zone", patch(n1Daemon, "n1", ann(annotations.NodeZone, "zone-n1")), "", nil},
 		{"the node daemon of n1 writing n1's labels", patch(n1Daemon, "n1", []byte(`{"metadata":{"labels":{"x":"y"}}}`)), "", nil},
 		{"the node daemon of n1 writing n1's subnet", patch(n1Daemon, "n1", ann(annotations.NodeSubnets, `{"default":"10.244.9.0/24"}`)), annPolicy,
 			[]string{annotations.NodeSubnets + " of Node n1 " + byMaster, nodeDaemon + " may not write it"}},
@@ -418,6 +419,7 @@ func TestAdmissionNodeAnnotations(t *testing.T) {
 		{"the node daemon of n1 writing n2's labels", patch(n1Daemon, "n2", []byte(`{"metadata":{"labels":{"x":"y"}}}`)), ownNode,
 			[]string{"the node daemon of n1 may write only its own Node, not Node n2"}},
 		{"the node daemon of n1 writing n2's chassis", patch(n1Daemon, "n2", ann(annotations.NodeChassisID, "c-n1")), both, nil},
+		{"the node daemon of n1 moving n2 to its zone", patch(n1Daemon, "n2", ann(annotations.NodeZone, "zone-n1")), both, nil},
 		// The node daemon's ServiceAccount with no node claim, or bound to the Node.
 		{"the node daemon's ServiceAccount with no node claim writing n1's labels", patch(unbound, "n1", []byte(`{"metadata":{"labels":{"x":"z"}}}`)), ownNode,
 			[]string{"this token has no node claim", "may not write Node n1"}},
@@ -429,6 +431,8 @@ func TestAdmissionNodeAnnotations(t *testing.T) {
 			[]string{annotations.NodeChassisID + " of Node n1 " + byDaemon + " n1", "system:serviceaccount:monitoring:agent of node n1 may not write it"}},
 		{"a user who may patch Nodes writing n1's chassis", patch(carol, "n1", ann(annotations.NodeChassisID, "c-carol")), annPolicy,
 			[]string{"carol, with no node claim, may not write it"}},
+		{"a user who may patch Nodes moving n1 to another zone", patch(carol, "n1", ann(annotations.NodeZone, "zone-carol")), annPolicy,
+			[]string{annotations.NodeZone + " of Node n1 " + byDaemon + " n1", "carol, with no node claim, may not write it"}},
 		{"a user who may patch Nodes writing n1's gateway through its status", patch(carol, "n1", ann(annotations.NodeL3GatewayConfig, gw), "status"), annPolicy, nil},
 		{"a user who may patch Nodes writing n2's subnet", patch(carol, "n2", ann(annotations.NodeSubnets, `{"default":"10.244.9.0/24"}`)), annPolicy,
 			[]string{byMaster, "carol may not write it"}},
