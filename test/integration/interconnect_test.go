@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -353,7 +352,7 @@ func TestZoneMastersAcrossZones(t *testing.T) {
 		var lines []string
 		for table, rows := range ovndb.TakeSnapshot(nb) {
 			for _, row := range rows {
-				if ids := externalIDsOf(row); ids[topology.OwnerControllerKey] == topology.ControllerName {
+				if ids := ovndb.ExternalIDs(row); ids[topology.OwnerControllerKey] == topology.ControllerName {
 					lines = append(lines, table+" "+ids[topology.OwnerTypeKey]+" "+ids[topology.OwnerNameKey])
 				}
 			}
@@ -375,14 +374,4 @@ func TestZoneMastersAcrossZones(t *testing.T) {
 	if after := ours(zones["node-b"].ovn); after != before {
 		t.Errorf("zone B's rows of ours changed when zone A's NB was wiped:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
-}
-
-// externalIDsOf is a row's external_ids (nil for a table without them).
-func externalIDsOf(row any) map[string]string {
-	v := reflect.Indirect(reflect.ValueOf(row))
-	if f := v.FieldByName("ExternalIDs"); f.IsValid() {
-		ids, _ := f.Interface().(map[string]string)
-		return ids
-	}
-	return nil
 }

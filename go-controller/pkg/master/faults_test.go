@@ -74,18 +74,7 @@ func TestNBReplacedByEmptyDatabase(t *testing.T) {
 	e.lsp(topology.PodPort("ns", "p1"), nil)
 	e.lsp(topology.ManagementPort("n1"), nil)
 	e.waitVIPs(lbName, wantVIPs)
-	harness.Eventually(t, 15*time.Second, "the load balancer in the cluster group", func() error {
-		g := &nbdb.LoadBalancerGroup{Name: topology.ClusterLBGroup}
-		if err := e.nb.Get(context.Background(), g); err != nil {
-			return err
-		}
-		var lbs []nbdb.LoadBalancer
-		_ = e.nb.WhereCache(func(l *nbdb.LoadBalancer) bool { return l.Name == lbName }).List(context.Background(), &lbs)
-		if len(lbs) != 1 || !slices.Contains(g.LoadBalancer, lbs[0].UUID) {
-			return fmt.Errorf("group %v, load balancers %v", g.LoadBalancer, lbs)
-		}
-		return nil
-	})
+	e.waitOneBalancerInClusterGroup(lbName, 15*time.Second)
 	t.Logf("everything back %v after the NB was replaced", time.Since(start))
 	// A service change after the replacement syncs (no stale index of old UUIDs).
 	e.createSlice("ns", "web-y", "web", "10.244.9.9")
@@ -361,7 +350,14 @@ func TestServiceAfterLostReply(t *testing.T) {
 		t.Fatal("no transaction lost its reply")
 	}
 	e.waitVIPs(lbName, map[string]string{"10.96.0.10:80": "10.244.0.5:8080"})
-	harness.Eventually(t, 10*time.Second, "one balancer, in the cluster group", func() error {
+	e.waitOneBalancerInClusterGroup(lbName, 10*time.Second)
+}
+
+// waitOneBalancerInClusterGroup waits until exactly one balancer has that
+// name and the cluster load balancer group holds it.
+func (e *env) waitOneBalancerInClusterGroup(lbName string, timeout time.Duration) {
+	e.t.Helper()
+	harness.Eventually(e.t, timeout, "one balancer "+lbName+", in the cluster group", func() error {
 		g := &nbdb.LoadBalancerGroup{Name: topology.ClusterLBGroup}
 		if err := e.nb.Get(context.Background(), g); err != nil {
 			return err

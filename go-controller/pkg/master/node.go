@@ -30,8 +30,11 @@ func (m *Master) syncNode(ctx context.Context, name string) error {
 		return err
 	}
 	if !m.inZone(node) {
-		// Another zone's (or it left this one): its pods go with it.
-		m.enqueuePodsOn(name)
+		// Another zone's. One built here left: its pods' ports go with it
+		// (every pod is synced at start, so a restart needs no re-queue).
+		if _, built := m.nodesReady.Load(name); built {
+			m.enqueuePodsOn(name)
+		}
 		return m.removeNode(ctx, name)
 	}
 	subnets, err := m.nodeSubnetsFor(node)

@@ -94,16 +94,16 @@ func TestEnsureTransitPort(t *testing.T) {
 	if err := ovndb.Transact(ctx, nb, mustOps(t)(nb.Create(impostor))); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the switch cached", func() bool { return lookupSwitch(ctx, nb) != nil })
+	waitFor(t, "the switch cached", func() bool { return switchNamed(nb, topology.TransitSwitch) != nil })
 	if err := EnsureTransitPort(ctx, nb, commit, "n1", "chassis-1", addrs); err == nil || !strings.Contains(err.Error(), "not a transit switch") {
 		t.Fatalf("a switch that is not a transit switch: %v", err)
 	}
-	ts := lookupSwitch(ctx, nb)
+	ts := switchNamed(nb, topology.TransitSwitch)
 	ts.OtherConfig = map[string]string{"interconn-ts": topology.TransitSwitch}
 	if err := ovndb.Transact(ctx, nb, mustOps(t)(nb.Where(ts).Update(ts, &ts.OtherConfig))); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the switch made a transit switch", func() bool { return lookupSwitch(ctx, nb).OtherConfig["interconn-ts"] != "" })
+	waitFor(t, "the switch made a transit switch", func() bool { return switchNamed(nb, topology.TransitSwitch).OtherConfig["interconn-ts"] != "" })
 	if err := EnsureTransitPort(ctx, nb, commit, "n1", "chassis-1", addrs); err != nil {
 		t.Fatal(err)
 	}
@@ -181,21 +181,17 @@ func mustOps(t *testing.T) func([]ovsdb.Operation, error) []ovsdb.Operation {
 // waitFor polls cond (a cache catching up with a commit) for up to 5 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	harness.Eventually(t, 5*time.Second, what, func() error {
+		if !cond() {
+			return fmt.Errorf("not yet")
 		}
-	}
+		return nil
+	})
 }
 
-func lookupSwitch(ctx context.Context, nb libovsdbclient.Client) *nbdb.LogicalSwitch {
-	ts := &nbdb.LogicalSwitch{Name: topology.TransitSwitch}
-	var found []nbdb.LogicalSwitch
-	_ = nb.WhereCache(func(s *nbdb.LogicalSwitch) bool { return s.Name == ts.Name }).List(ctx, &found)
-	if len(found) != 1 {
-		return nil
-	}
-	return &found[0]
+// switchNamed is the cached switch of that name, nil when there is none.
+func switchNamed(nb libovsdbclient.Client, name string) *nbdb.LogicalSwitch {
+	return ovndb.Lookup(ovndb.NewTxn(nb), &nbdb.LogicalSwitch{Name: name})
 }
 
 // zoneNodes creates nodes as the cluster-wide part and their daemons leave
@@ -216,15 +212,7 @@ func (e *env) zoneNode(name, zone, subnet string) {
 func (e *env) zoneRows(node string) string {
 	ctx := context.Background()
 	var out []string
-	switchNamed := func(name string) *nbdb.LogicalSwitch {
-		var sws []nbdb.LogicalSwitch
-		_ = e.nb.WhereCache(func(s *nbdb.LogicalSwitch) bool { return s.Name == name }).List(ctx, &sws)
-		if len(sws) != 1 {
-			return nil
-		}
-		return &sws[0]
-	}
-	if switchNamed(node) != nil {
+	if switchNamed(e.nb, node) != nil {
 		out = append(out, "switch")
 	}
 	lrp := &nbdb.LogicalRouterPort{Name: topology.TransitRouterPort(node)}
@@ -239,7 +227,7 @@ func (e *env) zoneRows(node string) string {
 		out = append(out, "rtots "+strings.Join(lrp.Networks, ",")+" via "+gw)
 	}
 	lsp := &nbdb.LogicalSwitchPort{Name: topology.TransitSwitchPort(node)}
-	if ts := switchNamed(topology.TransitSwitch); e.nb.Get(ctx, lsp) == nil && ts != nil && slices.Contains(ts.Ports, lsp.UUID) {
+	if ts := switchNamed(e.nb, topology.TransitSwitch); e.nb.Get(ctx, lsp) == nil && ts != nil && slices.Contains(ts.Ports, lsp.UUID) {
 		out = append(out, "tstor")
 	}
 	return strings.Join(out, "; ")

@@ -305,7 +305,7 @@ func Owned[T any, PT interface {
 	field := reflect.ValueOf(probe).Elem().FieldByName("ExternalIDs").Addr().Interface()
 	_ = c.WhereAny(probe, model.Condition{Field: field, Function: ovsdb.ConditionIncludes,
 		Value: map[string]string{topology.OwnerNameKey: owner.Name}}).List(context.Background(), &out)
-	return slices.DeleteFunc(out, func(row T) bool { return !topology.OwnedBy(externalIDs(PT(&row)), owner) })
+	return slices.DeleteFunc(out, func(row T) bool { return !topology.OwnedBy(ExternalIDs(PT(&row)), owner) })
 }
 
 // OwnedChildren are the rows of T's table that owner owns (Owned) and a

@@ -78,7 +78,7 @@ func (s Snapshot) Unowned() []RowDiff {
 		for _, uuid := range slices.Sorted(maps.Keys(s[table])) {
 			row := s[table][uuid]
 			name := rowName(row)
-			if _, owned := topology.OwnerOf(externalIDs(row)); owned || name == uuid || !topology.OurName(name) {
+			if _, owned := topology.OwnerOf(ExternalIDs(row)); owned || name == uuid || !topology.OurName(name) {
 				continue
 			}
 			out = append(out, RowDiff{Kind: RowUnowned, Table: table, Row: name})
@@ -154,7 +154,7 @@ func identity(row model.Model) string {
 	if n := rowName(row); n != getUUID(row) && n != "" {
 		return n
 	}
-	if ids := externalIDs(row); len(ids) > 0 {
+	if ids := ExternalIDs(row); len(ids) > 0 {
 		return renderValue(reflect.ValueOf(ids), nil)
 	}
 	return getUUID(row)

@@ -131,7 +131,7 @@ func (t *Txn) mergeDuplicates(table string, want model.Model, rows map[string]mo
 	var keep model.Model
 	var owner topology.Owner
 	for _, r := range rows {
-		o, ok := topology.OwnerOf(externalIDs(r))
+		o, ok := topology.OwnerOf(ExternalIDs(r))
 		if !ok || keep != nil && o != owner {
 			t.fail(fmt.Errorf("%d %s rows are named %q and not all were created by ovn-k8s for one object; delete the ones that are not ovn-k8s's", len(rows), table, rowName(want)))
 			return nil
@@ -400,8 +400,8 @@ func checkOwner(cached, want model.Model) error {
 	if !reflect.ValueOf(want).Elem().FieldByName("ExternalIDs").IsValid() {
 		return nil // tables without external_ids (Load_Balancer_Group) are owned by name
 	}
-	have, ok := topology.OwnerOf(externalIDs(cached))
-	wantOwner, _ := topology.OwnerOf(externalIDs(want))
+	have, ok := topology.OwnerOf(ExternalIDs(cached))
+	wantOwner, _ := topology.OwnerOf(ExternalIDs(want))
 	if !ok {
 		return fmt.Errorf("%s %q exists but was not created by ovn-k8s (no %s=%s external_id); remove or rename it",
 			reflect.TypeOf(cached).Elem().Name(), rowName(cached), topology.OwnerControllerKey, topology.ControllerName)
@@ -451,7 +451,8 @@ func rowName(m model.Model) string {
 	return getUUID(m)
 }
 
-func externalIDs(m model.Model) map[string]string {
+// ExternalIDs is a row's external_ids (nil for a table without them).
+func ExternalIDs(m model.Model) map[string]string {
 	if f := reflect.ValueOf(m).Elem().FieldByName("ExternalIDs"); f.IsValid() {
 		ids, _ := f.Interface().(map[string]string)
 		return ids
@@ -470,7 +471,7 @@ func (t *Txn) EnsureChild(parent model.Model, childField any, idKey string, want
 	if rc == nil {
 		return ""
 	}
-	if uuid, ok := t.childIndex(parent, childField, idKey, rc)[externalIDs(want)[idKey]]; ok {
+	if uuid, ok := t.childIndex(parent, childField, idKey, rc)[ExternalIDs(want)[idKey]]; ok {
 		// rc.Row hands out a copy already.
 		if row := rc.Row(uuid); row != nil {
 			if !t.updateChanged(row, want, uuid, fields) {
@@ -491,7 +492,7 @@ func (t *Txn) EnsureChild(parent model.Model, childField any, idKey string, want
 func (t *Txn) KnownChildren(parent model.Model, childField any, idKey string, rows []model.Model) {
 	byID := make(map[string]string, len(rows))
 	for _, row := range rows {
-		if id, ok := externalIDs(row)[idKey]; ok && byID[id] == "" {
+		if id, ok := ExternalIDs(row)[idKey]; ok && byID[id] == "" {
 			byID[id] = getUUID(row)
 		}
 	}
@@ -513,7 +514,7 @@ func (t *Txn) childIndex(parent model.Model, childField any, idKey string, rc *c
 	byID := make(map[string]string, len(uuids))
 	for _, uuid := range uuids {
 		if row := rc.Row(uuid); row != nil {
-			if id, ok := externalIDs(row)[idKey]; ok && byID[id] == "" {
+			if id, ok := ExternalIDs(row)[idKey]; ok && byID[id] == "" {
 				byID[id] = uuid
 			}
 		}
@@ -574,7 +575,7 @@ func (t *Txn) ChildrenWhere(uuids []string, pick func(ids map[string]string) boo
 	}
 	var out []string
 	for _, uuid := range uuids {
-		if row := rc.Row(uuid); row != nil && pick(externalIDs(row)) {
+		if row := rc.Row(uuid); row != nil && pick(ExternalIDs(row)) {
 			out = append(out, uuid)
 		}
 	}
@@ -586,7 +587,7 @@ func (t *Txn) ChildrenWhere(uuids []string, pick func(ids map[string]string) boo
 func UUIDsWhere(rows []model.Model, pick func(ids map[string]string) bool) []string {
 	var out []string
 	for _, row := range rows {
-		if pick(externalIDs(row)) {
+		if pick(ExternalIDs(row)) {
 			out = append(out, getUUID(row))
 		}
 	}
