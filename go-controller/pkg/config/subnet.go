@@ -105,18 +105,25 @@ func ParseServiceCIDRs(values []string) ([]netip.Prefix, error) {
 // ParseJoinSubnets parses --join-subnet and keeps the ranges of the
 // cluster's families, refusing a cluster family without one.
 func ParseJoinSubnets(values []string, cluster []ClusterSubnet) ([]netip.Prefix, error) {
+	return PerClusterFamily(values, cluster, "join subnets", DefaultJoinSubnetFlag)
+}
+
+// PerClusterFamily parses ranges given one per family (what: their name in
+// errors, example: a valid value) and keeps those of the cluster subnets'
+// families, in their order.
+func PerClusterFamily(values []string, cluster []ClusterSubnet, what, example string) ([]netip.Prefix, error) {
 	all, err := ParseCIDRs(values)
 	if err != nil {
 		return nil, err
 	}
-	if err := onePerFamily(all, "join subnets"); err != nil {
+	if err := onePerFamily(all, what); err != nil {
 		return nil, err
 	}
 	var out []netip.Prefix
 	for _, cs := range cluster {
 		i := slices.IndexFunc(all, func(p netip.Prefix) bool { return p.Addr().Is6() == cs.CIDR.Addr().Is6() })
 		if i < 0 {
-			return nil, fmt.Errorf("no range of the family of cluster subnet %s (give one per family, e.g. %s)", cs.CIDR, DefaultJoinSubnetFlag)
+			return nil, fmt.Errorf("no range of the family of cluster subnet %s (give one per family, e.g. %s)", cs.CIDR, example)
 		}
 		out = append(out, all[i])
 	}

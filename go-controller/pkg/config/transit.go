@@ -12,6 +12,9 @@ import (
 // interconnection), one per family, as upstream's.
 var DefaultTransitSubnets = []netip.Prefix{netip.MustParsePrefix("100.88.0.0/16"), netip.MustParsePrefix("fd97::/64")}
 
+// DefaultTransitSubnetFlag is DefaultTransitSubnets as --transit-subnet takes them.
+const DefaultTransitSubnetFlag = "100.88.0.0/16,fd97::/64"
+
 // TransitAddrs are a node's addresses on the transit switch, one per host
 // subnet, each in the transit range of its family: a host subnet is the n-th
 // of the cluster ranges of its family (counted across them, in order), and

@@ -46,6 +46,11 @@ type Config struct {
 	MTU          int
 	// SubnetTimeout bounds the wait for the master to annotate the node.
 	SubnetTimeout time.Duration
+	// Zone, in zone mode, is the node's zone (k8s.ovn.org/zone-name, which
+	// that zone's master programs it by); its chassis is then an
+	// interconnection gateway (ovn-is-interconn), which ovn-ic binds the
+	// zone's transit router ports to.
+	Zone string
 }
 
 // SSLFiles are the PEM files ovn-controller uses for an ssl: SB; they go to
@@ -70,14 +75,18 @@ func MinionInit(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes
 			return res, fmt.Errorf("setting OVS's SSL table for ovn-controller's ssl: SB connection: %w", err)
 		}
 	}
-	ids, err := sw.SetExternalIDs(ctx, map[string]string{
+	want := map[string]string{
 		"system-id":      uuid.NewString(),
 		"hostname":       cfg.NodeName,
 		"ovn-remote":     cfg.SBAddress,
 		"ovn-encap-type": cfg.EncapType,
 		"ovn-encap-ip":   cfg.EncapIP,
 		"ovn-bridge":     IntegrationBridge,
-	}, "system-id")
+	}
+	if cfg.Zone != "" {
+		want["ovn-is-interconn"] = "true"
+	}
+	ids, err := sw.SetExternalIDs(ctx, want, "system-id")
 	if err != nil {
 		return res, fmt.Errorf("setting Open_vSwitch external_ids: %w", err)
 	}
@@ -87,6 +96,12 @@ func MinionInit(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes
 		OtherConfig: map[string]string{"disable-in-band": "true"},
 	}); err != nil {
 		return res, fmt.Errorf("creating %s: %w", IntegrationBridge, err)
+	}
+	if cfg.Zone != "" && kube != nil {
+		// First: the zone's master waits for it, the host subnet does not.
+		if err := annotateNode(ctx, kube, cfg.NodeName, map[string]string{annotations.NodeZone: cfg.Zone}); err != nil {
+			return res, err
+		}
 	}
 	subnets := []netip.Prefix{cfg.HostSubnet}
 	if !cfg.HostSubnet.IsValid() {

@@ -55,7 +55,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			&cli.IntFlag{Name: "loglevel", Value: level, Usage: "log verbosity (0 quiet … 5 debug)"},
 		},
 		Before:   func(c *cli.Context) error { return setLogLevel(c, stderr) },
-		Commands: []*cli.Command{masterCommand(), diffCommand(), traceCommand(), masterInitCommand(), minionInitCommand(), nodeCommand(), gatewayInitCommand(), nicsToBridgeCommand()},
+		Commands: []*cli.Command{masterCommand(), clusterManagerCommand(), diffCommand(), traceCommand(), masterInitCommand(), minionInitCommand(), nodeCommand(), gatewayInitCommand(), nicsToBridgeCommand()},
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {
 			return usageError{err}
 		},

@@ -18,6 +18,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/urfave/cli/v2"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -122,7 +123,7 @@ func masterCommand() *cli.Command {
 			"(k8s.ovn.org/pod-networks) and a logical switch port, and every Service load balancers\n" +
 			"(Service_<ns>/<name>_<PROTO>_cluster in the clusterLBGroup). Restart-safe: state is rebuilt\n" +
 			"from annotations and the NB, and only rows ovn-k8s owns are ever deleted.",
-		Flags: append(append(masterSettingFlags(), leaderFlags()...), metricsFlags("")...),
+		Flags: append(append(masterSettingFlags(), leaderFlags(leader.DefaultLeaseName)...), metricsFlags("")...),
 		Action: func(c *cli.Context) error {
 			cfg, err := masterConfig(c)
 			if err != nil {
@@ -131,6 +132,9 @@ func masterCommand() *cli.Command {
 			lcfg, elect, err := leaderConfig(c)
 			if err != nil {
 				return err
+			}
+			if cfg.Zone != "" && !c.IsSet("leader-elect-resource-name") {
+				lcfg.Name += "-" + cfg.Zone // a lease per zone
 			}
 			srv, err := metricsServer(c)
 			if err != nil {
@@ -167,6 +171,8 @@ func masterSettingFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "cluster-subnet", Aliases: []string{"cluster-ip-subnet"}, Value: cli.NewStringSlice(config.DefaultClusterSubnetFlag), Usage: "pod network CIDR/HOSTLEN (repeatable; one per IP family for dual-stack)"},
 		&cli.StringSliceFlag{Name: "service-cidr", Value: cli.NewStringSlice(config.DefaultServiceCIDR), Usage: "service ClusterIP range (repeatable)"},
 		&cli.StringFlag{Name: "join-subnet", Value: config.DefaultJoinSubnetFlag, Usage: "subnets of the join switch between the cluster router and gateway routers, one per family (comma-separated); the cluster uses those of its --cluster-subnet families"},
+		&cli.StringFlag{Name: "zone", Usage: "zone mode (OVN interconnection): the zone whose own NB --nb-address is; the master programs only the nodes annotated k8s.ovn.org/zone-name=ZONE (`ovnkube node --zone`) and their pods, reads host subnets from the nodes (`ovnkube cluster-manager` allocates them) and gives each node its transit switch port; empty: central mode, one NB for the cluster"},
+		&cli.StringFlag{Name: "transit-subnet", Value: config.DefaultTransitSubnetFlag, Usage: "zone mode: the transit switch's ranges, one per family (comma-separated), alike in every zone; the cluster uses those of its --cluster-subnet families"},
 		&cli.IntFlag{Name: "pod-workers", Value: 32, Usage: "pods synced concurrently (their NB writes share transactions)"},
 		&cli.IntFlag{Name: "node-workers", Value: 4, Usage: "nodes synced concurrently"},
 		&cli.IntFlag{Name: "service-workers", Value: 8, Usage: "services synced concurrently"},
@@ -314,15 +320,24 @@ func masterConfig(c *cli.Context) (config.Master, error) {
 	if cfg.JoinSubnets, err = config.ParseJoinSubnets([]string{c.String("join-subnet")}, cfg.ClusterSubnets); err != nil {
 		return cfg, flagError("join-subnet", err)
 	}
-	for _, cs := range cfg.ClusterSubnets {
-		for _, j := range cfg.JoinSubnets {
-			if cs.CIDR.Overlaps(j) {
-				return cfg, flagError("join-subnet", fmt.Errorf("%s overlaps cluster subnet %s", j, cs.CIDR))
-			}
+	if cfg.Zone, err = zoneName(c.String("zone")); err != nil {
+		return cfg, flagError("zone", err)
+	}
+	if cfg.Zone != "" {
+		if cfg.TransitSubnets, err = config.PerClusterFamily([]string{c.String("transit-subnet")}, cfg.ClusterSubnets, "transit subnets", config.DefaultTransitSubnetFlag); err != nil {
+			return cfg, flagError("transit-subnet", err)
 		}
-		for _, svc := range cfg.ServiceCIDRs {
-			if cs.CIDR.Overlaps(svc) {
-				return cfg, flagError("service-cidr", fmt.Errorf("%s overlaps cluster subnet %s", svc, cs.CIDR))
+	}
+	// Each range the master routes must stay clear of the pod network.
+	for _, rs := range []struct {
+		flag   string
+		ranges []netip.Prefix
+	}{{"join-subnet", cfg.JoinSubnets}, {"transit-subnet", cfg.TransitSubnets}, {"service-cidr", cfg.ServiceCIDRs}} {
+		for _, cs := range cfg.ClusterSubnets {
+			for _, r := range rs.ranges {
+				if cs.CIDR.Overlaps(r) {
+					return cfg, flagError(rs.flag, fmt.Errorf("%s overlaps cluster subnet %s", r, cs.CIDR))
+				}
 			}
 		}
 	}
@@ -366,6 +381,19 @@ func masterConfig(c *cli.Context) (config.Master, error) {
 		cfg.ResyncInterval = -1 // off
 	}
 	return cfg, nil
+}
+
+// zoneName checks --zone: a DNS subdomain, as a node's name (per-node
+// zones are named after their nodes), so that it is a valid annotation
+// value, Lease name suffix and OVN availability zone name.
+func zoneName(v string) (string, error) {
+	if v == "" {
+		return "", nil
+	}
+	if errs := validation.IsDNS1123Subdomain(v); len(errs) > 0 {
+		return "", fmt.Errorf("%q: %s", v, strings.Join(errs, "; "))
+	}
+	return v, nil
 }
 
 // guardedDBs are the NB's and --sb-address's IP endpoints, which pods may

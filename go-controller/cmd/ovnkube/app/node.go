@@ -30,7 +30,8 @@ func nodeFlags() []cli.Flag {
 		&cli.StringFlag{Name: "minion-switch-subnet", Usage: "this node's host subnet; default: read from its k8s.ovn.org/node-subnets annotation"},
 		&cli.StringFlag{Name: "encap-type", Value: "geneve", Usage: "tunnel encapsulation: geneve or vxlan"},
 		&cli.StringFlag{Name: "encap-ip", Usage: "this node's tunnel endpoint address (required)"},
-		&cli.StringFlag{Name: "sb-address", Usage: "OVN SB database for ovn-controller (ovn-remote), e.g. tcp:10.0.0.1:6642 (required)"},
+		&cli.StringFlag{Name: "sb-address", Usage: "OVN SB database for ovn-controller (ovn-remote), e.g. tcp:10.0.0.1:6642 (required); in zone mode the node's zone's SB"},
+		&cli.StringFlag{Name: "zone", Usage: "zone mode (OVN interconnection): this node's zone, published as its k8s.ovn.org/zone-name annotation (the master run with the same --zone programs it; one zone per node, or one per group of nodes); its chassis becomes an interconnection gateway (ovn-is-interconn); empty: central mode"},
 		&cli.StringFlag{Name: "ovs-address", Value: ovs.DefaultAddress, Usage: "local OVS database"},
 		&cli.StringFlag{Name: "datapath-type", Usage: `OVS datapath of br-int: "" (kernel) or "netdev" (userspace, for kernels without the OVS module)`},
 		&cli.IntFlag{Name: "mtu", Value: 1400, Usage: "MTU of the management port (pod MTU; leave room for Geneve)"},
@@ -112,6 +113,9 @@ func nodeConfig(c *cli.Context) (node.Config, config.Kube, error) {
 		return cfg, config.Kube{}, flagError("mtu", fmt.Errorf("%d is outside 576..65535", cfg.MTU))
 	}
 	cfg.SubnetTimeout = c.Duration("subnet-timeout")
+	if cfg.Zone, err = zoneName(c.String("zone")); err != nil {
+		return cfg, config.Kube{}, flagError("zone", err)
+	}
 	kube, err := kubeConfig(c)
 	return cfg, kube, err
 }

@@ -16,15 +16,17 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/metrics"
 )
 
-// leaderFlags are the flag names Kubernetes' own controllers use.
-func leaderFlags() []cli.Flag {
+// leaderFlags are the leader election flags, named as Kubernetes' own
+// controllers name them; lease is the Lease's default name (each command
+// that elects a leader has its own).
+func leaderFlags(lease string) []cli.Flag {
 	return []cli.Flag{
 		&cli.BoolFlag{Name: "leader-elect", Value: true, Usage: "run as one of several replicas: only the holder of the Lease writes (false: this process always writes; run one only)"},
 		&cli.DurationFlag{Name: "leader-elect-lease-duration", Value: leader.DefaultLeaseDuration, Usage: "how long standbys wait after the leader's last renewal before taking over (a killed leader is replaced within this plus the retry period)"},
 		&cli.DurationFlag{Name: "leader-elect-renew-deadline", Value: leader.DefaultRenewDeadline, Usage: "the leader stops writing when it has not renewed for this long (shorter than the lease duration)"},
 		&cli.DurationFlag{Name: "leader-elect-retry-period", Value: leader.DefaultRetryPeriod, Usage: "how often replicas try to acquire or renew the lease"},
 		&cli.StringFlag{Name: "leader-elect-resource-namespace", Value: leader.DefaultNamespace, Usage: "namespace of the Lease (it must exist)"},
-		&cli.StringFlag{Name: "leader-elect-resource-name", Value: leader.DefaultLeaseName, Usage: "name of the Lease"},
+		&cli.StringFlag{Name: "leader-elect-resource-name", Value: lease, Usage: "name of the Lease"},
 		&cli.StringFlag{Name: "leader-elect-identity", Usage: "this replica's identity in the Lease, unique per replica; default: the host name (a pod's name), so a restarted replica takes its own lease back at once"},
 	}
 }

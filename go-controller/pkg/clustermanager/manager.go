@@ -1,0 +1,210 @@
+// Package clustermanager is the cluster-wide part of zone mode (issue 38):
+// what no zone can decide alone. It hands every node its host subnets
+// (k8s.ovn.org/node-subnets, which each zone's master reads and never
+// allocates) and owns the interconnection NB's transit switch, which
+// ovn-ic copies into every zone's NB. Everything else a zone derives from
+// these: its nodes' transit addresses from their host subnets
+// (config.TransitAddrs), its rows from the cluster's objects.
+package clustermanager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	libovsdbclient "github.com/ovn-org/libovsdb/client"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/allocator"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/controller"
+)
+
+// Manager allocates host subnets and keeps the transit switch.
+type Manager struct {
+	kube     kubernetes.Interface
+	nodes    corelisters.NodeLister
+	synced   cache.InformerSynced
+	queue    *controller.Queue
+	ic       libovsdbclient.Client // nil: no interconnection NB to keep
+	recorder record.EventRecorder
+	log      logr.Logger
+	families []bool // is6 of each cluster family
+
+	mu      sync.Mutex
+	subnets *allocator.SubnetAllocator
+	held    map[string][]netip.Prefix // by node
+}
+
+// New builds a manager over the cluster subnets; ic is the interconnection
+// NB (nil when another keeps the transit switch).
+func New(clusterSubnets []config.ClusterSubnet, kube kubernetes.Interface, factory informers.SharedInformerFactory, ic libovsdbclient.Client, log logr.Logger) *Manager {
+	broadcaster := record.NewBroadcaster()
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	nodes := factory.Core().V1().Nodes()
+	m := &Manager{
+		kube: kube, nodes: nodes.Lister(), synced: nodes.Informer().HasSynced, ic: ic, log: log,
+		recorder: broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "ovnkube-cluster-manager"}),
+		subnets:  allocator.NewSubnetAllocator(clusterSubnets),
+		held:     map[string][]netip.Prefix{},
+	}
+	for _, cs := range clusterSubnets {
+		if is6 := cs.CIDR.Addr().Is6(); !slices.Contains(m.families, is6) {
+			m.families = append(m.families, is6)
+		}
+	}
+	m.queue = controller.NewQueue("cluster-manager-nodes", 30*time.Second, m.syncNode, log)
+	_, _ = nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { m.enqueue(obj) },
+		UpdateFunc: func(old, obj any) {
+			o, n := old.(*corev1.Node), obj.(*corev1.Node)
+			if o.Annotations[annotations.NodeSubnets] != n.Annotations[annotations.NodeSubnets] || o.UID != n.UID {
+				m.enqueue(obj)
+			}
+		},
+		DeleteFunc: func(obj any) { m.enqueue(obj) },
+	})
+	return m
+}
+
+func (m *Manager) enqueue(obj any) {
+	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+		m.queue.Add(key)
+	}
+}
+
+// Run restores who holds which subnet from the nodes' annotations (in name
+// order: of two nodes annotated with one subnet, the first keeps it), then
+// syncs nodes and keeps the transit switch until ctx ends.
+func (m *Manager) Run(ctx context.Context, workers int) error {
+	if !cache.WaitForCacheSync(ctx.Done(), m.synced) {
+		return ctx.Err()
+	}
+	nodes, err := m.nodes.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	for _, n := range nodes {
+		if err := m.claim(n); err != nil {
+			m.log.V(1).Info("node's host subnet annotation not kept; it gets new ones", "node", n.Name, "reason", err.Error())
+		}
+	}
+	for _, n := range nodes {
+		m.queue.Add(n.Name)
+	}
+	if m.ic != nil {
+		go m.keepTransitSwitch(ctx)
+	}
+	m.queue.Run(ctx, workers)
+	return nil
+}
+
+// Idle says no node is waiting to be synced (tests).
+func (m *Manager) Idle() bool { return m.queue.Idle() }
+
+// Held is the node's host subnets (nil if none).
+func (m *Manager) Held(node string) []netip.Prefix {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.held[node]
+}
+
+// claim takes the subnets node's annotation names when they are one per
+// cluster family, inside the cluster subnets and free.
+func (m *Manager) claim(node *corev1.Node) error {
+	v, ok := node.Annotations[annotations.NodeSubnets]
+	if !ok {
+		return errors.New("not annotated")
+	}
+	subnets, err := annotations.ParseNodeSubnets(v)
+	if err != nil {
+		return err
+	}
+	if len(subnets) != len(m.families) || slices.ContainsFunc(subnets, func(p netip.Prefix) bool { return !slices.Contains(m.families, p.Addr().Is6()) }) {
+		return fmt.Errorf("%s=%q: want one host subnet of each cluster family", annotations.NodeSubnets, v)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if had, ok := m.held[node.Name]; ok {
+		if slices.Equal(had, subnets) {
+			return nil
+		}
+		return fmt.Errorf("node already holds %v", had)
+	}
+	if err := m.subnets.Reserve(subnets); err != nil {
+		return err
+	}
+	m.held[node.Name] = subnets
+	return nil
+}
+
+// syncNode gives a node host subnets and its annotation, or frees a gone
+// node's.
+func (m *Manager) syncNode(ctx context.Context, name string) error {
+	node, err := m.nodes.Get(name)
+	if apierrors.IsNotFound(err) {
+		m.release(name)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	subnets := m.Held(name)
+	if subnets == nil {
+		if err := m.claim(node); err == nil {
+			subnets = m.Held(name)
+		} else if subnets, err = m.allocate(name); err != nil {
+			m.recorder.Eventf(node, corev1.EventTypeWarning, "SubnetAllocationFailed",
+				"no host subnet for node %s: %v; add a --cluster-subnet or remove nodes", name, err)
+			return fmt.Errorf("node %s: %w", name, err)
+		}
+	}
+	want := annotations.FormatNodeSubnets(subnets)
+	if node.Annotations[annotations.NodeSubnets] == want {
+		return nil
+	}
+	patch := annotations.MergePatch(string(node.UID), annotations.NodeSubnets, want)
+	if _, err := m.kube.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("annotating node %s with %s=%s: %w", name, annotations.NodeSubnets, want, err)
+	}
+	return nil
+}
+
+func (m *Manager) allocate(node string) ([]netip.Prefix, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	subnets, err := m.subnets.Allocate()
+	if err != nil {
+		return nil, err
+	}
+	m.held[node] = subnets
+	return subnets, nil
+}
+
+func (m *Manager) release(node string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s, ok := m.held[node]; ok {
+		m.subnets.Release(s)
+		delete(m.held, node)
+	}
+}

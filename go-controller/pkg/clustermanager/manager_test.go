@@ -1,0 +1,257 @@
+package clustermanager
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	libovsdbclient "github.com/ovn-org/libovsdb/client"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/icnbdb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
+)
+
+var dualStack = []config.ClusterSubnet{
+	{CIDR: netip.MustParsePrefix("10.244.0.0/16"), HostSubnetLength: 24},
+	{CIDR: netip.MustParsePrefix("fd00:10:244::/48"), HostSubnetLength: 64},
+}
+
+func node(name, subnets string) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name)}}
+	if subnets != "" {
+		n.Annotations = map[string]string{annotations.NodeSubnets: subnets}
+	}
+	return n
+}
+
+// run starts a manager on kube (and ic, if any) and stops it at the test's end.
+func run(t *testing.T, kube kubernetes.Interface, ic libovsdbclient.Client) *Manager {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	factory := informers.NewSharedInformerFactory(kube, 0)
+	m := New(dualStack, kube, factory, ic, logr.Discard())
+	factory.Start(ctx.Done())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx, 2) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return m
+}
+
+// eventually polls cond until it holds (5 s), failing with its last error.
+func eventually(t *testing.T, what string, cond func() error) {
+	t.Helper()
+	var last error
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if last = cond(); last == nil {
+			return
+		}
+	}
+	t.Fatalf("%s: %v", what, last)
+}
+
+func annotated(kube kubernetes.Interface, name, want string) func() error {
+	return func() error {
+		n, err := kube.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if got := n.Annotations[annotations.NodeSubnets]; got != want {
+			return fmt.Errorf("node %s annotated %q, want %q", name, got, want)
+		}
+		return nil
+	}
+}
+
+func TestHostSubnetsKeptAllocatedAndFreed(t *testing.T) {
+	// b and c claim one subnet: b (first by name) keeps it, c is moved; a
+	// IPv4-only annotation on a dual-stack cluster is replaced.
+	kube := fake.NewSimpleClientset(
+		node("b", `{"default":["10.244.0.0/24","fd00:10:244::/64"]}`),
+		node("c", `{"default":["10.244.0.0/24","fd00:10:244::/64"]}`),
+		node("d", `{"default":"10.244.5.0/24"}`),
+		node("a", ""),
+	)
+	m := run(t, kube, nil)
+	eventually(t, "b keeps its subnets", annotated(kube, "b", `{"default":["10.244.0.0/24","fd00:10:244::/64"]}`))
+	for _, n := range []string{"a", "c", "d"} {
+		eventually(t, n+" gets subnets", func() error {
+			if s := m.Held(n); len(s) != 2 || s[0].String() == "10.244.0.0/24" {
+				return fmt.Errorf("holds %v", s)
+			}
+			return annotated(kube, n, annotations.FormatNodeSubnets(m.Held(n)))()
+		})
+	}
+	seen := map[string]string{}
+	for _, n := range []string{"a", "b", "c", "d"} {
+		for _, s := range m.Held(n) {
+			if other, dup := seen[s.String()]; dup {
+				t.Fatalf("%s given to %s and %s", s, other, n)
+			}
+			seen[s.String()] = n
+		}
+	}
+
+	// A user rewriting the annotation is undone.
+	held := annotations.FormatNodeSubnets(m.Held("a"))
+	patch := annotations.MergePatch("uid-a", annotations.NodeSubnets, `{"default":["10.244.0.0/24","fd00:10:244::/64"]}`)
+	if _, err := kube.CoreV1().Nodes().Patch(context.Background(), "a", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a's annotation restored", annotated(kube, "a", held))
+
+	// A deleted node's subnets are free again: a node annotated with them keeps them.
+	freed := m.Held("d")
+	if err := kube.CoreV1().Nodes().Delete(context.Background(), "d", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "d's subnets freed", func() error {
+		if s := m.Held("d"); s != nil {
+			return fmt.Errorf("d still holds %v", s)
+		}
+		return nil
+	})
+	if _, err := kube.CoreV1().Nodes().Create(context.Background(), node("e", annotations.FormatNodeSubnets(freed)), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "e keeps d's freed subnets", func() error {
+		if got := annotations.FormatNodeSubnets(m.Held("e")); got != annotations.FormatNodeSubnets(freed) {
+			return fmt.Errorf("e holds %s", got)
+		}
+		return nil
+	})
+}
+
+func TestRestartKeepsEveryAnnotation(t *testing.T) {
+	kube := fake.NewSimpleClientset(node("a", ""), node("b", ""))
+	first, cancel := context.WithCancel(context.Background())
+	factory := informers.NewSharedInformerFactory(kube, 0)
+	m := New(dualStack, kube, factory, nil, logr.Discard())
+	factory.Start(first.Done())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(first, 1) }()
+	eventually(t, "both annotated", func() error {
+		for _, n := range []string{"a", "b"} {
+			if m.Held(n) == nil {
+				return fmt.Errorf("%s holds nothing", n)
+			}
+			if err := annotated(kube, n, annotations.FormatNodeSubnets(m.Held(n)))(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	cancel()
+	<-done
+	before := len(kube.Actions())
+	m2 := run(t, kube, nil)
+	eventually(t, "restarted manager settled", func() error {
+		if !m2.Idle() || m2.Held("a") == nil || m2.Held("b") == nil {
+			return fmt.Errorf("not settled")
+		}
+		return nil
+	})
+	for _, a := range kube.Actions()[before:] {
+		if a.GetVerb() == "patch" {
+			t.Fatalf("a restart patched a node: %v", a)
+		}
+	}
+}
+
+// serveIC serves an in-memory interconnection NB and connects to it.
+func serveIC(t *testing.T) libovsdbclient.Client {
+	t.Helper()
+	clientModel, err := ICModel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "ic-nb.sock")
+	db, err := ovndb.ServeInMemory(icnbdb.Schema(), clientModel, sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	ctx := context.Background()
+	ic, err := ovndb.Connect(ctx, []string{"unix:" + sock}, clientModel, nil, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ic.Close)
+	return ic
+}
+
+func TestTransitSwitchKept(t *testing.T) {
+	ctx := context.Background()
+	ic := serveIC(t)
+	run(t, fake.NewSimpleClientset(), ic)
+	ts := &icnbdb.TransitSwitch{Name: topology.TransitSwitch}
+	eventually(t, "transit switch created", func() error { return ic.Get(ctx, ts) })
+	if !topology.OwnedBy(ts.ExternalIDs, transitOwner) {
+		t.Fatalf("transit switch external_ids %v: not ours", ts.ExternalIDs)
+	}
+	// Deleted (a wiped IC NB, a hand): made again.
+	ops, err := ic.Where(ts).Delete()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ovndb.Transact(ctx, ic, ops); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "transit switch made again", func() error {
+		again := &icnbdb.TransitSwitch{Name: topology.TransitSwitch}
+		if err := ic.Get(ctx, again); err != nil {
+			return err
+		}
+		if again.UUID == ts.UUID {
+			return fmt.Errorf("the deleted row is still cached")
+		}
+		return nil
+	})
+}
+
+func TestEnsureTransitSwitchAdoptsOneMadeByHand(t *testing.T) {
+	ctx := context.Background()
+	ic := serveIC(t)
+	hand := &icnbdb.TransitSwitch{Name: topology.TransitSwitch, ExternalIDs: map[string]string{"made-by": "ovn-ic-nbctl"},
+		OtherConfig: map[string]string{"requested-tnl-key": "7"}}
+	ops, err := ic.Create(hand)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ovndb.Transact(ctx, ic, ops); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := EnsureTransitSwitch(ctx, ic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var all []icnbdb.TransitSwitch
+	if err := ic.List(ctx, &all); err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 1 {
+		t.Fatalf("%d transit switches, want the one made by hand", len(all))
+	}
+	got := all[0]
+	if !topology.OwnedBy(got.ExternalIDs, transitOwner) || got.ExternalIDs["made-by"] != "ovn-ic-nbctl" || got.OtherConfig["requested-tnl-key"] != "7" {
+		t.Fatalf("adopted switch %+v: want our owner ids beside its own keys", got)
+	}
+}
