@@ -92,11 +92,11 @@ $(OUT)/stacks/ovn-23.03/pin: hack/stacks/ovn-23.03.pin hack/stacks/build.sh | de
 
 ## generate: libovsdb models from the committed OVN NB and OVS schemas; the network-policy-api CRDs in dist/kubernetes from the modules test/tools/npapi-* pin
 generate:
-	$(GO) generate ./go-controller/pkg/nbdb ./go-controller/pkg/vswitchd
+	$(GO) generate ./go-controller/pkg/nbdb ./go-controller/pkg/vswitchd ./go-controller/pkg/icnbdb
 	$(GO) run ./hack/npapi crds
 
 verify-generate: generate
-	@git diff --exit-code -- go-controller/pkg/nbdb go-controller/pkg/vswitchd 'dist/kubernetes/05-crd-*.yaml' || \
+	@git diff --exit-code -- go-controller/pkg/nbdb go-controller/pkg/vswitchd go-controller/pkg/icnbdb 'dist/kubernetes/05-crd-*.yaml' || \
 		{ echo "generated files differ from the committed ones: run make generate and commit"; exit 1; }
 
 ## lint: gofmt and go vet
@@ -245,10 +245,11 @@ bench-scale: deps build $(BIN)/ovnk-bench
 	$(BIN)/ovnk-bench -scenarios scale -out _output/bench-scale $(BENCH_SCALE_ARGS)
 
 ## test: everything CI checks: the whole suite and Kubernetes' network conformance on the current stack; on every other, what differs between stacks (the models against its schemas, ovn-trace of its logical flows) and the e2e data paths
-# What differs between stacks: the NB/OVS models against the stack's own
-# schemas and the logical flows its ovn-northd writes (ovn-trace verdicts);
+# What differs between stacks: the NB/OVS/IC NB models against the stack's
+# own schemas, the logical flows its ovn-northd writes (ovn-trace verdicts)
+# and what its ovn-ic exchanges between zones;
 # the rest of the integration suite exercises ovn-k8s, the same on both.
-STACK_TESTS = ModelsFit|OVNTrace|TraceNames
+STACK_TESTS = ModelsFit|OVNTrace|TraceNames|Interconnect
 # Namespace isolation with IPv6 is not run on OVN 23.03: its northd compiles
 # the isolation ACL's negated IPv6 address sets into ~200,000 OpenFlow rules
 # per node (docs/design.md, "Namespace isolation").

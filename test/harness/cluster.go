@@ -30,9 +30,24 @@ type Cluster struct {
 	Families []corev1.IPFamily
 	// External is the network of the nodes' shared gateways (nil without
 	// ClusterOptions.Gateway).
-	External   *ExternalNetwork
+	External *ExternalNetwork
+	// IC and Zones are zone mode's (ClusterOptions.Zones): the
+	// interconnection databases and each node's zone, by node name; OVN is
+	// nil then and Master is `ovnkube cluster-manager`.
+	IC         *Interconnect
+	Zones      map[string]*Zone
 	masterArgs []string
 	starts     int
+}
+
+// Zone is a zone of a cluster in zone mode: its OVN (joined to the
+// cluster's Interconnect under the zone's name) and its master.
+type Zone struct {
+	Name   string
+	OVN    *OVNCentral
+	Master *Process
+	args   []string
+	starts int
 }
 
 // ClusterNode is a node with its daemon and CNI invoker.
@@ -86,7 +101,7 @@ func NewCluster(t T, masterArgs ...string) *Cluster {
 func NewClusterWith(t T, o ClusterOptions) *Cluster {
 	t.Helper()
 	fams := o.families()
-	c := &Cluster{T: t, OVN: StartOVNCentral(t), Kube: StartKubeAPI(t, kubeServiceRanges(o)...), Underlay: NewUnderlayFor(t, fams...),
+	c := &Cluster{T: t, Kube: StartKubeAPI(t, kubeServiceRanges(o)...), Underlay: NewUnderlayFor(t, fams...),
 		LogDir: t.TempDir(), Nodes: map[string]*ClusterNode{}, Families: fams}
 	if len(o.Families) > 0 {
 		c.masterArgs = rangeFlags(fams, true)
@@ -94,8 +109,45 @@ func NewClusterWith(t T, o ClusterOptions) *Cluster {
 	if o.Gateway {
 		c.External = NewExternalNetwork(t, fams...)
 	}
-	c.StartMaster(o.MasterArgs...)
+	switch o.Zones {
+	case "":
+		c.OVN = StartOVNCentral(t)
+		c.StartMaster(o.MasterArgs...)
+	case ZonesPerNode:
+		c.IC, c.Zones = StartInterconnect(t), map[string]*Zone{}
+		c.masterArgs = append(c.masterArgs, o.MasterArgs...)
+		c.startClusterManager()
+	default:
+		t.Fatalf("ClusterOptions.Zones %q: want %q or empty", o.Zones, ZonesPerNode)
+	}
 	return c
+}
+
+// startClusterManager starts zone mode's cluster-wide part.
+func (c *Cluster) startClusterManager() {
+	args := []string{Binary(c.T, "ovnkube"), "--loglevel", "4", "cluster-manager", "--kubeconfig", c.Kube.Kubeconfig,
+		"--ic-nb-address", "unix:" + c.IC.NBSock, "--leader-elect=false"}
+	if len(c.masterArgs) > 0 {
+		args = append(args, rangeFlags(c.Families, false)[:2]...) // --cluster-subnet
+	}
+	c.Master = Start(c.T, c.LogDir, "cluster-manager", args...)
+}
+
+// addZone gives a node its zone (zone mode): an OVN of its own, joined to
+// the cluster's Interconnect, and the zone's master.
+func (c *Cluster) addZone(name string) *Zone {
+	z := &Zone{Name: name, OVN: StartOVNCentral(c.T)}
+	z.OVN.Join(c.IC, name)
+	z.args = append(append([]string{}, c.masterArgs...), "--zone", name, "--leader-elect=false")
+	z.StartMaster(c)
+	c.Zones[name] = z
+	return z
+}
+
+// StartMaster (re)starts the zone's master.
+func (z *Zone) StartMaster(c *Cluster) {
+	z.starts++
+	z.Master = StartMaster(c.T, c.LogDir, fmt.Sprintf("master-%s-%d", z.Name, z.starts), z.OVN, c.Kube, z.args...)
 }
 
 // kubeServiceRanges keeps the API server's default (both families) for
@@ -120,7 +172,11 @@ func (c *Cluster) StartMaster(extra ...string) {
 func (c *Cluster) AddNode(name string) *ClusterNode {
 	t := c.T
 	t.Helper()
-	n := &ClusterNode{Node: StartNode(t, c.OVN, c.Underlay, name)}
+	ovn, zoneArgs := c.OVN, []string(nil)
+	if c.Zones != nil {
+		ovn, zoneArgs = c.addZone(name).OVN, []string{"--zone", name}
+	}
+	n := &ClusterNode{Node: StartNode(t, ovn, c.Underlay, name)}
 	n.ReachAPI(t, c.Kube)
 	var addrs []corev1.NodeAddress
 	for _, ip := range n.IPs {
@@ -134,8 +190,9 @@ func (c *Cluster) AddNode(name string) *ClusterNode {
 		t.Fatal(err)
 	}
 	args := []string{"ip", "netns", "exec", n.NS.Name, Binary(t, "ovnkube"), "--loglevel", "4", "node",
-		"--node-name", name, "--encap-ip", n.TunnelIP, "--sb-address", "unix:" + c.OVN.SBSock,
+		"--node-name", name, "--encap-ip", n.TunnelIP, "--sb-address", "unix:" + ovn.SBSock,
 		"--ovs-address", n.OVSAddress(), "--kubeconfig", c.Kube.Kubeconfig, "--datapath-type", "netdev"}
+	args = append(args, zoneArgs...)
 	if len(c.masterArgs) > 0 {
 		args = append(args, rangeFlags(c.Families, false)...)
 	}

@@ -87,7 +87,16 @@ type ClusterOptions struct {
 	Gateway bool
 	// MasterArgs are further `ovnkube master` flags.
 	MasterArgs []string
+	// Zones is ZonesPerNode for zone mode (OVN interconnection): no
+	// central OVN; every node added gets a zone of its own (its NB, SB,
+	// northd and ovn-ic, and `ovnkube master --zone`), joined through an
+	// Interconnect; `ovnkube cluster-manager` allocates the host subnets
+	// and keeps the transit switch. Empty: central mode.
+	Zones string
 }
+
+// ZonesPerNode is ClusterOptions.Zones for a zone per node.
+const ZonesPerNode = "per-node"
 
 func (o ClusterOptions) families() []corev1.IPFamily {
 	if len(o.Families) == 0 {

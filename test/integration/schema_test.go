@@ -10,6 +10,7 @@ import (
 	"github.com/ovn-org/libovsdb/model"
 	"github.com/ovn-org/libovsdb/ovsdb"
 
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/icnbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/vswitchd"
 	"github.com/ovn-k8s/ovn-k8s/test/harness"
@@ -37,6 +38,14 @@ func TestOVSModelsFitTheStacksSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkModels(t, "the OVS schema of stack "+harness.CurrentStack.Name, data, vswitchd.FullDatabaseModel, vswitchd.Schema())
+}
+
+func TestICNBModelsFitTheStacksSchema(t *testing.T) {
+	data, err := os.ReadFile(harness.CurrentStack.Schema(t, harness.ICNBSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkModels(t, "the IC NB schema of stack "+harness.CurrentStack.Name, data, icnbdb.FullDatabaseModel, icnbdb.Schema())
 }
 
 func checkModels(t *testing.T, what string, schemaJSON []byte, models func() (model.ClientDBModel, error), committed ovsdb.DatabaseSchema) {
