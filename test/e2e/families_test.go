@@ -24,13 +24,13 @@ const extPort = 9090
 // TestE2EDualStack: a dual-stack cluster (IPv4 primary) with a shared
 // gateway on each node; every path below, over each family.
 func TestE2EDualStack(t *testing.T) {
-	familyPaths(t, harness.IPv4, harness.IPv6)
+	familyPaths(t, harness.ClusterOptions{}, harness.IPv4, harness.IPv6)
 }
 
 // TestE2EIPv6 is an IPv6-only cluster: pod, service, join and underlay
 // ranges, node addresses and the Geneve tunnels all IPv6.
 func TestE2EIPv6(t *testing.T) {
-	familyPaths(t, harness.IPv6)
+	familyPaths(t, harness.ClusterOptions{}, harness.IPv6)
 }
 
 // at is ip:port, bracketed for IPv6.
@@ -58,10 +58,9 @@ func (e *env) setTenant(name, value string) {
 // (seen there with the node's address), a NetworkPolicy's verdicts, and
 // last, with the master restarted with --namespace-isolation, tenant
 // isolation both ways.
-func familyPaths(t *testing.T, families ...corev1.IPFamily) {
-	c, e := startEnv(t, func() *harness.Cluster {
-		return harness.NewClusterWith(t, harness.ClusterOptions{Families: families, Gateway: true})
-	})
+func familyPaths(t *testing.T, o harness.ClusterOptions, families ...corev1.IPFamily) {
+	o.Families, o.Gateway = families, true
+	c, e := startEnv(t, func() *harness.Cluster { return harness.NewClusterWith(t, o) })
 	n1, n2 := c.AddNode("n1"), c.AddNode("n2")
 	for _, n := range []*harness.ClusterNode{n1, n2} {
 		t.Logf("node %s: underlay (InternalIPs, Geneve from %s) %v, host subnets %v, gateway %v", n.Name, n.TunnelIP, n.IPs, n.Subnets, n.GatewayIPs)
@@ -182,8 +181,7 @@ func familyPaths(t *testing.T, families ...corev1.IPFamily) {
 				answers(t, ta.NS, at(a1.Addr(f), tcpPort), "a1")
 				reach(t, tb.NS, vipOf(web, f, 80))
 			}
-			c.Master.Stop()
-			c.StartMaster("--namespace-isolation")
+			c.RestartMasters("--namespace-isolation")
 			for _, f := range families {
 				blocked(t, a1.NS, at(ta.Addr(f), tcpPort))
 				blocked(t, ta.NS, at(a1.Addr(f), tcpPort))

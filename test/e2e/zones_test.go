@@ -34,6 +34,14 @@ func zoneFamilies() []corev1.IPFamily {
 	return []corev1.IPFamily{harness.IPv4, harness.IPv6}
 }
 
+// TestE2EZonesPaths runs TestE2EDualStack's paths (NodePorts, egress to
+// the external host, policies, namespace isolation) on a cluster in zone
+// mode, a zone per node: every path from one node to the other crosses
+// zones.
+func TestE2EZonesPaths(t *testing.T) {
+	familyPaths(t, harness.ClusterOptions{Zones: harness.ZonesPerNode}, zoneFamilies()...)
+}
+
 // TestE2EZones is the cluster in zone mode (issue 38), a zone per node:
 // each node has its own NB, SB, northd, ovn-ic and `ovnkube master
 // --zone`, and `ovnkube cluster-manager` gives the host subnets and the

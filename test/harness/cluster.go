@@ -166,6 +166,21 @@ func (c *Cluster) StartMaster(extra ...string) {
 	c.Master = StartMaster(c.T, c.LogDir, fmt.Sprintf("master-%d", c.starts), c.OVN, c.Kube, args...)
 }
 
+// RestartMasters stops the master (every zone's, in zone mode) and starts
+// it again with extra flags added.
+func (c *Cluster) RestartMasters(extra ...string) {
+	if c.Zones == nil {
+		c.Master.Stop()
+		c.StartMaster(extra...)
+		return
+	}
+	for _, z := range c.Zones {
+		z.Master.Stop()
+		z.args = append(z.args, extra...)
+		z.StartMaster(c)
+	}
+}
+
 // AddNode starts a node and its `ovnkube node` daemon (with a shared
 // gateway when the cluster has an external network) and waits until its
 // management port has an address of each family.

@@ -27,7 +27,7 @@ type zoneNode struct {
 	name    string
 	ovn     *harness.OVNCentral
 	subnets []netip.Prefix // the node's host subnets, both families
-	transit []netip.Prefix // its transit addresses (config.TransitAddrs)
+	transit []netip.Prefix // its transit addresses (config.NodeAddrs)
 	ops     int            // operations its zone's rows took
 }
 
@@ -37,7 +37,7 @@ type zoneNode struct {
 // gets the rows a zone's master writes: the zone's name and route exchange
 // (master.EnsureZone), the cluster router and join switch (EnsureCluster),
 // its node (EnsureNode, both families) and the node's port on the transit
-// switch (EnsureTransitPort, at config.TransitAddrs). Then: each zone's
+// switch (EnsureTransitPort, at config.NodeAddrs). Then: each zone's
 // transit port is a remote port in the other, with its addresses of both
 // families, and its gateway a remote chassis; each zone's node subnets and
 // host route are learned by the other's router via that zone's transit
@@ -63,7 +63,7 @@ func TestInterconnectJoinsZones(t *testing.T) {
 	hostIP := map[string]netip.Addr{"node-a": netip.MustParseAddr("192.0.2.1"), "node-b": netip.MustParseAddr("192.0.2.2")}
 	for _, z := range zones {
 		z.ovn.Join(ic, "az-"+z.name)
-		if z.transit, err = config.TransitAddrs(config.DefaultTransitSubnets, cluster, z.subnets); err != nil {
+		if z.transit, err = config.NodeAddrs(config.DefaultTransitSubnets, cluster, z.subnets); err != nil {
 			t.Fatal(err)
 		}
 		// The node is its zone's interconnection gateway (its ovn-controller

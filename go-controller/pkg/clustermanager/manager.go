@@ -4,7 +4,7 @@
 // allocates) and owns the interconnection NB's transit switch, which
 // ovn-ic copies into every zone's NB. Everything else a zone derives from
 // these: its nodes' transit addresses from their host subnets
-// (config.TransitAddrs), its rows from the cluster's objects.
+// (config.NodeAddrs), its rows from the cluster's objects.
 package clustermanager
 
 import (

@@ -15,15 +15,16 @@ var DefaultTransitSubnets = []netip.Prefix{netip.MustParsePrefix("100.88.0.0/16"
 // DefaultTransitSubnetFlag is DefaultTransitSubnets as --transit-subnet takes them.
 const DefaultTransitSubnetFlag = "100.88.0.0/16,fd97::/64"
 
-// TransitAddrs are a node's addresses on the transit switch, one per host
-// subnet, each in the transit range of its family: a host subnet is the n-th
-// of the cluster ranges of its family (counted across them, in order), and
-// its transit address is the (n+2)-th of the range (the network's own and the
-// first left free). They need no state of their own: the host subnets are
-// already the node's alone. A host subnet in no cluster range, a family
-// without a transit range, or a transit range too small for n is an error
-// naming the fix.
-func TransitAddrs(transit []netip.Prefix, cluster []ClusterSubnet, hostSubnets []netip.Prefix) ([]netip.Prefix, error) {
+// NodeAddrs are a node's addresses in ranges alike in every zone (the
+// transit switch's; in zone mode, the join switch's too), one per host
+// subnet, each in the range of its family: a host subnet is the n-th of the
+// cluster ranges of its family (counted across them, in order), and its
+// address is the (n+2)-th of the range (the network's own and the first,
+// a router's, left free). They need no state of their own and are unique
+// cluster-wide: the host subnets are already the node's alone. A host
+// subnet in no cluster range, a family without a range, or a range too
+// small for n is an error naming the fix.
+func NodeAddrs(ranges []netip.Prefix, cluster []ClusterSubnet, hostSubnets []netip.Prefix) ([]netip.Prefix, error) {
 	out := make([]netip.Prefix, 0, len(hostSubnets))
 	for _, host := range hostSubnets {
 		n, err := hostSubnetNumber(cluster, host)
@@ -31,15 +32,15 @@ func TransitAddrs(transit []netip.Prefix, cluster []ClusterSubnet, hostSubnets [
 			return nil, err
 		}
 		n.Add(n, big.NewInt(2))
-		i := slices.IndexFunc(transit, func(t netip.Prefix) bool { return t.Addr().Is4() == host.Addr().Is4() })
+		i := slices.IndexFunc(ranges, func(t netip.Prefix) bool { return t.Addr().Is4() == host.Addr().Is4() })
 		if i < 0 {
-			return nil, fmt.Errorf("no transit range of the family of host subnet %s among %v: give one", host, transit)
+			return nil, fmt.Errorf("no range of the family of host subnet %s among %v: give one", host, ranges)
 		}
-		a, ok := nthAddr(transit[i].Masked(), n)
+		a, ok := nthAddr(ranges[i].Masked(), n)
 		if !ok {
-			return nil, fmt.Errorf("transit range %s has no address for host subnet %s (number %s): give a larger one", transit[i], host, n)
+			return nil, fmt.Errorf("range %s has no address for host subnet %s (number %s): give a larger one", ranges[i], host, n)
 		}
-		out = append(out, netip.PrefixFrom(a, transit[i].Bits()))
+		out = append(out, netip.PrefixFrom(a, ranges[i].Bits()))
 	}
 	return out, nil
 }

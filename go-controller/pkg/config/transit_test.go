@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-func TestTransitAddrs(t *testing.T) {
+func TestNodeAddrs(t *testing.T) {
 	// Two IPv4 ranges (the flags give one per family; numbering goes on
 	// across ranges all the same).
 	cluster := []ClusterSubnet{{netip.MustParsePrefix("10.128.0.0/14"), 23}, {netip.MustParsePrefix("10.244.0.0/16"), 24},
@@ -27,7 +27,7 @@ func TestTransitAddrs(t *testing.T) {
 		for _, h := range strings.Fields(c.hosts) {
 			hosts = append(hosts, netip.MustParsePrefix(h))
 		}
-		got, err := TransitAddrs(DefaultTransitSubnets, cluster, hosts)
+		got, err := NodeAddrs(DefaultTransitSubnets, cluster, hosts)
 		if c.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
 				t.Errorf("%s: %v, %v; want error %q", c.hosts, got, err, c.wantErr)
@@ -45,13 +45,13 @@ func TestTransitAddrs(t *testing.T) {
 	one := func(s string) []netip.Prefix { return []netip.Prefix{netip.MustParsePrefix(s)} }
 	// A transit range too small for the node's number; a family without one.
 	small := one("100.88.0.0/30")
-	if got, err := TransitAddrs(small, cluster, one("10.128.4.0/23")); err == nil || !strings.Contains(err.Error(), "give a larger one") {
+	if got, err := NodeAddrs(small, cluster, one("10.128.4.0/23")); err == nil || !strings.Contains(err.Error(), "give a larger one") {
 		t.Errorf("a /30 for node number 2: %v, %v", got, err)
 	}
-	if got, err := TransitAddrs(small, cluster, one("10.128.2.0/23")); err != nil || got[0].String() != "100.88.0.3/30" {
+	if got, err := NodeAddrs(small, cluster, one("10.128.2.0/23")); err != nil || got[0].String() != "100.88.0.3/30" {
 		t.Errorf("a /30 for node number 1: %v, %v", got, err)
 	}
-	if got, err := TransitAddrs(small, cluster, one("fd00:10:244::/64")); err == nil || !strings.Contains(err.Error(), "no transit range of the family") {
+	if got, err := NodeAddrs(small, cluster, one("fd00:10:244::/64")); err == nil || !strings.Contains(err.Error(), "no range of the family") {
 		t.Errorf("no IPv6 transit range: %v, %v", got, err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/egressip"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
@@ -95,7 +96,7 @@ func (m *Master) gatewayInput(node *corev1.Node, subnets []netip.Prefix) (topolo
 		return in, fmt.Errorf("%s %q is also reported by node %s, which reported it first; each node's daemon reports its own OVS system-id",
 			annotations.NodeChassisID, chassis, owner)
 	}
-	joinIPs, err := m.ipam.gatewayJoinIPs(node.Name, m.existingJoinIPs(node.Name, node.Annotations))
+	joinIPs, err := m.gatewayJoinIPs(node, subnets)
 	if err != nil {
 		return in, err
 	}
@@ -119,6 +120,29 @@ func (m *Master) gatewayInput(node *corev1.Node, subnets []netip.Prefix) (topolo
 		return in, fmt.Errorf("%s: no ip-addresses of the cluster's families", annotations.NodeL3GatewayConfig)
 	}
 	return in, nil
+}
+
+// gatewayJoinIPs are the node's gateway router's join addresses: allocated
+// (keeping those it had) in central mode; in zone mode those its host
+// subnets number (config.NodeAddrs), unique cluster-wide because other
+// zones route replies to them (topology.RemoteNodeRoutes).
+func (m *Master) gatewayJoinIPs(node *corev1.Node, subnets []netip.Prefix) ([]netip.Prefix, error) {
+	if m.cfg.Zone == "" {
+		return m.ipam.gatewayJoinIPs(node.Name, m.existingJoinIPs(node.Name, node.Annotations))
+	}
+	want, err := config.NodeAddrs(m.cfg.JoinSubnets, m.cfg.ClusterSubnets, subnets)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: gateway join addresses: %w", node.Name, err)
+	}
+	got, err := m.ipam.gatewayJoinIPs(node.Name, want)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Equal(got, want) {
+		m.ipam.releaseGatewayJoinIPs(node.Name)
+		return nil, fmt.Errorf("node %s: gateway join addresses %v, numbered by its host subnets, are held by another node's gateway", node.Name, want)
+	}
+	return got, nil
 }
 
 // gatewayBridge checks a gateway config and returns the bridge its

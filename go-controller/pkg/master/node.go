@@ -35,7 +35,15 @@ func (m *Master) syncNode(ctx context.Context, name string) error {
 		if _, built := m.nodesReady.Load(name); built {
 			m.enqueuePodsOn(name)
 		}
-		return m.removeNode(ctx, name)
+		if err := m.removeNode(ctx, name); err != nil {
+			return err
+		}
+		return m.syncRemoteNode(ctx, node)
+	}
+	if m.cfg.Zone != "" { // come from another zone: no routes to it as a remote node
+		if err := EnsureRemoteNodeRoutes(ctx, m.nb, m.committer.Commit, name, nil); err != nil {
+			return err
+		}
 	}
 	subnets, err := m.nodeSubnetsFor(node)
 	if errors.Is(err, errSubnetNotYet) {
@@ -247,6 +255,11 @@ func EnsureNode(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc
 // object) keeps its subnet, switch and pod ports, so its pods never notice.
 // The last such pod's deletion queues the node again.
 func (m *Master) deleteNode(ctx context.Context, name string) error {
+	if m.cfg.Zone != "" {
+		if err := EnsureRemoteNodeRoutes(ctx, m.nb, m.committer.Commit, name, nil); err != nil {
+			return err
+		}
+	}
 	if n := m.podsHoldingOn(name); n > 0 {
 		m.nodesReady.Delete(name)
 		m.log.Info("node is gone but pods bound to it remain; keeping its subnet and rows until they are gone", "node", name, "pods", n)

@@ -37,8 +37,12 @@ func (m *Master) rebuild() {
 	for _, node := range nodes {
 		m.restoreNodeSubnets(node.Name, node.Annotations)
 	}
-	// Join addresses of existing gateways are claimed before any is handed out.
+	// Join addresses of existing gateways are claimed before any is handed
+	// out (zone mode numbers them instead: nothing to claim).
 	for _, node := range nodes {
+		if m.cfg.Zone != "" {
+			break
+		}
 		if ps := m.existingJoinIPs(node.Name, node.Annotations); len(ps) > 0 {
 			if _, err := m.ipam.gatewayJoinIPs(node.Name, ps); err != nil {
 				m.log.V(2).Info("gateway join address not restored", "node", node.Name, "reason", err.Error())

@@ -142,9 +142,59 @@ func (m *Master) syncTransitPort(ctx context.Context, node *corev1.Node, subnets
 		return fmt.Errorf("node %s: %s %q is also reported by node %s, which reported it first; each node's daemon reports its own OVS system-id",
 			node.Name, annotations.NodeChassisID, chassis, owner)
 	}
-	addrs, err := config.TransitAddrs(m.cfg.TransitSubnets, m.cfg.ClusterSubnets, subnets)
+	addrs, err := config.NodeAddrs(m.cfg.TransitSubnets, m.cfg.ClusterSubnets, subnets)
 	if err != nil {
 		return fmt.Errorf("node %s: %w", node.Name, err)
 	}
 	return EnsureTransitPort(ctx, m.nb, m.committer.Commit, node.Name, chassis, addrs)
+}
+
+// syncRemoteNode keeps this zone's routes to a node of another zone
+// (topology.RemoteNodeRoutes), from the host subnets its annotation gives
+// (none yet: none).
+func (m *Master) syncRemoteNode(ctx context.Context, node *corev1.Node) error {
+	var routes []*nbdb.LogicalRouterStaticRoute
+	if v, ok := node.Annotations[annotations.NodeSubnets]; ok {
+		subnets, err := m.annotatedNodeSubnets(v)
+		if err != nil {
+			return fmt.Errorf("node %s of zone %q: %s: %w", node.Name, node.Annotations[annotations.NodeZone], annotations.NodeSubnets, err)
+		}
+		join, err := config.NodeAddrs(m.cfg.JoinSubnets, m.cfg.ClusterSubnets, subnets)
+		if err != nil {
+			return fmt.Errorf("node %s: %w", node.Name, err)
+		}
+		transit, err := config.NodeAddrs(m.cfg.TransitSubnets, m.cfg.ClusterSubnets, subnets)
+		if err != nil {
+			return fmt.Errorf("node %s: %w", node.Name, err)
+		}
+		routes = topology.RemoteNodeRoutes(node.Name, join, transit)
+	}
+	return EnsureRemoteNodeRoutes(ctx, m.nb, m.committer.Commit, node.Name, routes)
+}
+
+// EnsureRemoteNodeRoutes makes the cluster router's routes owned by a node
+// of another zone exactly routes (nil: none, for a node gone or come into
+// this zone).
+func EnsureRemoteNodeRoutes(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc, node string, routes []*nbdb.LogicalRouterStaticRoute) error {
+	t := ovndb.NewTxn(nb)
+	router := ovndb.Lookup(t, &nbdb.LogicalRouter{Name: topology.ClusterRouter})
+	if router == nil {
+		if len(routes) == 0 {
+			return nil
+		}
+		return fmt.Errorf("node %s of another zone: no %s yet", node, topology.ClusterRouter)
+	}
+	owned := ovndb.OwnedChildren[nbdb.LogicalRouterStaticRoute](nb, topology.Owner{Type: topology.OwnerRemoteNode, Name: node}, router.StaticRoutes)
+	t.KnownChildren(router, &router.StaticRoutes, topology.RowIDKey, owned)
+	wanted := map[string]bool{}
+	for _, r := range routes {
+		wanted[r.ExternalIDs[topology.RowIDKey]] = true
+		t.EnsureChild(router, &router.StaticRoutes, topology.RowIDKey, r, topology.RouteColumns(r))
+	}
+	t.RemoveChildren(router, &router.StaticRoutes, ovndb.UUIDsWhere(owned, func(ids map[string]string) bool { return !wanted[ids[topology.RowIDKey]] })...)
+	ops, err := t.Ops()
+	if err != nil || len(ops) == 0 {
+		return err
+	}
+	return commit(ctx, ops)
 }

@@ -207,8 +207,9 @@ func (e *env) zoneNode(name, zone, subnet string) {
 }
 
 // zoneRows summarises what the NB holds for a node of a zone: its switch,
-// its transit router port's networks and gateway, and whether the transit
-// switch holds its port ("" for nothing).
+// its transit router port's networks and gateway, whether the transit
+// switch holds its port, and the routes it owns as another zone's node
+// ("" for nothing).
 func (e *env) zoneRows(node string) string {
 	ctx := context.Background()
 	var out []string
@@ -229,6 +230,12 @@ func (e *env) zoneRows(node string) string {
 	lsp := &nbdb.LogicalSwitchPort{Name: topology.TransitSwitchPort(node)}
 	if ts := switchNamed(e.nb, topology.TransitSwitch); e.nb.Get(ctx, lsp) == nil && ts != nil && slices.Contains(ts.Ports, lsp.UUID) {
 		out = append(out, "tstor")
+	}
+	if r := ovndb.Lookup(ovndb.NewTxn(e.nb), &nbdb.LogicalRouter{Name: topology.ClusterRouter}); r != nil {
+		for _, route := range ovndb.OwnedChildren[nbdb.LogicalRouterStaticRoute](e.nb, topology.Owner{Type: topology.OwnerRemoteNode, Name: node}, r.StaticRoutes) {
+			rt := route.(*nbdb.LogicalRouterStaticRoute)
+			out = append(out, "route "+rt.IPPrefix+" via "+rt.Nexthop)
+		}
 	}
 	return strings.Join(out, "; ")
 }
@@ -286,10 +293,13 @@ func TestZoneMasterProgramsItsZoneOnly(t *testing.T) {
 	if n := e.m.nodeQueue.Retries("n3"); n != 0 {
 		t.Errorf("node n3: %d failed syncs", n)
 	}
-	for _, n := range []string{"n2", "n3"} {
-		if got := e.zoneRows(n); got != "" {
-			t.Errorf("%s: rows %q, want none", n, got)
-		}
+	// The other zone's node: a route to its gateway router's join
+	// address (numbered by its host subnet) via its transit address.
+	if got := e.zoneRows("n2"); got != "route 100.64.0.3/32 via 100.88.0.3" {
+		t.Errorf("n2: rows %q, want only the route to its gateway's join address", got)
+	}
+	if got := e.zoneRows("n3"); got != "" {
+		t.Errorf("n3: rows %q, want none", got)
 	}
 	if e.nb.Get(ctx, &nbdb.LogicalSwitchPort{Name: "default_p2"}) == nil {
 		t.Error("p2, on another zone's node, has a port here")
@@ -308,9 +318,11 @@ func TestZoneMasterProgramsItsZoneOnly(t *testing.T) {
 	if n := e.restartIdle(); n != 0 {
 		t.Errorf("an idle restart sent %d transactions", n)
 	}
-	// n1 moves to zone z2.
+	// n1 moves to zone z2, n2 to this one.
 	e.patchNode("n1", map[string]any{annotations.NodeZone: "z2"})
-	e.waitZoneRows("n1", "")
+	e.waitZoneRows("n1", "route 100.64.0.2/32 via 100.88.0.2")
+	e.patchNode("n2", map[string]any{annotations.NodeZone: "z1", annotations.NodeChassisID: "chassis-n2"})
+	e.waitZoneRows("n2", "switch; rtots 100.88.0.3/16 via chassis-n2; tstor")
 	harness.Eventually(t, 10*time.Second, "p1's port gone", func() error {
 		if e.nb.Get(ctx, &nbdb.LogicalSwitchPort{Name: "default_p1"}) == nil {
 			return fmt.Errorf("still there")
@@ -318,4 +330,9 @@ func TestZoneMasterProgramsItsZoneOnly(t *testing.T) {
 		return nil
 	})
 	e.waitZoneRows("n3", "switch; rtots 100.88.0.7/16 via chassis-n3; tstor")
+	// A node of another zone deleted: its route goes.
+	if err := e.kube.CoreV1().Nodes().Delete(ctx, "n1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitZoneRows("n1", "")
 }

@@ -65,3 +65,31 @@ func ZoneOptions(sameInEveryZone []netip.Prefix) map[string]string {
 	list := strings.Join(deny, ",")
 	return map[string]string{"ic-route-adv": "true", "ic-route-learn": "true", "ic-route-denylist": list, "ic-route-blacklist": list}
 }
+
+// OwnerRemoteNode owns a zone's rows for a node of another zone (zone mode):
+// routes to what that node's zone does not advertise.
+const OwnerRemoteNode = "RemoteNode"
+
+// RemoteNodeRoutes are the routes a zone's cluster router needs to a node
+// of another zone beyond those ovn-ic learns: to its gateway router's join
+// addresses (one per family; the ranges are alike in every zone, so
+// denied to ovn-ic), via its transit address of the family. A NodePort
+// connection the node's gateway router sends to a backend in this zone
+// comes from that join address (lb_force_snat_ip), and its replies must go
+// back there. Addresses of a family without its twin are left out.
+func RemoteNodeRoutes(node string, joinIPs, transit []netip.Prefix) []*nbdb.LogicalRouterStaticRoute {
+	var out []*nbdb.LogicalRouterStaticRoute
+	for _, j := range joinIPs {
+		for _, tr := range transit {
+			if tr.Addr().Is4() != j.Addr().Is4() {
+				continue
+			}
+			ids := Owner{Type: OwnerRemoteNode, Name: node}.ExternalIDs()
+			ids[RowIDKey] = "gateway-join:" + j.Addr().String()
+			out = append(out, &nbdb.LogicalRouterStaticRoute{
+				IPPrefix: netip.PrefixFrom(j.Addr(), j.Addr().BitLen()).String(), Nexthop: tr.Addr().String(), ExternalIDs: ids,
+			})
+		}
+	}
+	return out
+}
