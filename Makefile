@@ -171,7 +171,7 @@ PARALLEL ?= 4
 # control plane is tainted).
 CONFORMANCE_WORKERS ?= 3
 conformance: deps build images $(BIN)/ovnk-cluster $(if $(filter 1,$(NPAPI)),npapi-tools)
-	$(BIN)/ovnk-cluster -ip-family $(IP_FAMILY) -workers $(CONFORMANCE_WORKERS) -focus '$(FOCUS)' -skip '$(NOT_SELECTED)|$(NOT_PASSING)$(if $(SKIP),|$(SKIP))' -parallel $(PARALLEL) \
+	$(BIN)/ovnk-cluster -ip-family $(IP_FAMILY) $(ZONES_FLAG) -workers $(CONFORMANCE_WORKERS) -focus '$(FOCUS)' -skip '$(NOT_SELECTED)|$(NOT_PASSING)$(if $(SKIP),|$(SKIP))' -parallel $(PARALLEL) \
 		-npapi $(if $(filter 1,$(NPAPI)),$(NPAPI_SUITES),none) conformance
 
 ## npapi-tools: the network-policy-api conformance suites' binaries (about 3 minutes on a cold build cache)
@@ -192,34 +192,37 @@ npapi: npapi-tools $(BIN)/ovnk-cluster
 ## netpol: the real cluster, Kubernetes' whole NetworkPolicy e2e suite (Netpol [Feature:NetworkPolicy]), teardown; about an hour on 2 cores
 NETPOL_FOCUS ?= Netpol.*\[Feature:NetworkPolicy\]
 netpol: deps build images $(BIN)/ovnk-cluster
-	$(BIN)/ovnk-cluster -ip-family $(IP_FAMILY) -focus '$(NETPOL_FOCUS)' -skip '$(SKIP)' -parallel $(PARALLEL) -npapi none conformance
+	$(BIN)/ovnk-cluster -ip-family $(IP_FAMILY) $(ZONES_FLAG) -focus '$(NETPOL_FOCUS)' -skip '$(SKIP)' -parallel $(PARALLEL) -npapi none conformance
 
 ## netpol-subset: nine of the suite's tests, one of each kind (named ports, ipBlock except, pod+namespace selectors, egress deny, relabelled pods, default deny, stacked policies, ports over TCP and UDP); part of `make test`
 NETPOL_SUBSET = Netpol.*(should allow ingress access on one named port|should enforce except clause while egress access|should enforce policy based on PodSelector and NamespaceSelector|should deny egress from all pods in a namespace|should allow ingress access from updated pod|default-deny-all. policy|stacked policies with overlapping podSelectors|should enforce policy based on Ports)
 netpol-subset: deps build images $(BIN)/ovnk-cluster
-	$(BIN)/ovnk-cluster -ip-family $(IP_FAMILY) -focus '$(NETPOL_SUBSET)' -parallel $(PARALLEL) -npapi none conformance
+	$(BIN)/ovnk-cluster -ip-family $(IP_FAMILY) $(ZONES_FLAG) -focus '$(NETPOL_SUBSET)' -parallel $(PARALLEL) -npapi none conformance
 
 ## northsouth: the real cluster with a shared gateway on every node and an external host: every north-south path, a gateway removed and restored, teardown
 northsouth: deps build images $(BIN)/ovnk-cluster
-	$(BIN)/ovnk-cluster -ip-family $(IP_FAMILY) northsouth
+	$(BIN)/ovnk-cluster -ip-family $(IP_FAMILY) $(ZONES_FLAG) northsouth
 
 ## dist-e2e: the real cluster with ovn-k8s installed as an operator would (the ovnkube image, kubectl apply of dist/kubernetes/): the demo's paths, the leading master pod deleted and replaced, teardown
 dist-e2e: deps build images $(BIN)/ovnk-cluster
-	$(BIN)/ovnk-cluster -ip-family $(IP_FAMILY) install
+	$(BIN)/ovnk-cluster -ip-family $(IP_FAMILY) $(ZONES_FLAG) install
 
 ## IP_FAMILY: the cluster in a box's families: dual (the default: dual-stack, IPv4 primary), ipv4 or ipv6
 IP_FAMILY ?= dual
+## ZONES: per-node runs the cluster in a box in zone mode, a zone per node (OVN interconnection); empty (the default): central mode
+ZONES ?=
+ZONES_FLAG = $(if $(ZONES),-zones $(ZONES))
 
 ## cluster-up / cluster-down: the conformance cluster alone (`_output/bin/ovnk-cluster kubectl get nodes`)
 cluster-up: deps build images $(BIN)/ovnk-cluster
-	$(BIN)/ovnk-cluster -ip-family $(IP_FAMILY) up
+	$(BIN)/ovnk-cluster -ip-family $(IP_FAMILY) $(ZONES_FLAG) up
 
 cluster-down:
 	@if [ -x $(BIN)/ovnk-cluster ]; then $(BIN)/ovnk-cluster down; else echo "no cluster binary; nothing to stop"; fi
 
 ## demo: the real cluster (kubelets, containerd, CoreDNS) with a Deployment, a NodePort Service and a client pod: pods, DNS, every path, the topology
 demo: deps build images $(BIN)/ovnk-cluster
-	@$(BIN)/ovnk-cluster -ip-family $(IP_FAMILY) demo
+	@$(BIN)/ovnk-cluster -ip-family $(IP_FAMILY) $(ZONES_FLAG) demo
 
 ## demo-down: stop the demo cluster and remove everything it created (same as cluster-down)
 demo-down: cluster-down

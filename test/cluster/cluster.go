@@ -64,7 +64,9 @@ type Config struct {
 	// IPFamily is "ipv4" (the default), "ipv6" or "dual" (IPv4 primary):
 	// the families of the nodes' Kubernetes addresses, pods and services.
 	IPFamily string
-	Log      func(format string, args ...any)
+	// Zones is ZonesPerNode for zone mode (zones.go); "": central mode.
+	Zones string
+	Log   func(format string, args ...any)
 }
 
 // IP families of the cluster in a box.

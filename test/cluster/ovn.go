@@ -35,28 +35,38 @@ func (c *Cluster) startOVNCentral(n *Node, nbSchema, sbSchema string) error {
 		dbs[1].remote = centralTLSArgs("OVN_Southbound")
 	}
 	for _, db := range dbs {
-		file := "/var/lib/ovn/" + db.name + ".db"
-		if _, err := c.Exec(n, "ovsdb-tool", "create", file, db.schema); err != nil {
-			return err
-		}
-		args := []string{"ovsdb-server", file, "--remote=punix:/run/ovn/" + db.name + ".sock",
-			"--unixctl=/run/ovn/" + db.name + ".ctl", "--no-chdir"}
-		args = append(args, db.remote...)
-		if err := c.start(n, db.name, args...); err != nil {
-			return err
-		}
-		if err := waitFile(n.hostPath("/run/ovn/" + db.name + ".sock")); err != nil {
+		if err := c.startDB(n, db.name, db.schema, db.remote); err != nil {
 			return err
 		}
 	}
-	if err := c.start(n, "ovn-northd", "ovn-northd", "--ovnnb-db=unix:/run/ovn/ovnnb_db.sock",
-		"--ovnsb-db=unix:/run/ovn/ovnsb_db.sock", "--unixctl=/run/ovn/ovn-northd.ctl", "--no-chdir"); err != nil {
+	if err := c.startNorthd(n); err != nil {
 		return err
 	}
 	if c.Dist {
 		return c.configureCentralTLS(bg)
 	}
 	return nil
+}
+
+// startDB creates an OVSDB database of the schema on n and serves it on
+// /run/ovn/<name>.sock and the remotes given.
+func (c *Cluster) startDB(n *Node, name, schema string, remotes []string) error {
+	file := "/var/lib/ovn/" + name + ".db"
+	if _, err := c.Exec(n, "ovsdb-tool", "create", file, schema); err != nil {
+		return err
+	}
+	args := append([]string{"ovsdb-server", file, "--remote=punix:/run/ovn/" + name + ".sock",
+		"--unixctl=/run/ovn/" + name + ".ctl", "--no-chdir"}, remotes...)
+	if err := c.start(n, name, args...); err != nil {
+		return err
+	}
+	return waitFile(n.hostPath("/run/ovn/" + name + ".sock"))
+}
+
+// startNorthd starts ovn-northd between n's NB and SB.
+func (c *Cluster) startNorthd(n *Node) error {
+	return c.start(n, "ovn-northd", "ovn-northd", "--ovnnb-db=unix:/run/ovn/ovnnb_db.sock",
+		"--ovnsb-db=unix:/run/ovn/ovnsb_db.sock", "--unixctl=/run/ovn/ovn-northd.ctl", "--no-chdir")
 }
 
 // startMaster starts `ovnkube master` next to OVN central. It resolves the
@@ -66,8 +76,7 @@ func (c *Cluster) startOVNCentral(n *Node, nbSchema, sbSchema string) error {
 // never with the host's.
 func (c *Cluster) startMaster(n *Node) error {
 	// The master's leader Lease lives in the namespace dist/ installs it in.
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: distNamespace}}
-	if _, err := c.Client.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := c.ensureNamespace(distNamespace); err != nil {
 		return err
 	}
 	return c.start(n, "ovnkube-master", c.bin("ovnkube"), "--loglevel", "4", "master",
@@ -75,6 +84,14 @@ func (c *Cluster) startMaster(n *Node) error {
 		"--sb-address", fmt.Sprintf("tcp:%s:%d", n.IP, sbPort), // pods are kept from it
 		"--cluster-subnet", c.clusterSubnetFlag(), "--service-cidr", c.serviceCIDRFlag(), "--external-ip-cidrs", externalCIDRs,
 		"--dns-servers", c.dnsIP(), "--dns-tap-address", fmt.Sprintf(":%d", dnsTapPort))
+}
+
+func (c *Cluster) ensureNamespace(name string) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if _, err := c.Client.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
 }
 
 // gatewayBridge is the bridge nics-to-bridge made of every node's NIC.
@@ -107,13 +124,12 @@ func (c *Cluster) nodeDaemonLog(n *Node) string {
 }
 
 func (c *Cluster) startNodeDaemon(n *Node) error {
-	return c.start(n, "ovnkube-node", c.bin("ovnkube"), "--loglevel", "4", "node",
-		"--node-name", n.Name, "--encap-ip", n.IP,
-		"--sb-address", fmt.Sprintf("tcp:%s:%d", c.ControlPlane().IP, sbPort),
-		"--kubeconfig", Kubeconfig, "--datapath-type", "netdev",
+	args := append([]string{c.bin("ovnkube"), "--loglevel", "4", "node", "--node-name", n.Name, "--encap-ip", n.IP}, c.sbAddress(n)...)
+	args = append(args, "--kubeconfig", Kubeconfig, "--datapath-type", "netdev",
 		"--cluster-subnet", c.clusterSubnetFlag(), "--service-cidr", c.serviceCIDRFlag(),
 		"--bridge-interface", gatewayBridge, "--physical-ip", c.physicalIPs(n),
 		"--external-ip-cidrs", externalCIDRs, "--cni-server-socket", cniServerSocket)
+	return c.start(n, "ovnkube-node", args...)
 }
 
 // cniServerSocket is where the shipped conflist's ovn_cni shim finds the

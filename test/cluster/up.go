@@ -38,7 +38,7 @@ func (c *Cluster) Up(ctx context.Context) error {
 	}
 	stack := harness.CurrentStack
 	schemas := map[string]string{}
-	for _, s := range []string{harness.NBSchema, harness.SBSchema, harness.OVSSchema} {
+	for _, s := range []string{harness.NBSchema, harness.SBSchema, harness.OVSSchema, harness.ICNBSchema, harness.ICSBSchema} {
 		p, err := stack.SchemaPath(s)
 		if err != nil {
 			return err
@@ -83,7 +83,10 @@ func (c *Cluster) Up(ctx context.Context) error {
 	if _, err := run("mount", "--make-private", nsDir); err != nil {
 		return err
 	}
-	c.Log("cluster: OVN %s (%s), %d nodes", stack.Name, stack.Versions(), len(c.Nodes))
+	if c.zoned() && c.Dist {
+		return fmt.Errorf("zone mode is not installed from dist/ yet: run it without -dist")
+	}
+	c.Log("cluster: OVN %s (%s), %d nodes, %s", stack.Name, stack.Versions(), len(c.Nodes), c.zonesLine())
 	if err := c.makeUnderlay(); err != nil {
 		return err
 	}
@@ -99,7 +102,15 @@ func (c *Cluster) Up(ctx context.Context) error {
 		return err
 	}
 	cp := c.ControlPlane()
-	if err := c.startOVNCentral(cp, schemas[harness.NBSchema], schemas[harness.SBSchema]); err != nil {
+	if c.zoned() {
+		err = c.startInterconnect(cp, schemas[harness.ICNBSchema], schemas[harness.ICSBSchema])
+		if err == nil {
+			err = c.each(func(n *Node) error { return c.startZoneOVN(n, schemas[harness.NBSchema], schemas[harness.SBSchema]) })
+		}
+	} else {
+		err = c.startOVNCentral(cp, schemas[harness.NBSchema], schemas[harness.SBSchema])
+	}
+	if err != nil {
 		return err
 	}
 	if err := c.startControlPlane(cp); err != nil {
@@ -115,7 +126,7 @@ func (c *Cluster) Up(ctx context.Context) error {
 	if c.Dist {
 		err = c.installDist(ctx) // they come first in file order
 	} else if err = c.installPolicyCRDs(); err == nil {
-		err = c.startMaster(cp)
+		err = c.startMasters(cp)
 	}
 	if err != nil {
 		return err

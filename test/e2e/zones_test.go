@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 
+	k8sovnv1 "github.com/ovn-k8s/ovn-k8s/go-controller/pkg/k8sovn/v1"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 	"github.com/ovn-k8s/ovn-k8s/test/harness"
 )
@@ -167,5 +168,73 @@ func TestE2EZones(t *testing.T) {
 				t.Errorf("zone node1's port %s changed or went when zone node2's NB was wiped", line)
 			}
 		}
+	})
+}
+
+// TestE2EZonesEgressIP: EgressIPs hosted by a node of another zone. The
+// cluster manager assigns the addresses (one per family, each on its own
+// node: an EgressIP puts one address per node), the zones program them:
+// pod a on node1 and pod b on node2 leave as the egress IP of each family,
+// so for each family one of them is in another zone than its egress node
+// (its zone reroutes to the egress node's transit address, that zone on to
+// its gateway router, which SNATs); a pod it does not select leaves as its
+// own node's address.
+func TestE2EZonesEgressIP(t *testing.T) {
+	fams := zoneFamilies()
+	c, _ := startEnv(t, func() *harness.Cluster {
+		return harness.NewClusterWith(t, harness.ClusterOptions{Families: fams, Gateway: true, Zones: harness.ZonesPerNode, CRDs: true})
+	})
+	n1 := c.AddNode("node1")
+	c.AddNode("node2")
+	for _, n := range []string{"node1", "node2"} {
+		c.SetNodeReady(n)
+		c.LabelNode(n, map[string]string{k8sovnv1.EgressAssignableLabel: ""})
+	}
+	c.EnsureNamespace(ns)
+	a := c.RunPod(ns, "a", "node1", map[string]string{"egress": "yes"})
+	b := c.RunPod(ns, "b", "node2", map[string]string{"egress": "yes"})
+	other := c.RunPod(ns, "other", "node1", nil)
+	harness.ServeTCPPeer(t, c.External.NS, extPort)
+	var eips []string
+	for _, f := range fams {
+		eips = append(eips, harness.Host(harness.Plans[f].External, 100).String())
+	}
+	c.CreateEgressIP("zones", eips, map[string]string{"kubernetes.io/metadata.name": ns}, map[string]string{"egress": "yes"})
+	t.Cleanup(func() {
+		if t.Failed() {
+			for name, z := range c.Zones {
+				pol, _ := z.OVN.NBCtl("lr-policy-list", topology.ClusterRouter)
+				nat, _ := z.OVN.NBCtl("lr-nat-list", topology.GatewayRouter(name))
+				t.Logf("zone %s: policies\n%s\n%s NATs\n%s", name, pol, topology.GatewayRouter(name), nat)
+			}
+		}
+	})
+	hosts := c.EgressIPStatus("zones", eips)
+	for i, f := range fams {
+		ext := at(c.External.Host(f), extPort)
+		for _, p := range []*harness.Pod{a, b} {
+			where := "the egress node's zone"
+			if p.Node != hosts[eips[i]] {
+				where = "another zone than the egress node"
+			}
+			t.Run(fmt.Sprintf("%s leaves as %s from %s", p.Name, eips[i], where), func(t *testing.T) {
+				seenAs(t, p.NS, ext, eips[i])
+			})
+		}
+		t.Run("unselected pod leaves as its node "+string(f), func(t *testing.T) {
+			seenAs(t, other.NS, ext, harness.Of(n1.GatewayIPs, f).String())
+		})
+	}
+}
+
+// seenAs waits until a connection from ns to addr is seen there from want.
+func seenAs(t *testing.T, from harness.NetNS, addr, want string) {
+	t.Helper()
+	harness.Eventually(t, 30*time.Second, addr+" sees "+from.Name+" as "+want, func() error {
+		got, err := harness.DialTCP(from, addr, time.Second)
+		if err == nil && got != want {
+			err = fmt.Errorf("seen as %q", got)
+		}
+		return err
 	})
 }

@@ -109,6 +109,9 @@ func NewClusterWith(t T, o ClusterOptions) *Cluster {
 	if o.Gateway {
 		c.External = NewExternalNetwork(t, fams...)
 	}
+	if o.CRDs {
+		c.Kube.InstallCRDs(t)
+	}
 	switch o.Zones {
 	case "":
 		c.OVN = StartOVNCentral(t)
@@ -126,7 +129,7 @@ func NewClusterWith(t T, o ClusterOptions) *Cluster {
 // startClusterManager starts zone mode's cluster-wide part.
 func (c *Cluster) startClusterManager() {
 	args := []string{Binary(c.T, "ovnkube"), "--loglevel", "4", "cluster-manager", "--kubeconfig", c.Kube.Kubeconfig,
-		"--ic-nb-address", "unix:" + c.IC.NBSock, "--leader-elect=false"}
+		"--ic-nb-address", "unix:" + c.IC.NBSock, "--leader-elect=false", "--egressip-reachability-timeout", "0"}
 	if len(c.masterArgs) > 0 {
 		args = append(args, rangeFlags(c.Families, false)[:2]...) // --cluster-subnet
 	}

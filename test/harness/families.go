@@ -87,6 +87,9 @@ type ClusterOptions struct {
 	Gateway bool
 	// MasterArgs are further `ovnkube master` flags.
 	MasterArgs []string
+	// CRDs installs dist/kubernetes's CustomResourceDefinitions before the
+	// master starts (it follows the kinds served then).
+	CRDs bool
 	// Zones is ZonesPerNode for zone mode (OVN interconnection): no
 	// central OVN; every node added gets a zone of its own (its NB, SB,
 	// northd and ovn-ic, and `ovnkube master --zone`), joined through an

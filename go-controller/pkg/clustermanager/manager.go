@@ -1,10 +1,12 @@
 // Package clustermanager is the cluster-wide part of zone mode (issue 38):
 // what no zone can decide alone. It hands every node its host subnets
 // (k8s.ovn.org/node-subnets, which each zone's master reads and never
-// allocates) and owns the interconnection NB's transit switch, which
-// ovn-ic copies into every zone's NB. Everything else a zone derives from
-// these: its nodes' transit addresses from their host subnets
-// (config.NodeAddrs), its rows from the cluster's objects.
+// allocates), owns the interconnection NB's transit switch, which ovn-ic
+// copies into every zone's NB, and decides which node hosts each EgressIP's
+// addresses (their status, which every zone programs). Everything else a
+// zone derives from these: its nodes' transit and gateway join addresses
+// from their host subnets (config.NodeAddrs), its rows from the cluster's
+// objects.
 package clustermanager
 
 import (
@@ -36,10 +38,13 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/controller"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/egressip"
 )
 
 // Manager allocates host subnets and keeps the transit switch.
 type Manager struct {
+	eips     *egressip.Controller // nil: the API server serves no EgressIPs
+	eipAPI   *egressip.API
 	kube     kubernetes.Interface
 	nodes    corelisters.NodeLister
 	synced   cache.InformerSynced
@@ -54,9 +59,17 @@ type Manager struct {
 	held    map[string][]netip.Prefix // by node
 }
 
+// EgressIPs configures the assignment of EgressIPs (nil API: none).
+type EgressIPs struct {
+	API          *egressip.API
+	JoinSubnets  []netip.Prefix
+	ReachTimeout time.Duration
+}
+
 // New builds a manager over the cluster subnets; ic is the interconnection
-// NB (nil when another keeps the transit switch).
-func New(clusterSubnets []config.ClusterSubnet, kube kubernetes.Interface, factory informers.SharedInformerFactory, ic libovsdbclient.Client, log logr.Logger) *Manager {
+// NB (nil when another keeps the transit switch). It assigns EgressIPs'
+// addresses to nodes and writes their status; the zones program them.
+func New(clusterSubnets []config.ClusterSubnet, kube kubernetes.Interface, factory informers.SharedInformerFactory, ic libovsdbclient.Client, eips EgressIPs, log logr.Logger) *Manager {
 	broadcaster := record.NewBroadcaster()
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
 	nodes := factory.Core().V1().Nodes()
@@ -72,6 +85,15 @@ func New(clusterSubnets []config.ClusterSubnet, kube kubernetes.Interface, facto
 		}
 	}
 	m.queue = controller.NewQueue("cluster-manager-nodes", 30*time.Second, m.syncNode, log)
+	if eips.API != nil {
+		var cidrs []netip.Prefix
+		for _, cs := range clusterSubnets {
+			cidrs = append(cidrs, cs.CIDR)
+		}
+		m.eipAPI = eips.API
+		m.eips = egressip.New(eips.API, factory, nil, nil, egressip.Options{Role: egressip.RoleAssign, ClusterSubnets: cidrs,
+			JoinSubnets: eips.JoinSubnets, ReachTimeout: eips.ReachTimeout, Events: m.recorder}, log.WithName("egressip"), 30*time.Second)
+	}
 	_, _ = nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { m.enqueue(obj) },
 		UpdateFunc: func(old, obj any) {
@@ -95,6 +117,11 @@ func (m *Manager) enqueue(obj any) {
 // order: of two nodes annotated with one subnet, the first keeps it), then
 // syncs nodes and keeps the transit switch until ctx ends.
 func (m *Manager) Run(ctx context.Context, workers int) error {
+	if m.eipAPI != nil {
+		if err := m.eipAPI.Start(ctx); err != nil {
+			return err
+		}
+	}
 	if !cache.WaitForCacheSync(ctx.Done(), m.synced) {
 		return ctx.Err()
 	}
@@ -114,12 +141,15 @@ func (m *Manager) Run(ctx context.Context, workers int) error {
 	if m.ic != nil {
 		go m.keepTransitSwitch(ctx)
 	}
+	if m.eips != nil {
+		go m.eips.Run(ctx, 1)
+	}
 	m.queue.Run(ctx, workers)
 	return nil
 }
 
-// Idle says no node is waiting to be synced (tests).
-func (m *Manager) Idle() bool { return m.queue.Idle() }
+// Idle says no node or EgressIP is waiting to be synced (tests).
+func (m *Manager) Idle() bool { return m.queue.Idle() && (m.eips == nil || m.eips.Idle()) }
 
 // Held is the node's host subnets (nil if none).
 func (m *Manager) Held(node string) []netip.Prefix {

@@ -3,6 +3,7 @@ package clustermanager
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"path/filepath"
 	"testing"
@@ -12,14 +13,20 @@ import (
 	libovsdbclient "github.com/ovn-org/libovsdb/client"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/egressip"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/icnbdb"
+	k8sovnv1 "github.com/ovn-k8s/ovn-k8s/go-controller/pkg/k8sovn/v1"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
@@ -42,7 +49,7 @@ func run(t *testing.T, kube kubernetes.Interface, ic libovsdbclient.Client) *Man
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	factory := informers.NewSharedInformerFactory(kube, 0)
-	m := New(dualStack, kube, factory, ic, logr.Discard())
+	m := New(dualStack, kube, factory, ic, EgressIPs{}, logr.Discard())
 	factory.Start(ctx.Done())
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx, 2) }()
@@ -143,7 +150,7 @@ func TestRestartKeepsEveryAnnotation(t *testing.T) {
 	kube := fake.NewSimpleClientset(node("a", ""), node("b", ""))
 	first, cancel := context.WithCancel(context.Background())
 	factory := informers.NewSharedInformerFactory(kube, 0)
-	m := New(dualStack, kube, factory, nil, logr.Discard())
+	m := New(dualStack, kube, factory, nil, EgressIPs{}, logr.Discard())
 	factory.Start(first.Done())
 	done := make(chan error, 1)
 	go func() { done <- m.Run(first, 1) }()
@@ -254,4 +261,43 @@ func TestEnsureTransitSwitchAdoptsOneMadeByHand(t *testing.T) {
 	if !topology.OwnedBy(got.ExternalIDs, transitOwner) || got.ExternalIDs["made-by"] != "ovn-ic-nbctl" || got.OtherConfig["requested-tnl-key"] != "7" {
 		t.Fatalf("adopted switch %+v: want our owner ids beside its own keys", got)
 	}
+}
+
+// The cluster manager assigns EgressIPs (their status) with no NB: the
+// zones program them.
+func TestEgressIPsAssigned(t *testing.T) {
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{k8sovnv1.EgressIPResource: "EgressIPList"})
+	mac, _ := net.ParseMAC("0a:58:ac:12:00:02")
+	n := node("n1", `{"default":["10.244.0.0/24","fd00:10:244::/64"]}`)
+	n.Labels = map[string]string{k8sovnv1.EgressAssignableLabel: ""}
+	n.Annotations[annotations.NodeL3GatewayConfig] = annotations.FormatL3GatewayConfig(annotations.L3GatewayConfig{Mode: "shared",
+		InterfaceID: "breth0_n1_localnet", MAC: mac, IPs: []netip.Prefix{netip.MustParsePrefix("172.18.0.2/24")}, NextHops: []netip.Addr{netip.MustParseAddr("172.18.0.1")}})
+	n.Annotations[annotations.NodeGatewayJoinIP] = annotations.FormatGatewayJoinIPs([]netip.Prefix{netip.MustParsePrefix("100.64.0.2/16")})
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	kube := fake.NewSimpleClientset(n)
+	ctx, cancel := context.WithCancel(context.Background())
+	factory := informers.NewSharedInformerFactory(kube, 0)
+	api := &egressip.API{Dynamic: dyn, Informer: k8sovnv1.NewEgressIPInformer(dyn, 0)}
+	m := New(dualStack, kube, factory, nil, EgressIPs{API: api, JoinSubnets: []netip.Prefix{netip.MustParsePrefix("100.64.0.0/16")}}, logr.Discard())
+	factory.Start(ctx.Done())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx, 1) }()
+	t.Cleanup(func() { cancel(); <-done })
+	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": k8sovnv1.GroupVersion.String(), "kind": "EgressIP",
+		"metadata": map[string]any{"name": "e1"}, "spec": map[string]any{"egressIPs": []any{"172.18.0.100"}, "namespaceSelector": map[string]any{}}}}
+	if _, err := dyn.Resource(k8sovnv1.EgressIPResource).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "e1 assigned to n1", func() error {
+		o, err := dyn.Resource(k8sovnv1.EgressIPResource).Get(ctx, "e1", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		items, _, _ := unstructured.NestedSlice(o.Object, "status", "items")
+		if len(items) != 1 || fmt.Sprint(items[0].(map[string]any)["node"]) != "n1" {
+			return fmt.Errorf("status items %v", items)
+		}
+		return nil
+	})
 }

@@ -73,7 +73,29 @@ type Options struct {
 	ReachTimeout time.Duration
 	// Events records Warning Events on EgressIPs (nil: none).
 	Events record.EventRecorder
+	// Role splits the work in zone mode (zero: RoleAll, central mode).
+	Role Role
+	// Zone mode, RoleProgram: InZone says whether a node is this zone's
+	// (its gateway router is in this NB); Transit gives another zone's
+	// node's transit addresses, where this zone sends the traffic that
+	// node is the egress node of (its zone reroutes it to its gateway).
+	InZone  func(*corev1.Node) bool
+	Transit func(*corev1.Node) ([]netip.Addr, error)
 }
+
+// Role is which part of the work a controller does.
+type Role int
+
+const (
+	// RoleAll assigns, writes the status and programs the NB (central mode).
+	RoleAll Role = iota
+	// RoleAssign assigns and writes the status only, with no NB (zone
+	// mode's cluster manager: one decision for every zone).
+	RoleAssign
+	// RoleProgram programs one zone's NB from the status the cluster
+	// manager wrote, and writes no status.
+	RoleProgram
+)
 
 // Queue keys.
 const (
@@ -109,7 +131,6 @@ func New(api *API, factory informers.SharedInformerFactory, nb libovsdbclient.Cl
 	var cidrs []netip.Prefix
 	cidrs = append(cidrs, opts.ClusterSubnets...)
 	c := &Controller{api: api, opts: opts, fams: topology.FamiliesOf(cidrs), log: log, nb: nb, commit: commit,
-		pods: slim.NewLister(factory.Core().V1().Pods().Informer()), nsLister: factory.Core().V1().Namespaces().Lister(),
 		nodes: factory.Core().V1().Nodes().Lister(), assigned: map[string][]Assignment{}, problems: map[string]string{},
 		reported: map[string]string{}, wanted: map[string]map[string]bool{}}
 	c.queue = controller.NewQueue("egressips", maxDelay, c.sync, log)
@@ -118,14 +139,26 @@ func New(api *API, factory informers.SharedInformerFactory, nb libovsdbclient.Cl
 	_, _ = api.Informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { c.eipChanged(obj) },
 		UpdateFunc: func(old, cur any) {
-			if o, n := eipOf(old), eipOf(cur); o == nil || n == nil || o.Generation != n.Generation || !labels.Equals(o.Labels, n.Labels) {
+			switch o, n := eipOf(old), eipOf(cur); {
+			case o == nil || n == nil || o.Generation != n.Generation || !labels.Equals(o.Labels, n.Labels):
 				c.eipChanged(cur)
-			} else if n != nil {
+			case c.opts.Role == RoleProgram:
+				c.queue.Add(keyAssign) // the status is the assignment
+			default:
 				c.status.Add(n.Name) // a status written by someone else is put back
 			}
 		},
 		DeleteFunc: func(obj any) { c.eipChanged(obj) },
 	})
+	_, _ = factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.nodeChanged(nil, nodeOf(obj)) },
+		UpdateFunc: func(old, cur any) { c.nodeChanged(nodeOf(old), nodeOf(cur)) },
+		DeleteFunc: func(obj any) { c.nodeChanged(nodeOf(obj), nil) },
+	})
+	if opts.Role == RoleAssign {
+		return c // no pods, namespaces or NB: nothing is programmed here
+	}
+	c.pods, c.nsLister = slim.NewLister(factory.Core().V1().Pods().Informer()), factory.Core().V1().Namespaces().Lister()
 	_, _ = factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.podChanged(nil, podOf(obj)) },
 		UpdateFunc: func(old, cur any) { c.podChanged(podOf(old), podOf(cur)) },
@@ -139,11 +172,6 @@ func New(api *API, factory informers.SharedInformerFactory, nb libovsdbclient.Cl
 		},
 		AddFunc:    func(any) { c.enqueueAllEIPs() },
 		DeleteFunc: func(any) { c.enqueueAllEIPs() },
-	})
-	_, _ = factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.nodeChanged(nil, nodeOf(obj)) },
-		UpdateFunc: func(old, cur any) { c.nodeChanged(nodeOf(old), nodeOf(cur)) },
-		DeleteFunc: func(obj any) { c.nodeChanged(nodeOf(obj), nil) },
 	})
 	nb.Cache().AddEventHandler(&ovsdbcache.EventHandlerFuncs{
 		AddFunc: func(_ string, m model.Model) {
@@ -160,14 +188,19 @@ func New(api *API, factory informers.SharedInformerFactory, nb libovsdbclient.Cl
 func (c *Controller) Run(ctx context.Context, workers int) {
 	c.started.Store(true)
 	c.Resync()
-	go c.reach.run(ctx, c.probeTargets)
-	go c.status.Run(ctx, 1)
+	if c.opts.Role != RoleProgram {
+		go c.reach.run(ctx, c.probeTargets)
+		go c.status.Run(ctx, 1)
+	}
 	c.queue.Run(ctx, workers)
 }
 
 // Resync queues everything.
 func (c *Controller) Resync() int {
 	c.queue.Add(keyAssign)
+	if c.opts.Role == RoleAssign {
+		return 0
+	}
 	c.queue.Add(keyCluster)
 	n := c.enqueueAllEIPs()
 	for _, name := range c.ownedNames() { // rows of EgressIPs that are gone
@@ -181,6 +214,8 @@ func (c *Controller) Idle() bool { return c.queue.Idle() && c.status.Idle() }
 
 func (c *Controller) sync(ctx context.Context, key string) error {
 	switch {
+	case c.opts.Role == RoleAssign && key != keyAssign:
+		return nil // the zones program
 	case key == keyAssign:
 		return c.syncAssign()
 	case key == keyCluster:
@@ -224,6 +259,10 @@ func (c *Controller) get(name string) *k8sovnv1.EgressIP {
 // EgressIPs whose assignment changed.
 func (c *Controller) syncAssign() error {
 	eips := c.list()
+	if c.opts.Role == RoleProgram {
+		c.takeStatus(eips)
+		return nil
+	}
 	nodes := c.assignableNodes()
 	var reqs []Request
 	parseProblems := map[string][]string{}
@@ -276,6 +315,38 @@ func (c *Controller) syncAssign() error {
 		c.status.Add(e.Name)
 	}
 	return nil
+}
+
+// takeStatus makes the EgressIPs' status items their assignment (a zone's
+// master, RoleProgram: the cluster manager decided) and queues those whose
+// assignment changed.
+func (c *Controller) takeStatus(eips []*k8sovnv1.EgressIP) {
+	c.mu.Lock()
+	var changed []string
+	seen := map[string]bool{}
+	for _, e := range eips {
+		seen[e.Name] = true
+		var got []Assignment
+		for _, it := range e.Status.Items {
+			if ip, err := netip.ParseAddr(it.EgressIP); err == nil && it.Node != "" {
+				got = append(got, Assignment{IP: ip.Unmap(), Node: it.Node})
+			}
+		}
+		if !slices.Equal(c.assigned[e.Name], got) {
+			changed = append(changed, e.Name)
+			c.assigned[e.Name] = got
+		}
+	}
+	for name := range c.assigned {
+		if !seen[name] {
+			delete(c.assigned, name)
+			changed = append(changed, name)
+		}
+	}
+	c.mu.Unlock()
+	for _, name := range changed {
+		c.queue.Add(keyEIP + name)
+	}
 }
 
 // reserved says why an address cannot be an egress IP ("" when it can):
@@ -390,16 +461,25 @@ func (c *Controller) syncEIP(ctx context.Context, name string) error {
 	c.mu.Unlock()
 	var want Rows
 	if e != nil {
-		plan := Plan{Name: name, Assignments: assigned, Pods: c.selected(e, c.list()), JoinIPs: map[string][]netip.Addr{}}
+		plan := Plan{Name: name, Assignments: assigned, Pods: c.selected(e, c.list()), NextHops: map[string][]netip.Addr{}}
+		remote := map[string]bool{}
 		for _, a := range assigned {
-			if n, err := c.nodes.Get(a.Node); err == nil {
-				joins, _ := annotations.ParseGatewayJoinIPs(n.Annotations[annotations.NodeGatewayJoinIP])
-				for _, j := range joins {
-					plan.JoinIPs[a.Node] = append(plan.JoinIPs[a.Node], j.Addr())
-				}
+			n, err := c.nodes.Get(a.Node)
+			if err != nil {
+				continue
+			}
+			if hops, isRemote, err := c.nextHops(n); err != nil {
+				c.log.V(1).Info("egress node not usable yet", "egressIP", name, "node", a.Node, "reason", err.Error())
+			} else {
+				plan.NextHops[a.Node], remote[a.Node] = hops, isRemote
 			}
 		}
 		want = Compute(plan, c.fams)
+		for node := range want.SNATs {
+			if remote[node] {
+				delete(want.SNATs, node) // on its gateway router, in its own zone's NB
+			}
+		}
 	}
 	t := ovndb.NewTxn(c.nb)
 	owner := topology.Owner{Type: OwnerEgressIP, Name: name}
@@ -452,6 +532,22 @@ func (c *Controller) syncEIP(ctx context.Context, name string) error {
 		return fmt.Errorf("EgressIP %s: %w", name, err)
 	}
 	return nil
+}
+
+// nextHops are where this NB's cluster router sends the traffic an egress
+// node hosts the address of: its gateway router's join addresses, or in
+// zone mode for a node of another zone its transit addresses (that zone's
+// router sends it on to the gateway router, remote true).
+func (c *Controller) nextHops(n *corev1.Node) (hops []netip.Addr, remote bool, err error) {
+	if c.opts.InZone != nil && !c.opts.InZone(n) {
+		hops, err = c.opts.Transit(n)
+		return hops, true, err
+	}
+	joins, err := annotations.ParseGatewayJoinIPs(n.Annotations[annotations.NodeGatewayJoinIP])
+	for _, j := range joins {
+		hops = append(hops, j.Addr())
+	}
+	return hops, false, err
 }
 
 // syncSNATs makes an EgressIP's NATs on the gateway routers those of

@@ -55,9 +55,11 @@ type Plan struct {
 	Name        string
 	Assignments []Assignment
 	Pods        []Pod
-	// JoinIPs are the gateway routers' join addresses of the nodes in
-	// Assignments (one per family).
-	JoinIPs map[string][]netip.Addr
+	// NextHops are, by node in Assignments, where the cluster router sends
+	// the traffic of the addresses it hosts (one per family): its gateway
+	// router's join addresses (in zone mode, for another zone's node, its
+	// transit addresses).
+	NextHops map[string][]netip.Addr
 }
 
 // Rows are one EgressIP's rows.
@@ -111,7 +113,7 @@ func Compute(p Plan, fams topology.Families) Rows {
 			if a.IP.Is6() != v6 {
 				continue
 			}
-			for _, j := range p.JoinIPs[a.Node] {
+			for _, j := range p.NextHops[a.Node] {
 				if j.Is6() == v6 {
 					hops = append(hops, j.String())
 				}

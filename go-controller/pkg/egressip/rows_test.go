@@ -25,8 +25,8 @@ func TestComputeRows(t *testing.T) {
 	p := Plan{Name: "prod-web",
 		Assignments: []Assignment{{IP: netip.MustParseAddr("172.18.0.100"), Node: "n2"}, {IP: netip.MustParseAddr("172.18.0.101"), Node: "n3"},
 			{IP: netip.MustParseAddr("fc00::100"), Node: "n2"}},
-		Pods:    []Pod{{Namespace: "prod", Name: "a", IPs: addrs("10.244.1.5", "fd00:10:244:1::5")}, {Namespace: "prod", Name: "b", IPs: addrs("10.244.2.7")}},
-		JoinIPs: map[string][]netip.Addr{"n2": addrs("100.64.0.3", "fd98::3"), "n3": addrs("100.64.0.4", "fd98::4")},
+		Pods:     []Pod{{Namespace: "prod", Name: "a", IPs: addrs("10.244.1.5", "fd00:10:244:1::5")}, {Namespace: "prod", Name: "b", IPs: addrs("10.244.2.7")}},
+		NextHops: map[string][]netip.Addr{"n2": addrs("100.64.0.3", "fd98::3"), "n3": addrs("100.64.0.4", "fd98::4")},
 	}
 	r := Compute(p, topology.Families{V4: true, V6: true})
 	if len(r.Sets) != 2 || r.Sets[0].Name != "eip.prod_web" || strings.Join(r.Sets[0].Addresses, ",") != "10.244.1.5,10.244.2.7" ||
@@ -66,7 +66,7 @@ func TestComputeRows(t *testing.T) {
 // pods leave as any pod), and no egress IP at all gives an empty set only.
 func TestComputeWithoutAssignments(t *testing.T) {
 	p := Plan{Name: "x", Assignments: []Assignment{{IP: netip.MustParseAddr("172.18.0.100"), Node: "n2"}},
-		Pods: []Pod{{IPs: addrs("10.244.1.5", "fd00::5")}}, JoinIPs: map[string][]netip.Addr{"n2": addrs("100.64.0.3")}}
+		Pods: []Pod{{IPs: addrs("10.244.1.5", "fd00::5")}}, NextHops: map[string][]netip.Addr{"n2": addrs("100.64.0.3")}}
 	r := Compute(p, topology.Families{V4: true, V6: true})
 	if len(r.Reroutes) != 1 || !strings.HasPrefix(r.Reroutes[0].Match, "ip4.") || len(r.SNATs["n2"]) != 1 {
 		t.Errorf("reroutes %+v SNATs %+v", r.Reroutes, r.SNATs)

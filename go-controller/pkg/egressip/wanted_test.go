@@ -21,8 +21,8 @@ func TestOwnDeletionsAreNoNews(t *testing.T) {
 	c.started.Store(true)
 	plan := func(node string) Plan {
 		return Plan{Name: "e", Assignments: []Assignment{{IP: netip.MustParseAddr("172.18.0.100"), Node: node}},
-			Pods:    []Pod{{Namespace: "prod", Name: "a", IPs: addrs("10.244.1.5")}},
-			JoinIPs: map[string][]netip.Addr{node: addrs("100.64.0.3")}}
+			Pods:     []Pod{{Namespace: "prod", Name: "a", IPs: addrs("10.244.1.5")}},
+			NextHops: map[string][]netip.Addr{node: addrs("100.64.0.3")}}
 	}
 	fams := topology.Families{V4: true}
 	before, after := Compute(plan("n1"), fams), Compute(plan("n2"), fams)

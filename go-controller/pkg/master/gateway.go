@@ -102,7 +102,7 @@ func (m *Master) gatewayInput(node *corev1.Node, subnets []netip.Prefix) (topolo
 	}
 	in = topology.GatewayInput{
 		Node: node.Name, SystemID: chassis, JoinIPs: joinIPs, JoinSubnets: m.cfg.JoinSubnets,
-		HostSubnets: subnets, BridgeMAC: gw.MAC, Bridge: bridge, PhysNet: topology.DefaultPhysNet,
+		HostSubnets: subnets, BridgeMAC: gw.MAC, Bridge: bridge, PhysNet: topology.DefaultPhysNet, Zone: m.cfg.Zone != "",
 	}
 	// The node's address and next hop of each family of the cluster (the
 	// first of each): a family the node has no address of has no egress.

@@ -199,8 +199,11 @@ func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client,
 	m.policies = policy.New(factory, nb, m.committer.Commit, popts, log.WithName("policy"), cfg.RetryMaxDelay)
 	if apis.EgressIP != nil {
 		m.eipAPI = apis.EgressIP
-		m.eips = egressip.New(apis.EgressIP, factory, nb, m.committer.Commit, egressip.Options{ClusterSubnets: podRanges,
-			JoinSubnets: cfg.JoinSubnets, ReachTimeout: cfg.EgressIPReachTimeout, Events: m.recorder}, log.WithName("egressip"), cfg.RetryMaxDelay)
+		eopts := egressip.Options{ClusterSubnets: podRanges, JoinSubnets: cfg.JoinSubnets, ReachTimeout: cfg.EgressIPReachTimeout, Events: m.recorder}
+		if cfg.Zone != "" { // the cluster manager assigns
+			eopts.Role, eopts.InZone, eopts.Transit = egressip.RoleProgram, m.inZone, m.transitAddrs
+		}
+		m.eips = egressip.New(apis.EgressIP, factory, nb, m.committer.Commit, eopts, log.WithName("egressip"), cfg.RetryMaxDelay)
 	}
 	return m
 }

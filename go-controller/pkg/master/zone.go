@@ -149,6 +149,24 @@ func (m *Master) syncTransitPort(ctx context.Context, node *corev1.Node, subnets
 	return EnsureTransitPort(ctx, m.nb, m.committer.Commit, node.Name, chassis, addrs)
 }
 
+// transitAddrs are a node's transit addresses, numbered by the host
+// subnets its annotation gives.
+func (m *Master) transitAddrs(node *corev1.Node) ([]netip.Addr, error) {
+	subnets, err := m.annotatedNodeSubnets(node.Annotations[annotations.NodeSubnets])
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %s: %w", node.Name, annotations.NodeSubnets, err)
+	}
+	ps, err := config.NodeAddrs(m.cfg.TransitSubnets, m.cfg.ClusterSubnets, subnets)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]netip.Addr, len(ps))
+	for i, p := range ps {
+		out[i] = p.Addr()
+	}
+	return out, nil
+}
+
 // syncRemoteNode keeps this zone's routes to a node of another zone
 // (topology.RemoteNodeRoutes), from the host subnets its annotation gives
 // (none yet: none).

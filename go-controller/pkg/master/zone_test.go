@@ -13,8 +13,11 @@ import (
 	libovsdbclient "github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/ovsdb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/egressip"
+	k8sovnv1 "github.com/ovn-k8s/ovn-k8s/go-controller/pkg/k8sovn/v1"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb/ovndbtest"
@@ -335,4 +338,83 @@ func TestZoneMasterProgramsItsZoneOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitZoneRows("n1", "")
+}
+
+// In zone mode a zone's master programs EgressIPs from the status the
+// cluster manager wrote, and writes none: an address hosted by another
+// zone's node is rerouted to that node's transit address with no NAT here
+// (its gateway router is in its own zone's NB); one hosted here to the
+// node's gateway router's join address, SNATed there. The zone's cluster
+// router has a default route to its gateway router, for the other zones'
+// pods rerouted here.
+func TestZoneMasterProgramsEgressIPFromStatus(t *testing.T) {
+	e := newEnv(t)
+	e.cfg.Zone = "z1"
+	dyn := e.withEgressIPs()
+	ctx := context.Background()
+	ts := &nbdb.LogicalSwitch{UUID: "ts", Name: topology.TransitSwitch, OtherConfig: map[string]string{"interconn-ts": topology.TransitSwitch}}
+	if err := ovndb.Transact(ctx, e.nb, mustOps(t)(e.nb.Create(ts))); err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range []struct{ name, zone, subnet string }{{"n1", "z1", "10.244.0.0/24"}, {"n2", "z2", "10.244.1.0/24"}} {
+		e.egressNode(n.name, fmt.Sprintf("172.18.0.%d", i+2))
+		e.patchNode(n.name, map[string]any{annotations.NodeZone: n.zone,
+			annotations.NodeSubnets: annotations.FormatNodeSubnets([]netip.Prefix{netip.MustParsePrefix(n.subnet)})})
+	}
+	e.createNamespace("prod", map[string]string{"env": "prod"})
+	e.createPod("prod", "a", "n1")
+	e.start()
+	e.podNetwork("prod", "a")
+	obj := egressIPObject("eip1", "172.18.0.100")
+	obj.Object["status"] = map[string]any{"items": []any{map[string]any{"node": "n2", "egressIP": "172.18.0.100"}}}
+	if _, err := dyn.Resource(k8sovnv1.EgressIPResource).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	reroute := func(want string) {
+		t.Helper()
+		harness.Eventually(t, 10*time.Second, "eip1 rerouted to "+want, func() error {
+			var ps []nbdb.LogicalRouterPolicy
+			_ = e.nb.WhereCache(func(p *nbdb.LogicalRouterPolicy) bool {
+				o, _ := topology.OwnerOf(p.ExternalIDs)
+				return o.Type == egressip.OwnerEgressIP && o.Name == "eip1"
+			}).List(ctx, &ps)
+			if len(ps) != 1 || !slices.Equal(ps[0].Nexthops, []string{want}) {
+				return fmt.Errorf("reroutes %+v", ps)
+			}
+			return nil
+		})
+	}
+	reroute("100.88.0.3") // n2's transit address
+	if n := e.grEgressNATs("n1"); n != 0 {
+		t.Errorf("GR_n1 holds %d NATs of an egress IP hosted by n2", n)
+	}
+	// The cluster manager moves it to n1: its NAT on GR_n1, the reroute to n1's gateway.
+	obj, err := dyn.Resource(k8sovnv1.EgressIPResource).Get(ctx, "eip1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = unstructured.SetNestedSlice(obj.Object, []any{map[string]any{"node": "n1", "egressIP": "172.18.0.100"}}, "status", "items")
+	if _, err := dyn.Resource(k8sovnv1.EgressIPResource).UpdateStatus(ctx, obj, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	reroute("100.64.0.2") // n1's gateway join address, numbered by its host subnet
+	harness.Eventually(t, 10*time.Second, "a's SNAT on GR_n1", func() error {
+		if n := e.grEgressNATs("n1"); n != 1 {
+			return fmt.Errorf("%d NATs", n)
+		}
+		return nil
+	})
+	for _, a := range dyn.Actions() {
+		if a.GetSubresource() == "status" && a.GetVerb() != "get" && a.GetVerb() != "update" {
+			t.Errorf("a zone's master wrote an EgressIP status: %v", a)
+		}
+	}
+	var routes []nbdb.LogicalRouterStaticRoute
+	cluster := ovndb.Lookup(ovndb.NewTxn(e.nb), &nbdb.LogicalRouter{Name: topology.ClusterRouter})
+	_ = e.nb.WhereCache(func(r *nbdb.LogicalRouterStaticRoute) bool {
+		return r.IPPrefix == "0.0.0.0/0" && cluster != nil && slices.Contains(cluster.StaticRoutes, r.UUID)
+	}).List(ctx, &routes)
+	if len(routes) != 1 || routes[0].Nexthop != "100.64.0.2" {
+		t.Errorf("the cluster router's default routes %+v, want one to GR_n1's join address", routes)
+	}
 }

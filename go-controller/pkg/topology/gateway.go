@@ -46,6 +46,13 @@ type GatewayInput struct {
 	PhysNet        string
 	DefaultGWs     []netip.Addr
 	LBGroup        string // UUID of the cluster LB group
+	// Zone (zone mode) gives the cluster router a default route per family
+	// via this gateway router: the traffic another zone's pods send here to
+	// leave through an egress IP this node hosts comes from subnets no
+	// source route of this zone covers, and a packet no route takes is
+	// dropped before the EgressIP's reroute policy sees it. ovn-ic does not
+	// advertise default routes (ic-route-adv-default is off).
+	Zone bool
 }
 
 // ofFamily is the first prefix of a family in ps.
@@ -181,6 +188,16 @@ func Gateway(in GatewayInput) GatewayRows {
 			IPPrefix: host.String(), Nexthop: j.Addr().String(),
 			ExternalIDs: withID(GatewayClusterRouteIDPrefix + "join:" + host.Addr().String()),
 		})
+		if in.Zone {
+			all := netip.PrefixFrom(netip.IPv4Unspecified(), 0)
+			if j.Addr().Is6() {
+				all = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
+			}
+			rows.ClusterRoutes = append(rows.ClusterRoutes, &nbdb.LogicalRouterStaticRoute{
+				IPPrefix: all.String(), Nexthop: j.Addr().String(),
+				ExternalIDs: withID(GatewayClusterRouteIDPrefix + "zone-default:" + IPLayer(j.Addr().Is6())),
+			})
+		}
 	}
 	return rows
 }

@@ -163,15 +163,16 @@ func masterCommand() *cli.Command {
 func masterSettingFlags() []cli.Flag {
 	return append(append(append(kubeFlags(), tlsFlags("nb")...),
 		&cli.StringFlag{Name: "nb-address", Usage: "OVN NB database: unix:PATH, tcp:HOST:PORT or ssl:HOST:PORT; comma-separated for a clustered NB"},
-		&cli.DurationFlag{Name: "egressip-reachability-timeout", Value: time.Second, Usage: "how long the master waits for an egress node to answer its probe (TCP to the node's gateway address, port 9: an answer or a refusal is reachable; two misses in a row, one second apart, move its egress IPs); 0 turns the probes off (the Ready condition and the label alone decide)"},
+		egressIPReachFlag(),
 		&cli.StringFlag{Name: "dns-servers", Usage: "comma-separated DNS servers (IP or IP:PORT) resolving egress firewalls' dnsName and admin policies' domainNames; default: the nameservers of /etc/resolv.conf"},
 		&cli.StringFlag{Name: "dns-tap-address", Usage: "HOST:PORT (or unix:PATH, for a DNS server on this host: the file's permissions decide who may send) on which the master takes the cluster DNS's dnstap stream (CoreDNS: dnstap tcp://ADDRESS full): the answers it gives pods give wildcard DNS names (*.example.com) their addresses; only the endpoints of --dns-service may connect, so point CoreDNS at the management address of the master's node (the .2 of its node subnet), which pods reach with their own addresses; empty: wildcard names match nothing"},
 		&cli.StringFlag{Name: "dns-service", Value: config.DefaultDNSService, Usage: "the cluster DNS's Service, NAMESPACE/NAME: its endpoints may send the dnstap stream (--dns-tap-address)"},
 		&cli.StringFlag{Name: "sb-address", Usage: "the OVN SB database the nodes use (tcp: or ssl:, comma-separated when clustered): an ACL on every node switch keeps pods from it and from the NB's tcp:/ssl: endpoints; the master never connects to it"},
 		&cli.StringSliceFlag{Name: "cluster-subnet", Aliases: []string{"cluster-ip-subnet"}, Value: cli.NewStringSlice(config.DefaultClusterSubnetFlag), Usage: "pod network CIDR/HOSTLEN (repeatable; one per IP family for dual-stack)"},
 		&cli.StringSliceFlag{Name: "service-cidr", Value: cli.NewStringSlice(config.DefaultServiceCIDR), Usage: "service ClusterIP range (repeatable)"},
-		&cli.StringFlag{Name: "join-subnet", Value: config.DefaultJoinSubnetFlag, Usage: "subnets of the join switch between the cluster router and gateway routers, one per family (comma-separated); the cluster uses those of its --cluster-subnet families"},
+		joinSubnetFlag(),
 		&cli.StringFlag{Name: "zone", Usage: "zone mode (OVN interconnection): the zone whose own NB --nb-address is; the master programs only the nodes annotated k8s.ovn.org/zone-name=ZONE (`ovnkube node --zone`) and their pods, reads host subnets from the nodes (`ovnkube cluster-manager` allocates them) and gives each node its transit switch port; empty: central mode, one NB for the cluster"},
+		&cli.StringFlag{Name: "ic-db-address", Usage: "zone mode: the interconnection NB's and SB's tcp: or ssl: endpoints (comma-separated), which an ACL on every node switch keeps pods from as it does the NB's and SB's; the master never connects to them"},
 		&cli.StringFlag{Name: "transit-subnet", Value: config.DefaultTransitSubnetFlag, Usage: "zone mode: the transit switch's ranges, one per family (comma-separated), alike in every zone; the cluster uses those of its --cluster-subnet families"},
 		&cli.IntFlag{Name: "pod-workers", Value: 32, Usage: "pods synced concurrently (their NB writes share transactions)"},
 		&cli.IntFlag{Name: "node-workers", Value: 4, Usage: "nodes synced concurrently"},
@@ -180,6 +181,16 @@ func masterSettingFlags() []cli.Flag {
 		&cli.IntFlag{Name: "policy-workers", Value: config.DefaultPolicyWorkers, Usage: "network policies, peer address sets and namespaces synced concurrently"},
 		&cli.DurationFlag{Name: "resync-interval", Value: config.DefaultResyncInterval, Usage: "sync every object again this often whatever the events said, logging what it repaired (0 turns it off)"},
 	), serviceAddressFlags()...)
+}
+
+// egressIPReachFlag and joinSubnetFlag are settings the master and the
+// cluster manager share.
+func egressIPReachFlag() cli.Flag {
+	return &cli.DurationFlag{Name: "egressip-reachability-timeout", Value: time.Second, Usage: "how long the master waits for an egress node to answer its probe (TCP to the node's gateway address, port 9: an answer or a refusal is reachable; two misses in a row, one second apart, move its egress IPs); 0 turns the probes off (the Ready condition and the label alone decide)"}
+}
+
+func joinSubnetFlag() cli.Flag {
+	return &cli.StringFlag{Name: "join-subnet", Value: config.DefaultJoinSubnetFlag, Usage: "subnets of the join switch between the cluster router and gateway routers, one per family (comma-separated); the cluster uses those of its --cluster-subnet families"}
 }
 
 func runMaster(ctx context.Context, cfg config.Master, lcfg leader.Config, elect bool, srv metrics.Server, log logr.Logger) error {
@@ -396,17 +407,19 @@ func zoneName(v string) (string, error) {
 	return v, nil
 }
 
-// guardedDBs are the NB's and --sb-address's IP endpoints, which pods may
+// guardedDBs are the NB's, --sb-address's and --ic-db-address's IP endpoints, which pods may
 // not reach. An endpoint named by host name cannot be guarded by an ACL
 // (which matches addresses): that is said once at start.
 func guardedDBs(c *cli.Context, nb []string) ([]netip.AddrPort, error) {
-	remotes := nb
-	if s := c.String("sb-address"); s != "" {
-		sb, err := config.ParseOVSDBAddress(s)
-		if err != nil {
-			return nil, flagError("sb-address", err)
+	remotes := slices.Clone(nb)
+	for _, flag := range []string{"sb-address", "ic-db-address"} {
+		if s := c.String(flag); s != "" {
+			eps, err := config.ParseOVSDBAddress(s)
+			if err != nil {
+				return nil, flagError(flag, err)
+			}
+			remotes = append(remotes, eps...)
 		}
-		remotes = append(slices.Clone(nb), sb...)
 	}
 	eps, names := config.DBEndpoints(remotes)
 	if len(names) > 0 {

@@ -59,3 +59,31 @@ func TestDNSTapFlagsRefusedNamingTheFlag(t *testing.T) {
 		}
 	}
 }
+
+// Bad zone mode flags exit 2 naming the flag.
+func TestZoneFlagsRefusedNamingTheFlag(t *testing.T) {
+	for _, tc := range []struct {
+		cmd  string
+		args []string
+		flag string
+	}{
+		{"master", []string{"--zone", "Zone_A"}, "--zone"},
+		{"master", []string{"--zone", "a", "--transit-subnet", "100.88.0.0/16,100.89.0.0/16"}, "--transit-subnet"},
+		{"master", []string{"--zone", "a", "--transit-subnet", "10.244.0.0/24"}, "--transit-subnet"},
+		{"master", []string{"--zone", "a", "--transit-subnet", "fd97::/64"}, "--transit-subnet"},
+		{"master", []string{"--ic-db-address", "ptcp:6645"}, "--ic-db-address"},
+		{"node", []string{"--node-name", "n1", "--encap-ip", "10.0.0.1", "--sb-address", "unix:/nonexistent", "--zone", "-a"}, "--zone"},
+		{"cluster-manager", []string{"--cluster-subnet", "10.244.0.0/33"}, "--cluster-subnet"},
+		{"cluster-manager", []string{"--node-workers", "0"}, "--node-workers"},
+		{"cluster-manager", []string{"--ic-nb-address", "nowhere"}, "--ic-nb-address"},
+	} {
+		args := append([]string{tc.cmd, "--kubeconfig", "/nonexistent"}, tc.args...)
+		if tc.cmd == "master" {
+			args = append(args, "--nb-address", "unix:/nonexistent")
+		}
+		status, out := runMain(t, 10*time.Second, args...)
+		if status != exitUsage || !strings.Contains(out, tc.flag) {
+			t.Errorf("%s %v: exit %d, output %q; want 2 naming %s", tc.cmd, tc.args, status, out, tc.flag)
+		}
+	}
+}

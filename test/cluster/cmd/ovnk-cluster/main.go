@@ -41,6 +41,7 @@ func main() {
 	workers := fs.Int("workers", 2, "worker nodes")
 	dist := fs.Bool("dist", false, "up: install ovn-k8s from dist/kubernetes/ and the ovnkube image instead of starting its daemons")
 	family := fs.String("ip-family", cluster.IPv4, "the cluster's IP families: "+strings.Join(cluster.Families, ", "))
+	zones := fs.String("zones", "", "zone mode (OVN interconnection): "+cluster.ZonesPerNode+" for a zone per node; empty: central mode (one NB and SB)")
 	e2eCfg := cluster.E2EConfig{}
 	fs.StringVar(&e2eCfg.Focus, "focus", cluster.ConformanceFocus, "ginkgo focus regexp")
 	fs.StringVar(&e2eCfg.Skip, "skip", "", "ginkgo skip regexp (added to the documented skips)")
@@ -63,12 +64,16 @@ func main() {
 		fmt.Fprintf(os.Stderr, "ovnk-cluster: -ip-family %q: want one of %s\n", *family, strings.Join(cluster.Families, ", "))
 		os.Exit(2)
 	}
+	if !slices.Contains(cluster.ZoneModes, *zones) {
+		fmt.Fprintf(os.Stderr, "ovnk-cluster: -zones %q: want %q or nothing\n", *zones, cluster.ZonesPerNode)
+		os.Exit(2)
+	}
 	repo, err := repoRoot()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "ovnk-cluster:", err)
 		os.Exit(1)
 	}
-	c := cluster.New(cluster.Config{Repo: repo, Dir: filepath.Join(repo, "_output", "cluster"), Workers: *workers, Dist: *dist, IPFamily: *family})
+	c := cluster.New(cluster.Config{Repo: repo, Dir: filepath.Join(repo, "_output", "cluster"), Workers: *workers, Dist: *dist, IPFamily: *family, Zones: *zones})
 	e2eCfg.Out = filepath.Join(repo, "_output", "conformance")
 	npapiCfg.Out = e2eCfg.Out
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
