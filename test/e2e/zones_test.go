@@ -238,3 +238,87 @@ func seenAs(t *testing.T, from harness.NetNS, addr, want string) {
 		return err
 	})
 }
+
+// TestE2EMigrateToZones moves a running central-mode cluster to zone mode,
+// a zone per node (harness.MigrateToZones, docs/operations.md's
+// procedure), while pod a keeps connecting to pod b on the other node: the
+// connections stop for a bounded time (logged: the interruption the
+// procedure costs), then pods keep their addresses and reach each other
+// and a ClusterIP across the new zones, and a pod started after the move
+// gets an address and is reached.
+func TestE2EMigrateToZones(t *testing.T) {
+	fams := zoneFamilies()
+	c, e := startEnv(t, func() *harness.Cluster {
+		return harness.NewClusterWith(t, harness.ClusterOptions{Families: fams})
+	})
+	c.AddNode("node1")
+	c.AddNode("node2")
+	c.EnsureNamespace(ns)
+	a := c.RunPod(ns, "a", "node1", nil)
+	b := c.RunPod(ns, "b", "node2", nil)
+	b1 := c.RunPod(ns, "b1", "node1", nil)
+	for _, p := range []*harness.Pod{a, b, b1} {
+		runServers(t, p)
+	}
+	vip := e.service("web", b, b1)
+	backendsReached(t, a.NS, vip+":80", "b", "b1")
+	subnets := map[string]string{}
+	for name, n := range c.Nodes {
+		subnets[name] = fmt.Sprint(n.Subnets)
+	}
+
+	// a asks b every 100 ms throughout; the longest run of failures is the interruption.
+	target := at(b.Addr(fams[0]), tcpPort)
+	stop, done := make(chan struct{}), make(chan time.Duration)
+	go func() {
+		var longest time.Duration
+		var failingSince time.Time
+		for {
+			select {
+			case <-stop:
+				done <- longest
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			got, err := harness.DialTCP(a.NS, target, 200*time.Millisecond)
+			switch {
+			case (err != nil || got != "b") && failingSince.IsZero():
+				failingSince = time.Now()
+			case err == nil && got == "b" && !failingSince.IsZero():
+				longest = max(longest, time.Since(failingSince))
+				failingSince = time.Time{}
+			}
+		}
+	}()
+	start := time.Now()
+	c.MigrateToZones()
+	for _, f := range fams {
+		if got := reach(t, a.NS, at(b.Addr(f), tcpPort)); got != "b" {
+			t.Fatalf("%s: answered by %q, want b", f, got)
+		}
+	}
+	restored := time.Since(start)
+	close(stop)
+	t.Logf("migration to zone mode: pod to pod across nodes restored %s after the master was stopped; longest interruption seen every 100 ms: %s",
+		restored.Round(10*time.Millisecond), (<-done).Round(10*time.Millisecond))
+
+	for name, n := range c.Nodes {
+		if got := fmt.Sprint(n.Subnets); got != subnets[name] {
+			t.Errorf("node %s's host subnets %s after the move, %s before", name, got, subnets[name])
+		}
+	}
+	for _, p := range []*harness.Pod{a, b, b1} {
+		if uuid := portUUID(t, c.Zones[p.Node].OVN, topology.PodPort(ns, p.Name)); uuid == "" {
+			t.Errorf("pod %s has no port in zone %s's NB", p.Name, p.Node)
+		}
+	}
+	backendsReached(t, a.NS, vip+":80", "b", "b1")
+	backendsReached(t, b.NS, vip+":80", "b", "b1")
+	c2 := c.RunPod(ns, "c", "node2", nil)
+	runServers(t, c2)
+	for _, f := range fams {
+		if got := reach(t, a.NS, at(c2.Addr(f), tcpPort)); got != "c" {
+			t.Fatalf("%s: the pod started after the move: answered by %q, want c", f, got)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -62,6 +63,7 @@ type ClusterNode struct {
 	// gateway's, which NodePorts answer on and egress is SNATed to), one
 	// per family; none without a gateway.
 	GatewayIPs []netip.Addr
+	daemonArgs []string
 }
 
 // Pod is a pod sandbox wired by ovn_cni.
@@ -221,7 +223,19 @@ func (c *Cluster) AddNode(name string) *ClusterNode {
 		// The daemon reads the bridge's addresses and default routes.
 		args = append(args, "--bridge-interface", SharedGateway(t, n.Node, "eth1"))
 	}
+	n.daemonArgs = args
 	n.Daemon = Start(t, c.LogDir, "node-"+name, args...)
+	c.waitNodeDaemon(n)
+	n.CNI = NewCNI(t, n.Node, c.Kube.Kubeconfig, nil)
+	c.Nodes[name] = n
+	return n
+}
+
+// waitNodeDaemon waits until a node's daemon has configured the node (its
+// host subnets read, its chassis reported, its management port addressed).
+func (c *Cluster) waitNodeDaemon(n *ClusterNode) {
+	t, name := c.T, n.Name
+	t.Helper()
 	Eventually(t, 60*time.Second, "node "+name+" ready (ovn-k8s-mp0 configured)", func() error {
 		if n.Daemon.Exited() {
 			t.Fatalf("ovnkube node %s exited:\n%s", name, n.Daemon.Tail(30))
@@ -249,9 +263,35 @@ func (c *Cluster) AddNode(name string) *ClusterNode {
 		}
 		return nil
 	})
-	n.CNI = NewCNI(t, n.Node, c.Kube.Kubeconfig, nil)
-	c.Nodes[name] = n
-	return n
+}
+
+// MigrateToZones moves a running cluster in central mode to zone mode, a
+// zone per node, as docs/operations.md's procedure does: the master
+// stopped; the interconnection databases and the cluster manager started
+// (which keeps every node's host subnets); then each node in turn gets its
+// zone (NB, SB, northd, ovn-ic, master) and its daemon is restarted with
+// --zone and its zone's SB, which its ovn-controller moves to. Pods keep
+// their addresses (their annotations). Returns once every node daemon has
+// configured its node again; the old central OVN is left running, unused.
+func (c *Cluster) MigrateToZones() {
+	t := c.T
+	t.Helper()
+	if c.Zones != nil {
+		t.Fatal("the cluster is in zone mode already")
+	}
+	c.Master.Stop()
+	c.IC, c.Zones = StartInterconnect(t), map[string]*Zone{}
+	c.startClusterManager()
+	for name, n := range c.Nodes {
+		z := c.addZone(name)
+		n.Daemon.Stop()
+		args := slices.Clone(n.daemonArgs)
+		args[slices.Index(args, "--sb-address")+1] = "unix:" + z.OVN.SBSock
+		n.daemonArgs = append(args, "--zone", name)
+		n.Daemon = Start(t, c.LogDir, "node-"+name+"-zone", n.daemonArgs...)
+		c.waitNodeDaemon(n)
+	}
+	c.OVN = nil
 }
 
 // EnsureNamespace creates a namespace with its default ServiceAccount.
