@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	k8sovnv1 "github.com/ovn-k8s/ovn-k8s/go-controller/pkg/k8sovn/v1"
 )
@@ -44,20 +45,27 @@ func (c *Cluster) LabelNode(name string, labels map[string]string) {
 // CreateEgressIP creates an EgressIP (ClusterOptions.CRDs serves the kind).
 func (c *Cluster) CreateEgressIP(name string, ips []string, namespaces, pods map[string]string) {
 	c.T.Helper()
+	CreateEgressIP(c.T, c.Kube.Config, name, ips, namespaces, pods)
+}
+
+// CreateEgressIP creates an EgressIP of these addresses for the pods the
+// selectors choose, through the API server of cfg.
+func CreateEgressIP(t T, cfg *rest.Config, name string, ips []string, namespaces, pods map[string]string) {
+	t.Helper()
 	e := &k8sovnv1.EgressIP{TypeMeta: metav1.TypeMeta{APIVersion: k8sovnv1.GroupVersion.String(), Kind: "EgressIP"},
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: k8sovnv1.EgressIPSpec{EgressIPs: ips, NamespaceSelector: metav1.LabelSelector{MatchLabels: namespaces},
 			PodSelector: metav1.LabelSelector{MatchLabels: pods}}}
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(e)
 	if err != nil {
-		c.T.Fatal(err)
+		t.Fatal(err)
 	}
-	dyn, err := dynamic.NewForConfig(c.Kube.Config)
+	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		c.T.Fatal(err)
+		t.Fatal(err)
 	}
 	if _, err := dyn.Resource(k8sovnv1.EgressIPResource).Create(context.Background(), &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
-		c.T.Fatal(err)
+		t.Fatal(err)
 	}
 }
 

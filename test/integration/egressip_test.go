@@ -16,7 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
 
@@ -136,17 +135,7 @@ func (c *cluster) waitGatewayRouter(node string) {
 
 func (c *cluster) createEIP(name string, ips []string, ns, pods map[string]string) {
 	c.t.Helper()
-	e := &k8sovnv1.EgressIP{TypeMeta: metav1.TypeMeta{APIVersion: k8sovnv1.GroupVersion.String(), Kind: "EgressIP"},
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: k8sovnv1.EgressIPSpec{EgressIPs: ips, NamespaceSelector: metav1.LabelSelector{MatchLabels: ns},
-			PodSelector: metav1.LabelSelector{MatchLabels: pods}}}
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(e)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	if _, err := dynamicFor(c.t, c.kube.Config).Resource(k8sovnv1.EgressIPResource).Create(c.ctx(), &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
-		c.t.Fatal(err)
-	}
+	harness.CreateEgressIP(c.t, c.kube.Config, name, ips, ns, pods)
 }
 
 // eipStatus waits for an EgressIP's status to list exactly these
