@@ -50,7 +50,8 @@ func TestE2EZonesPaths(t *testing.T) {
 // pod, a ClusterIP whose backends are in both zones, a node to another
 // zone's pod, a NetworkPolicy whose allowed peer is in another zone; then
 // one zone's NB is wiped and traffic across zones comes back while the
-// other zone's NB is not written.
+// other zone's NB is not written; a zone's master killed and restarted
+// changes none of its rows.
 func TestE2EZones(t *testing.T) {
 	fams := zoneFamilies()
 	c, e := startEnv(t, func() *harness.Cluster {
@@ -166,6 +167,41 @@ func TestE2EZones(t *testing.T) {
 		for _, line := range strings.Split(strings.TrimSpace(before), "\n") {
 			if !strings.Contains(after, line) {
 				t.Errorf("zone node1's port %s changed or went when zone node2's NB was wiped", line)
+			}
+		}
+	})
+	t.Run("a zone's master killed and restarted", func(t *testing.T) {
+		z1 := c.Zones["node1"]
+		rows := func() []string {
+			var out []string
+			for _, q := range [][]string{
+				{"Logical_Switch_Port", "_uuid,name,addresses"}, {"Logical_Router_Port", "_uuid,name,networks"},
+				{"ACL", "_uuid,match,action"}, {"Logical_Router_Static_Route", "_uuid,ip_prefix,nexthop"},
+				{"Logical_Router_Policy", "_uuid,match,nexthops"}, {"Load_Balancer", "_uuid,name,vips"},
+			} {
+				o, err := z1.OVN.NBCtl("--format=csv", "--no-headings", "--columns="+q[1], "list", q[0])
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, l := range strings.Split(strings.TrimSpace(o), "\n") {
+					out = append(out, q[0]+" "+l)
+				}
+			}
+			return out
+		}
+		before := rows()
+		z1.Master.Kill()
+		z1.StartMaster(c)
+		// A pod created after the restart is programmed: the master has synced.
+		p := c.RunPod(ns, "after-restart", "node1", nil)
+		runServers(t, p)
+		if got := reach(t, b.NS, at(p.Addr(fams[0]), tcpPort)); got != "after-restart" {
+			t.Fatalf("answered by %q", got)
+		}
+		after := strings.Join(rows(), "\n")
+		for _, r := range before {
+			if !strings.Contains(after, r) {
+				t.Errorf("a restart of zone node1's master changed or removed %s", r)
 			}
 		}
 	})
