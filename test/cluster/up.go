@@ -38,7 +38,11 @@ func (c *Cluster) Up(ctx context.Context) error {
 	}
 	stack := harness.CurrentStack
 	schemas := map[string]string{}
-	for _, s := range []string{harness.NBSchema, harness.SBSchema, harness.OVSSchema, harness.ICNBSchema, harness.ICSBSchema} {
+	needed := []string{harness.NBSchema, harness.SBSchema, harness.OVSSchema}
+	if c.zoned() {
+		needed = append(needed, harness.ICNBSchema, harness.ICSBSchema)
+	}
+	for _, s := range needed {
 		p, err := stack.SchemaPath(s)
 		if err != nil {
 			return err
