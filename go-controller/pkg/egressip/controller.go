@@ -319,16 +319,24 @@ func (c *Controller) syncAssign() error {
 
 // takeStatus makes the EgressIPs' status items their assignment (a zone's
 // master, RoleProgram: the cluster manager decided) and queues those whose
-// assignment changed.
+// assignment changed. Only an address the spec asks for and outside the
+// cluster's ranges is taken: a status never adds an address.
 func (c *Controller) takeStatus(eips []*k8sovnv1.EgressIP) {
 	c.mu.Lock()
 	var changed []string
 	seen := map[string]bool{}
 	for _, e := range eips {
 		seen[e.Name] = true
+		asked := map[netip.Addr]bool{}
+		for _, s := range e.Spec.EgressIPs {
+			if ip, err := netip.ParseAddr(strings.TrimSpace(s)); err == nil {
+				asked[ip.Unmap()] = true
+			}
+		}
 		var got []Assignment
 		for _, it := range e.Status.Items {
-			if ip, err := netip.ParseAddr(it.EgressIP); err == nil && it.Node != "" {
+			ip, err := netip.ParseAddr(it.EgressIP)
+			if err == nil && it.Node != "" && asked[ip.Unmap()] && c.reserved(ip.Unmap()) == "" {
 				got = append(got, Assignment{IP: ip.Unmap(), Node: it.Node})
 			}
 		}

@@ -388,12 +388,14 @@ func TestZoneMasterProgramsEgressIPFromStatus(t *testing.T) {
 	if n := e.grEgressNATs("n1"); n != 0 {
 		t.Errorf("GR_n1 holds %d NATs of an egress IP hosted by n2", n)
 	}
-	// The cluster manager moves it to n1: its NAT on GR_n1, the reroute to n1's gateway.
+	// The cluster manager moves it to n1: its NAT on GR_n1, the reroute to n1's gateway only.
 	obj, err := dyn.Resource(k8sovnv1.EgressIPResource).Get(ctx, "eip1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = unstructured.SetNestedSlice(obj.Object, []any{map[string]any{"node": "n1", "egressIP": "172.18.0.100"}}, "status", "items")
+	// An item for an address the spec does not ask for is not taken.
+	_ = unstructured.SetNestedSlice(obj.Object, []any{map[string]any{"node": "n1", "egressIP": "172.18.0.100"},
+		map[string]any{"node": "n2", "egressIP": "172.18.0.200"}}, "status", "items")
 	if _, err := dyn.Resource(k8sovnv1.EgressIPResource).UpdateStatus(ctx, obj, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
