@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 
+	"github.com/go-logr/logr"
 	libovsdbclient "github.com/ovn-org/libovsdb/client"
 	"github.com/urfave/cli/v2"
 	"k8s.io/client-go/dynamic"
@@ -34,37 +35,14 @@ func clusterManagerCommand() *cli.Command {
 			"which every zone's master programs). Run one (or several with --leader-elect) per cluster.",
 		Flags: append(append(append(kubeFlags(), tlsFlags("ic-nb")...),
 			&cli.StringFlag{Name: "ic-nb-address", Usage: "OVN interconnection NB database (unix:, tcp: or ssl:; comma-separated when clustered): where the transit switch is kept; empty: not kept here"},
-			&cli.StringSliceFlag{Name: "cluster-subnet", Aliases: []string{"cluster-ip-subnet"}, Value: cli.NewStringSlice(config.DefaultClusterSubnetFlag), Usage: "pod network CIDR/HOSTLEN (repeatable; one per IP family for dual-stack), as every zone's master has it"},
+			clusterSubnetFlag("the pod network whose host subnets it hands out"),
 			&cli.IntFlag{Name: "node-workers", Value: 4, Usage: "nodes synced concurrently"},
 			joinSubnetFlag(), egressIPReachFlag(),
 		), leaderFlags(clusterManagerLease)...),
 		Action: func(c *cli.Context) error {
-			kcfg, err := kubeConfig(c)
+			cfg, err := clusterManagerConfig(c)
 			if err != nil {
 				return err
-			}
-			subnets, err := config.ParseClusterSubnets(c.StringSlice("cluster-subnet"))
-			if err != nil {
-				return flagError("cluster-subnet", err)
-			}
-			joins, err := config.ParseJoinSubnets([]string{c.String("join-subnet")}, subnets)
-			if err != nil {
-				return flagError("join-subnet", err)
-			}
-			reach := c.Duration("egressip-reachability-timeout")
-			if reach < 0 {
-				return flagError("egressip-reachability-timeout", fmt.Errorf("must not be negative"))
-			}
-			workers := c.Int("node-workers")
-			if workers < 1 {
-				return flagError("node-workers", fmt.Errorf("must be at least 1"))
-			}
-			var icAddr []string
-			var icTLS *tls.Config
-			if c.String("ic-nb-address") != "" {
-				if icAddr, icTLS, err = dbConnection(c, "ic-nb"); err != nil {
-					return err
-				}
 			}
 			lcfg, elect, err := leaderConfig(c)
 			if err != nil {
@@ -72,55 +50,97 @@ func clusterManagerCommand() *cli.Command {
 			}
 			ctx, cancel := signalContext(c.Context)
 			defer cancel()
-			log := logger().WithName("cluster-manager")
-			rc, err := kubeRESTConfig(kcfg, "ovnkube-cluster-manager")
-			if err != nil {
-				return err
-			}
-			run := func(ctx context.Context, rc *rest.Config) error {
-				kube, err := kubernetes.NewForConfig(rc)
-				if err != nil {
-					return err
-				}
-				factory := informers.NewSharedInformerFactory(kube, 0)
-				var ic libovsdbclient.Client
-				if icAddr != nil {
-					icModel, err := clustermanager.ICModel()
-					if err != nil {
-						return err
-					}
-					if ic, err = ovndb.Connect(ctx, icAddr, icModel, nil, log.WithName("ic-nb"), icTLS); err != nil {
-						return err
-					}
-					defer ic.Close()
-				}
-				eips := clustermanager.EgressIPs{JoinSubnets: joins, ReachTimeout: reach}
-				if dyn, err := dynamic.NewForConfig(jsonConfig(rc)); err != nil {
-					log.Error(err, "EgressIPs are not assigned")
-				} else if eips.API = egressip.Discover(kube.Discovery(), dyn); eips.API == nil {
-					log.Info("the API server does not serve EgressIPs (their CRD is not installed); none is assigned")
-				}
-				m := clustermanager.New(subnets, kube, factory, ic, eips, log)
-				factory.Start(ctx.Done())
-				return m.Run(ctx, workers)
-			}
-			if !elect {
-				return run(ctx, rc)
-			}
-			elector, err := leader.New(lcfg, log.WithName("leader"))
-			if err != nil {
-				return err
-			}
-			fenced := rest.CopyConfig(rc)
-			fenced.Wrap(leader.FenceTransport(elector.Fence))
-			leaseKube, err := kubeClient(kcfg, "ovnkube-cluster-manager-leader-election")
-			if err != nil {
-				return err
-			}
-			if err := checkLeaseNamespace(ctx, leaseKube, lcfg, log); err != nil {
-				return err
-			}
-			return elector.Run(ctx, leaseKube, func(ctx context.Context) error { return run(ctx, fenced) })
+			return runClusterManager(ctx, cfg, lcfg, elect, logger().WithName("cluster-manager"))
 		},
 	}
+}
+
+// clusterManagerSettings are the cluster manager's flags, checked.
+type clusterManagerSettings struct {
+	kube    config.Kube
+	subnets []config.ClusterSubnet
+	eips    clustermanager.EgressIPs // API filled in once connected
+	workers int
+	icAddr  []string // empty: the transit switch is not kept here
+	icTLS   *tls.Config
+}
+
+func clusterManagerConfig(c *cli.Context) (clusterManagerSettings, error) {
+	var cfg clusterManagerSettings
+	var err error
+	if cfg.kube, err = kubeConfig(c); err != nil {
+		return cfg, err
+	}
+	if cfg.subnets, err = config.ParseClusterSubnets(c.StringSlice("cluster-subnet")); err != nil {
+		return cfg, flagError("cluster-subnet", err)
+	}
+	if cfg.eips.JoinSubnets, err = config.ParseJoinSubnets([]string{c.String("join-subnet")}, cfg.subnets); err != nil {
+		return cfg, flagError("join-subnet", err)
+	}
+	if cfg.eips.ReachTimeout = c.Duration("egressip-reachability-timeout"); cfg.eips.ReachTimeout < 0 {
+		return cfg, flagError("egressip-reachability-timeout", fmt.Errorf("must not be negative"))
+	}
+	if cfg.workers = c.Int("node-workers"); cfg.workers < 1 {
+		return cfg, flagError("node-workers", fmt.Errorf("must be at least 1"))
+	}
+	if c.String("ic-nb-address") != "" {
+		if cfg.icAddr, cfg.icTLS, err = dbConnection(c, "ic-nb"); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, nil
+}
+
+// runClusterManager runs the cluster manager: at once, or while this
+// replica holds the Lease (its API writes fenced by it).
+func runClusterManager(ctx context.Context, cfg clusterManagerSettings, lcfg leader.Config, elect bool, log logr.Logger) error {
+	rc, err := kubeRESTConfig(cfg.kube, "ovnkube-cluster-manager")
+	if err != nil {
+		return err
+	}
+	if !elect {
+		return runClusterManagerWith(ctx, cfg, rc, log)
+	}
+	elector, err := leader.New(lcfg, log.WithName("leader"))
+	if err != nil {
+		return err
+	}
+	fenced := rest.CopyConfig(rc)
+	fenced.Wrap(leader.FenceTransport(elector.Fence))
+	leaseKube, err := kubeClient(cfg.kube, "ovnkube-cluster-manager-leader-election")
+	if err != nil {
+		return err
+	}
+	if err := checkLeaseNamespace(ctx, leaseKube, lcfg, log); err != nil {
+		return err
+	}
+	return elector.Run(ctx, leaseKube, func(ctx context.Context) error { return runClusterManagerWith(ctx, cfg, fenced, log) })
+}
+
+func runClusterManagerWith(ctx context.Context, cfg clusterManagerSettings, rc *rest.Config, log logr.Logger) error {
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	var ic libovsdbclient.Client
+	if len(cfg.icAddr) > 0 {
+		icModel, err := clustermanager.ICModel()
+		if err != nil {
+			return err
+		}
+		if ic, err = ovndb.Connect(ctx, cfg.icAddr, icModel, nil, log.WithName("ic-nb"), cfg.icTLS); err != nil {
+			return err
+		}
+		defer ic.Close()
+	}
+	eips := cfg.eips
+	if dyn, err := dynamic.NewForConfig(jsonConfig(rc)); err != nil {
+		log.Error(err, "EgressIPs are not assigned")
+	} else if eips.API = egressip.Discover(kube.Discovery(), dyn); eips.API == nil {
+		log.Info("the API server does not serve EgressIPs (their CRD is not installed); none is assigned")
+	}
+	factory := informers.NewSharedInformerFactory(kube, 0)
+	m := clustermanager.New(cfg.subnets, kube, factory, ic, eips, log)
+	factory.Start(ctx.Done())
+	return m.Run(ctx, cfg.workers)
 }
