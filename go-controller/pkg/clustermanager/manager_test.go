@@ -47,19 +47,25 @@ func node(name, subnets string) *corev1.Node {
 // run starts a manager on kube (and ic, if any) and stops it at the test's end.
 func run(t *testing.T, kube kubernetes.Interface, ic libovsdbclient.Client) *Manager {
 	t.Helper()
+	m, stop := start(t, kube, ic, EgressIPs{})
+	t.Cleanup(stop)
+	return m
+}
+
+// start starts a manager; stop ends it and waits for it.
+func start(t *testing.T, kube kubernetes.Interface, ic libovsdbclient.Client, eips EgressIPs) (m *Manager, stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	factory := informers.NewSharedInformerFactory(kube, 0)
-	m := New(dualStack, kube, factory, ic, EgressIPs{}, logr.Discard())
+	m = New(dualStack, kube, factory, ic, eips, logr.Discard())
 	factory.Start(ctx.Done())
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx, 2) }()
-	t.Cleanup(func() {
+	return m, func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Error(err)
 		}
-	})
-	return m
+	}
 }
 
 // eventually polls cond until it holds (5 s), failing with its last error.
@@ -148,12 +154,7 @@ func TestHostSubnetsKeptAllocatedAndFreed(t *testing.T) {
 
 func TestRestartKeepsEveryAnnotation(t *testing.T) {
 	kube := fake.NewSimpleClientset(node("a", ""), node("b", ""))
-	first, cancel := context.WithCancel(context.Background())
-	factory := informers.NewSharedInformerFactory(kube, 0)
-	m := New(dualStack, kube, factory, nil, EgressIPs{}, logr.Discard())
-	factory.Start(first.Done())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(first, 1) }()
+	m, stop := start(t, kube, nil, EgressIPs{})
 	eventually(t, "both annotated", func() error {
 		for _, n := range []string{"a", "b"} {
 			if m.Held(n) == nil {
@@ -165,8 +166,7 @@ func TestRestartKeepsEveryAnnotation(t *testing.T) {
 		}
 		return nil
 	})
-	cancel()
-	<-done
+	stop()
 	before := len(kube.Actions())
 	m2 := run(t, kube, nil)
 	eventually(t, "restarted manager settled", func() error {
@@ -276,14 +276,10 @@ func TestEgressIPsAssigned(t *testing.T) {
 	n.Annotations[annotations.NodeGatewayJoinIP] = annotations.FormatGatewayJoinIPs([]netip.Prefix{netip.MustParsePrefix("100.64.0.2/16")})
 	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
 	kube := fake.NewSimpleClientset(n)
-	ctx, cancel := context.WithCancel(context.Background())
-	factory := informers.NewSharedInformerFactory(kube, 0)
 	api := &egressip.API{Dynamic: dyn, Informer: k8sovnv1.NewEgressIPInformer(dyn, 0)}
-	m := New(dualStack, kube, factory, nil, EgressIPs{API: api, JoinSubnets: []netip.Prefix{netip.MustParsePrefix("100.64.0.0/16")}}, logr.Discard())
-	factory.Start(ctx.Done())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx, 1) }()
-	t.Cleanup(func() { cancel(); <-done })
+	_, stop := start(t, kube, nil, EgressIPs{API: api, JoinSubnets: []netip.Prefix{netip.MustParsePrefix("100.64.0.0/16")}})
+	t.Cleanup(stop)
+	ctx := context.Background()
 	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": k8sovnv1.GroupVersion.String(), "kind": "EgressIP",
 		"metadata": map[string]any{"name": "e1"}, "spec": map[string]any{"egressIPs": []any{"172.18.0.100"}, "namespaceSelector": map[string]any{}}}}
 	if _, err := dyn.Resource(k8sovnv1.EgressIPResource).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
