@@ -358,3 +358,50 @@ func TestE2EMigrateToZones(t *testing.T) {
 		}
 	}
 }
+
+// TestE2EZonesOfGroups: a zone per group of nodes, node1 and node2 in zone
+// "a", node3 in zone "b": pods reach each other inside zone a (its own
+// tunnel between its two chassis) and across zones from either node of a,
+// through a ClusterIP too, and node2 reaches zone b's pod.
+func TestE2EZonesOfGroups(t *testing.T) {
+	fams := zoneFamilies()
+	zoneOf := map[string]string{"node1": "a", "node2": "a", "node3": "b"}
+	c, e := startEnv(t, func() *harness.Cluster {
+		return harness.NewClusterWith(t, harness.ClusterOptions{Families: fams, Zones: harness.ZonesPerNode,
+			ZoneOf: func(node string) string { return zoneOf[node] }})
+	})
+	for _, n := range []string{"node1", "node2", "node3"} {
+		c.AddNode(n)
+	}
+	c.EnsureNamespace(ns)
+	var pods []*harness.Pod
+	for i, n := range []string{"node1", "node2", "node3"} {
+		p := c.RunPod(ns, fmt.Sprintf("p%d", i+1), n, nil)
+		runServers(t, p)
+		pods = append(pods, p)
+	}
+	if c.Zones["node1"] != c.Zones["node2"] || c.Zones["node1"] == c.Zones["node3"] {
+		t.Fatal("node1 and node2 should share zone a, node3 be in zone b")
+	}
+	for _, f := range fams {
+		for _, pair := range [][2]int{{0, 1}, {1, 0}, {0, 2}, {1, 2}, {2, 0}, {2, 1}} {
+			from, to := pods[pair[0]], pods[pair[1]]
+			t.Run(fmt.Sprintf("%s %s to %s", f, from.Node, to.Node), func(t *testing.T) {
+				if got := reach(t, from.NS, at(to.Addr(f), tcpPort)); got != to.Name {
+					t.Fatalf("answered by %q, want %s", got, to.Name)
+				}
+			})
+		}
+		t.Run(string(f)+" node2 to zone b's pod", func(t *testing.T) {
+			if got := reach(t, c.Nodes["node2"].NS, at(pods[2].Addr(f), tcpPort)); got != "p3" {
+				t.Fatalf("answered by %q, want p3", got)
+			}
+		})
+	}
+	t.Run("ClusterIP from zone a to a backend in zone b", func(t *testing.T) {
+		vip := e.service("only-b", pods[2])
+		for _, p := range pods[:2] {
+			backendsReached(t, p.NS, vip+":80", "p3")
+		}
+	})
+}

@@ -33,10 +33,12 @@ type Cluster struct {
 	// ClusterOptions.Gateway).
 	External *ExternalNetwork
 	// IC and Zones are zone mode's (ClusterOptions.Zones): the
-	// interconnection databases and each node's zone, by node name; OVN is
-	// nil then and Master is `ovnkube cluster-manager`.
+	// interconnection databases and each node's zone, by node name (the
+	// nodes of a zone share one); OVN is nil then and Master is `ovnkube
+	// cluster-manager`.
 	IC         *Interconnect
 	Zones      map[string]*Zone
+	zoneOf     func(node string) string
 	masterArgs []string
 	starts     int
 }
@@ -119,7 +121,7 @@ func NewClusterWith(t T, o ClusterOptions) *Cluster {
 		c.OVN = StartOVNCentral(t)
 		c.StartMaster(o.MasterArgs...)
 	case ZonesPerNode:
-		c.IC, c.Zones = StartInterconnect(t), map[string]*Zone{}
+		c.IC, c.Zones, c.zoneOf = StartInterconnect(t), map[string]*Zone{}, o.ZoneOf
 		c.masterArgs = append(c.masterArgs, o.MasterArgs...)
 		c.startClusterManager()
 	default:
@@ -138,14 +140,24 @@ func (c *Cluster) startClusterManager() {
 	c.Master = Start(c.T, c.LogDir, "cluster-manager", args...)
 }
 
-// addZone gives a node its zone (zone mode): an OVN of its own, joined to
-// the cluster's Interconnect, and the zone's master.
-func (c *Cluster) addZone(name string) *Zone {
+// addZone gives a node its zone (zone mode): the zone's OVN, joined to the
+// cluster's Interconnect, and its master, started with the zone's first node.
+func (c *Cluster) addZone(node string) *Zone {
+	name := node
+	if c.zoneOf != nil {
+		name = c.zoneOf(node)
+	}
+	for _, z := range c.Zones {
+		if z.Name == name {
+			c.Zones[node] = z
+			return z
+		}
+	}
 	z := &Zone{Name: name, OVN: StartOVNCentral(c.T)}
 	z.OVN.Join(c.IC, name)
 	z.args = append(append([]string{}, c.masterArgs...), "--zone", name, "--leader-elect=false")
 	z.StartMaster(c)
-	c.Zones[name] = z
+	c.Zones[node] = z
 	return z
 }
 
@@ -179,7 +191,12 @@ func (c *Cluster) RestartMasters(extra ...string) {
 		c.StartMaster(extra...)
 		return
 	}
+	restarted := map[*Zone]bool{}
 	for _, z := range c.Zones {
+		if restarted[z] {
+			continue
+		}
+		restarted[z] = true
 		z.Master.Stop()
 		z.args = append(z.args, extra...)
 		z.StartMaster(c)
@@ -194,7 +211,8 @@ func (c *Cluster) AddNode(name string) *ClusterNode {
 	t.Helper()
 	ovn, zoneArgs := c.OVN, []string(nil)
 	if c.Zones != nil {
-		ovn, zoneArgs = c.addZone(name).OVN, []string{"--zone", name}
+		z := c.addZone(name)
+		ovn, zoneArgs = z.OVN, []string{"--zone", z.Name}
 	}
 	n := &ClusterNode{Node: StartNode(t, ovn, c.Underlay, name)}
 	n.ReachAPI(t, c.Kube)
@@ -287,7 +305,7 @@ func (c *Cluster) MigrateToZones() {
 		n.Daemon.Stop()
 		args := slices.Clone(n.daemonArgs)
 		args[slices.Index(args, "--sb-address")+1] = "unix:" + z.OVN.SBSock
-		n.daemonArgs = append(args, "--zone", name)
+		n.daemonArgs = append(args, "--zone", z.Name)
 		n.Daemon = Start(t, c.LogDir, "node-"+name+"-zone", n.daemonArgs...)
 		c.waitNodeDaemon(n)
 	}

@@ -96,6 +96,10 @@ type ClusterOptions struct {
 	// Interconnect; `ovnkube cluster-manager` allocates the host subnets
 	// and keeps the transit switch. Empty: central mode.
 	Zones string
+	// ZoneOf, in zone mode, names the zone of each node added (nil: the
+	// node's own name, a zone per node); nodes of one zone share its OVN
+	// and its master.
+	ZoneOf func(node string) string
 }
 
 // ZonesPerNode is ClusterOptions.Zones for a zone per node.
