@@ -55,7 +55,7 @@ func (o *OVNCentral) Join(ic *Interconnect, az string) {
 	}
 	o.ic = Start(o.t, o.Dir, "ovn-ic", "ovn-ic", "--ovnnb-db=unix:"+o.NBSock, "--ovnsb-db=unix:"+o.SBSock,
 		"--ic-nb-db=unix:"+ic.NBSock, "--ic-sb-db=unix:"+ic.SBSock, "--unixctl="+filepath.Join(o.Dir, "ovn-ic.ctl"), "--no-chdir")
-	Eventually(o.t, 10*time.Second, "zone "+az+" in the IC SB", func() error {
+	Eventually(o.t, 30*time.Second, "zone "+az+" in the IC SB", func() error {
 		out, err := ic.SBCtl("--bare", "--columns=name", "find", "Availability_Zone", "name="+az)
 		if err == nil && strings.TrimSpace(out) == "" {
 			err = fmt.Errorf("not registered (ovn-ic log: %s)", o.ic.Tail(5))
