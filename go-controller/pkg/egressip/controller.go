@@ -187,6 +187,11 @@ func New(api *API, factory informers.SharedInformerFactory, nb libovsdbclient.Cl
 // Run syncs everything once, then follows changes until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
 	c.started.Store(true)
+	// The assignment first: an EgressIP's rows synced before it would be
+	// computed with no node and removed (a worker takes eip/<name> while
+	// another computes "assign"), then made again, as a new leader's first
+	// act (TestEgressIPAcrossLeaderFailover, under load).
+	_ = c.syncAssign()
 	c.Resync()
 	if c.opts.Role != RoleProgram {
 		go c.reach.run(ctx, c.probeTargets)
