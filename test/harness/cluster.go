@@ -134,8 +134,12 @@ func NewClusterWith(t T, o ClusterOptions) *Cluster {
 func (c *Cluster) startClusterManager() {
 	args := []string{Binary(c.T, "ovnkube"), "--loglevel", "4", "cluster-manager", "--kubeconfig", c.Kube.Kubeconfig,
 		"--ic-nb-address", "unix:" + c.IC.NBSock, "--leader-elect=false", "--egressip-reachability-timeout", "0"}
-	if len(c.masterArgs) > 0 {
-		args = append(args, rangeFlags(c.Families, false)[:2]...) // --cluster-subnet
+	if len(c.masterArgs) > 0 { // the families' pod ranges, as the masters have them
+		var cluster []string
+		for _, f := range c.Families {
+			cluster = append(cluster, Plans[f].ClusterSubnet)
+		}
+		args = append(args, "--cluster-subnet", strings.Join(cluster, ","))
 	}
 	c.Master = Start(c.T, c.LogDir, "cluster-manager", args...)
 }
