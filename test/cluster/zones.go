@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-	"strings"
 )
 
 // ZonesPerNode is Config.Zones for zone mode, a zone per node (issue 38):
@@ -110,5 +109,5 @@ func (c *Cluster) zonesLine() string {
 	if !c.zoned() {
 		return "central"
 	}
-	return "zones " + strings.ToLower(c.Zones)
+	return "zones " + c.Zones
 }
