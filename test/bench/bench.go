@@ -75,6 +75,7 @@ type bench struct {
 	nbLimit          float64 // batched LSP inserts per second
 	scaleLoad        []int   // pods the scale scenario put on each node
 	nodeSide         *nodeSide
+	zones            *zones // the scale scenario in zone mode (-scale-zones)
 }
 
 func newBench(s *harness.Session, o options) *bench {
@@ -368,6 +369,7 @@ func (b *bench) masterArgs() []string {
 		// restart's, measured at every step.
 		args = append(args, "--resync-interval", "0")
 	}
+	args = append(args, b.zoneMasterArgs()...)
 	extra := strings.Fields(b.o.masterArgs)
 	// Its queues' and NB figures are read from /metrics (scrape.go), served
 	// where -master-args says (--pprof-address is the old form of

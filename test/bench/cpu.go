@@ -66,12 +66,19 @@ func stealSeconds() float64 {
 	return ticks / 100
 }
 
-// processName tells the NB and SB ovsdb-servers apart by their database file.
+// processName tells the ovsdb-servers apart by their database file, and
+// zone mode's cluster manager from the master.
 func processName(pid int, comm string) string {
-	if comm != "ovsdb-server" {
+	if comm != "ovsdb-server" && comm != "ovnkube" {
 		return comm
 	}
 	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if comm == "ovnkube" { // the master, or zone mode's cluster manager
+		if strings.Contains(string(cmdline), "\x00cluster-manager\x00") {
+			return "ovnkube-cluster-manager"
+		}
+		return comm
+	}
 	if args := strings.Split(string(cmdline), "\x00"); len(args) > 1 {
 		return comm + "-" + strings.TrimSuffix(filepath.Base(args[1]), ".db")
 	}

@@ -53,6 +53,11 @@ func (b *bench) startNodeSide() *nodeSide {
 		"external_ids:ovn-bridge=br-int", "external_ids:ovn-bridge-datapath-type=netdev"); err != nil {
 		b.s.Fatal(err)
 	}
+	if b.zones != nil { // as node --zone marks it: its zone's gateway to the others
+		if _, err := ns.node.VSCtl("set", "open_vswitch", ".", "external_ids:ovn-is-interconn=true"); err != nil {
+			b.s.Fatal(err)
+		}
+	}
 	harness.Eventually(b.s, 60*time.Second, realNode+"'s ovn-controller registered in the SB", func() error {
 		out, err := b.ovn.SBCtl("--bare", "--columns=name", "find", "chassis", "name="+realNode)
 		if err != nil || strings.TrimSpace(out) != realNode {
@@ -60,7 +65,11 @@ func (b *bench) startNodeSide() *nodeSide {
 		}
 		return nil
 	})
-	go ns.bindLoop()
+	if b.zones == nil { // in zone mode no other node's pod is in this zone's SB
+		go ns.bindLoop()
+	} else {
+		close(ns.done)
+	}
 	b.s.Cleanup(func() { close(ns.stop); <-ns.done })
 	return ns
 }
@@ -80,7 +89,7 @@ func (ns *nodeSide) watchRSS() {
 	}
 	ns.mu.Lock()
 	ns.stopped = fmt.Sprintf("ovn-controller's and ovs-vswitchd's RSS reached %.0f MiB (-scale-node-max-rss %d) at %d nodes, %d pods, %d services; stopped",
-		rss/1024, ns.b.o.scaleNodeMaxRSS, len(ns.chassis)+1, ns.b.podCount, ns.b.serviceCount)
+		rss/1024, ns.b.o.scaleNodeMaxRSS, len(ns.b.scaleLoad), ns.b.podCount, ns.b.serviceCount)
 	ns.mu.Unlock()
 	say("   %s: %s", realNode, ns.stopped)
 	for _, p := range procs {
@@ -144,8 +153,13 @@ func nodeIndex(name string) int {
 // transact sends one SB transaction with ovsdb-client and decodes its
 // results into res; any error fails the benchmark.
 func (ns *nodeSide) transact(ops []any, res any) {
+	transactOn(ns.b.s, "unix:"+ns.b.ovn.SBSock, ops, res)
+}
+
+// transactOn sends one transaction to the database server at addr.
+func transactOn(s *harness.Session, addr string, ops []any, res any) {
 	data, _ := json.Marshal(ops)
-	out, err := harness.Run("ovsdb-client", "transact", "unix:"+ns.b.ovn.SBSock, string(data))
+	out, err := harness.Run("ovsdb-client", "transact", addr, string(data))
 	if err == nil && res != nil {
 		err = json.Unmarshal([]byte(out), res)
 	}
@@ -153,7 +167,7 @@ func (ns *nodeSide) transact(ops []any, res any) {
 		err = fmt.Errorf("%s", out)
 	}
 	if err != nil {
-		ns.b.s.Fatalf("SB transaction: %v", err)
+		s.Fatalf("transaction on %s: %v", addr, err)
 	}
 }
 
@@ -248,6 +262,12 @@ func requestedChassis(options []any) string {
 // port the first time, and waits until every simulated pod is bound.
 func (ns *nodeSide) grow(nodes int) {
 	if !ns.running() {
+		return
+	}
+	if ns.b.zones != nil { // the other zones are there (growZones): no pod of theirs to bind here
+		if ns.node != nil && !ns.hasPod() {
+			ns.addPod()
+		}
 		return
 	}
 	ns.addChassis(nodes)

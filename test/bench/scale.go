@@ -97,6 +97,7 @@ type scaleStep struct {
 	// Pods created at -scale-rate: creation → annotation, and each
 	// process's CPU per pod (per change) meanwhile.
 	ProbePods         int                `json:"probe_pods"`
+	LatencyPods       int                `json:"latency_pods"` // those the master annotated (zone mode: node0000's)
 	AnnotationP50Ms   float64            `json:"annotation_p50_ms"`
 	AnnotationP99Ms   float64            `json:"annotation_p99_ms"`
 	CPUMsPerChange    map[string]float64 `json:"cpu_ms_per_change"`
@@ -120,6 +121,9 @@ type scaleStep struct {
 	ControllerKiB            float64 `json:"ovn_controller_rss_kib,omitempty"`
 	ControllerCPUMsPerChange float64 `json:"ovn_controller_cpu_ms_per_change,omitempty"`
 	NodeStopped              string  `json:"node_stopped,omitempty"` // why the node side measured nothing
+	// Zone mode (-scale-zones): the master is node0000's zone's, and the
+	// report counts what one node runs.
+	ZoneMode bool `json:"zone_mode,omitempty"`
 }
 
 // scale: the cluster grown in steps to -scale-* (fractions -scale-steps);
@@ -151,11 +155,12 @@ func (b *bench) scale() Result {
 		say("-- step %d: %s", i+1, to)
 		st := b.scaleTo(cur, to, i)
 		cur = to
+		b.growZones(to.Nodes)
 		if b.nodeSide != nil {
 			start, cpu := time.Now(), cpuSnapshot()
 			b.nodeSide.grow(to.Nodes)
 			used := cpuSnapshot().since(cpu)
-			say("   %d simulated nodes' chassis and pods bound in the SB in %.1f s; CPU: %s", to.Nodes-1, time.Since(start).Seconds(), used.describe(time.Since(start).Seconds()))
+			sayIf(b.zones == nil, "   %d simulated nodes' chassis and pods bound in the SB in %.1f s; CPU: %s", to.Nodes-1, time.Since(start).Seconds(), used.describe(time.Since(start).Seconds()))
 		}
 		b.scaleProbePods(&st, i)
 		if gone := b.ovn.Exited(); gone != "" {
@@ -229,7 +234,7 @@ func scaleNamespace(i int) string { return fmt.Sprintf("sc-%05d", i) }
 // every one of them.
 func (b *bench) scaleTo(cur, to scaleSize, step int) scaleStep {
 	ctx := context.Background()
-	st := scaleStep{Size: to}
+	st := scaleStep{Size: to, ZoneMode: b.zones != nil}
 	stopProfile := b.profile(fmt.Sprintf("scale-grow-%d", step+1))
 	defer stopProfile()
 	stopAllocs := b.allocations(fmt.Sprintf("scale-grow-%d", step+1))
@@ -238,6 +243,7 @@ func (b *bench) scaleTo(cur, to scaleSize, step int) scaleStep {
 	parallel(to.Nodes-cur.Nodes, b.o.workers, func(i int) {
 		n := cur.Nodes + i
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: scaleNode(n), Labels: map[string]string{"zone": fmt.Sprintf("z%d", n%4)}}}
+		b.zoneNode(node)
 		if _, err := b.kube.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 			b.s.Fatal(err)
 		}
@@ -256,6 +262,7 @@ func (b *bench) scaleTo(cur, to scaleSize, step int) scaleStep {
 		if missing > 0 || len(nodes.Items) < to.Nodes {
 			return fmt.Errorf("%d of %d nodes not annotated", missing, len(nodes.Items))
 		}
+		b.readZoneSubnets(nodes.Items)
 		return nil
 	})
 	st.NodesAnnotatedS = time.Since(start).Seconds()
@@ -359,8 +366,13 @@ func (b *bench) scalePod(ns, name, node string, k int) string {
 	b.created[key] = time.Now()
 	b.mu.Unlock()
 	labels := map[string]string{"app": fmt.Sprintf("a%d", k%10)}
-	if _, err := b.kube.Client.CoreV1().Pods(ns).Create(context.Background(), podObject(name, node, labels), metav1.CreateOptions{}); err != nil {
+	pod, err := b.kube.Client.CoreV1().Pods(ns).Create(context.Background(), podObject(name, node, labels), metav1.CreateOptions{})
+	if err != nil {
 		b.s.Fatal(err)
+	}
+	b.zoneLocal(node)
+	if b.zones != nil && node != realNode {
+		b.annotateRemotePod(pod)
 	}
 	return key
 }
@@ -373,6 +385,9 @@ func (b *bench) scaleProbePods(st *scaleStep, step int) {
 	n := b.o.scaleProbe
 	keys := make([]string, n)
 	nodes := b.placePods(n, st.Size.Nodes, b.podCount+n)
+	for i := range nodes {
+		nodes[i] = b.zoneProbeNode(i, nodes[i])
+	}
 	interval := time.Second / time.Duration(b.o.scaleRate)
 	var wg sync.WaitGroup
 	engine := b.northdRecomputes()
@@ -404,20 +419,20 @@ func (b *bench) scaleProbePods(st *scaleStep, step int) {
 	b.podCount += n
 	var ann []float64
 	b.mu.Lock()
-	for _, k := range keys {
+	for _, k := range b.probeLatencyKeys(keys, nodes) {
 		ann = append(ann, float64(b.annotated[k].Sub(b.created[k]).Microseconds())/1000)
 	}
 	b.mu.Unlock()
 	sort.Float64s(ann)
-	st.ProbePods, st.AnnotationP50Ms, st.AnnotationP99Ms = n, pct(ann, 0.5), pct(ann, 0.99)
+	st.ProbePods, st.LatencyPods, st.AnnotationP50Ms, st.AnnotationP99Ms = n, len(ann), pct(ann, 0.5), pct(ann, 0.99)
 	st.CPUMsPerChange = map[string]float64{}
 	for name, s := range used {
 		st.CPUMsPerChange[name] = 1000 * s / float64(n)
 	}
 	st.ProbeMasterCPUMs, st.ProbeNorthdCPUMs, st.ProbeSBServerCPUs = st.CPUMsPerChange["ovnkube"], st.CPUMsPerChange["ovn-northd"], st.CPUMsPerChange["ovsdb-server-sb"]
-	say("   probe: %d pods at %d/s: creation → annotation p50 %.0f ms, p99 %.0f ms; CPU per pod: master %.2f ms, northd %.2f ms, SB server %.2f ms, NB server %.2f ms; "+
+	say("   probe: %d pods at %d/s: creation → annotation (of %d) p50 %.0f ms, p99 %.0f ms; CPU per pod: master %.2f ms, northd %.2f ms, SB server %.2f ms, NB server %.2f ms; "+
 		"northd's logical flows updated %d times, %d of them computed again in full",
-		n, b.o.scaleRate, st.AnnotationP50Ms, st.AnnotationP99Ms, st.ProbeMasterCPUMs, st.ProbeNorthdCPUMs, st.ProbeSBServerCPUs, st.CPUMsPerChange["ovsdb-server-nb"],
+		n, b.o.scaleRate, st.LatencyPods, st.AnnotationP50Ms, st.AnnotationP99Ms, st.ProbeMasterCPUMs, st.ProbeNorthdCPUMs, st.ProbeSBServerCPUs, st.CPUMsPerChange["ovsdb-server-nb"],
 		st.NorthdFlowRuns, st.NorthdFlowRecomputes)
 }
 

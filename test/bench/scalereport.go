@@ -4,22 +4,43 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 )
 
 // The scale scenario's report: pure arithmetic over the steps measured.
 
-// systemRSS is the RSS (KiB) of the control plane measured: every process
-// but the benchmark's own and node0000's.
+// systemRSS is the RSS (KiB) of what is measured (counted).
 func systemRSS(st scaleStep) float64 {
 	t := 0.0
 	for name, v := range st.RSS {
-		if !nodeProcess(name) {
+		if counted(st, name) {
 			t += v
 		}
 	}
 	return t
+}
+
+// counted tells the processes whose costs the report adds up: in central
+// mode the control plane's, every process but the benchmark's own and
+// node0000's; in zone mode what one node runs, its zone's control plane
+// and its OVS (the API server, etcd, the IC databases and the cluster
+// manager run once for the cluster).
+func counted(st scaleStep, name string) bool {
+	if st.ZoneMode {
+		return zoneProcess(name)
+	}
+	return !nodeProcess(name)
+}
+
+// zoneProcess tells what a node of a zone per node runs.
+func zoneProcess(name string) bool {
+	switch name {
+	case "ovsdb-server-nb", "ovsdb-server-sb", "ovn-northd", "ovn-ic", "ovnkube", "ovn-controller", "ovs-vswitchd", "ovsdb-server-conf":
+		return true
+	}
+	return false
 }
 
 // nodeProcess tells the processes that are not the control plane's: the
@@ -82,7 +103,7 @@ func limits(steps []scaleStep, rate, cores, memKiB float64) []limitOf {
 	perChange := func(st scaleStep) float64 {
 		t := 0.0
 		for name, v := range st.CPUMsPerChange {
-			if !nodeProcess(name) && name != stealName {
+			if counted(st, name) && name != stealName {
 				t += v
 			}
 		}
@@ -90,7 +111,11 @@ func limits(steps []scaleStep, rate, cores, memKiB float64) []limitOf {
 	}
 	a, b = linear(steps, perChange)
 	out = append(out, limitOf{fmt.Sprintf("CPU (%.0f cores) at %.0f pods/s", cores, rate), reach(a, b, 1000*cores/rate)})
-	for _, p := range singleThreaded {
+	threads := singleThreaded
+	if steps[len(steps)-1].ZoneMode {
+		threads = append(slices.Clone(threads), "ovn-ic", "ovn-controller")
+	}
+	for _, p := range threads {
 		a, b = linear(steps, func(st scaleStep) float64 { return st.CPUMsPerChange[p] })
 		out = append(out, limitOf{fmt.Sprintf("%s's one core at %.0f pods/s", p, rate), reach(a, b, 1000/rate)})
 	}
@@ -103,6 +128,13 @@ func limits(steps []scaleStep, rate, cores, memKiB float64) []limitOf {
 func scaleReport(steps []scaleStep, rate int, memKiB float64) string {
 	var sb strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&sb, format+"\n", args...) }
+	host, zoneMode := "control-plane host", len(steps) > 0 && steps[0].ZoneMode
+	if zoneMode {
+		host = "node"
+		w("\nzone mode (-scale-zones): what is measured is one node of a zone per node, %s: its zone's NB, SB, northd, ovn-ic and master, "+
+			"its OVS and ovn-controller (RSS GiB and the limits below count these; the API server, etcd, the IC databases and the cluster manager run once for the cluster). "+
+			"The other nodes are simulated zones.", realNode)
+	}
 	w("\nscale: per step (CPU per pod added while growing; RSS per pod held; per change = per probe pod at %d/s)", rate)
 	w("%6s %7s %6s %6s %6s | %8s %8s %8s | %9s %7s %9s %7s | %7s %8s %8s | %8s %8s | %8s %7s %7s",
 		"nodes", "pods", "ns", "svcs", "pols", "mCPU ms", "mKiB", "RSS GiB", "NB rows", "NB MiB", "SB lflows", "SB MiB", "p99 ms", "northd", "SB ms", "restart", "cold",
@@ -166,18 +198,21 @@ func scaleReport(steps []scaleStep, rate int, memKiB float64) string {
 		}
 		// Every node switch holds every service's load balancer, and every
 		// switch is local to every node (through the cluster router): one
-		// node's flows and memory go as nodes × services.
-		a, b := linearIn(node[len(node)-2:], pairs, func(st scaleStep) float64 { return st.ControllerKiB })
-		top := steps[len(steps)-1].Size
-		w("  ovn-controller's RSS, linear in nodes × services through its last two steps, at %d nodes and %d services: %.1f GiB on every node",
-			top.Nodes, top.Services, (a+b*pairs(scaleStep{Size: top}))/(1<<20))
+		// node's flows and memory go as nodes × services. Not in zone mode:
+		// a node's zone holds its own switch only.
+		if !zoneMode {
+			a, b := linearIn(node[len(node)-2:], pairs, func(st scaleStep) float64 { return st.ControllerKiB })
+			top := steps[len(steps)-1].Size
+			w("  ovn-controller's RSS, linear in nodes × services through its last two steps, at %d nodes and %d services: %.1f GiB on every node",
+				top.Nodes, top.Services, (a+b*pairs(scaleStep{Size: top}))/(1<<20))
+		}
 	}
 	for _, host := range []struct {
 		what          string
 		cores, memKiB float64
 	}{
 		{fmt.Sprintf("this machine (%d cores, %.0f GiB)", runtime.NumCPU(), memKiB/(1<<20)), float64(runtime.NumCPU()), memKiB},
-		{fmt.Sprintf("a %.0f-core, %.0f GiB control-plane host", bigHost.cores, bigHost.memKiB/(1<<20)), bigHost.cores, bigHost.memKiB},
+		{fmt.Sprintf("a %.0f-core, %.0f GiB %s", bigHost.cores, bigHost.memKiB/(1<<20), host), bigHost.cores, bigHost.memKiB},
 	} {
 		ls := limits(steps, float64(rate), host.cores, host.memKiB)
 		w("\n%s, extrapolated linearly from the last two steps, runs out first of %s %s; then:", host.what, ls[0].what, podsString(ls[0].pods))

@@ -63,3 +63,11 @@ func (o *OVNCentral) Join(ic *Interconnect, az string) {
 		return err
 	})
 }
+
+// ICTail is the last n lines of the zone's ovn-ic log ("" before Join).
+func (o *OVNCentral) ICTail(n int) string {
+	if o.ic == nil {
+		return ""
+	}
+	return o.ic.Tail(n)
+}
