@@ -28,7 +28,8 @@ type Queue struct {
 	sync  SyncFunc
 	q     workqueue.TypedRateLimitingInterface[string]
 	busy  atomic.Int64
-	check sync.Map // keys queued by a resync, whose repairs are logged
+	syncs atomic.Int64 // syncs run, for tests and figures
+	check sync.Map     // keys queued by a resync, whose repairs are logged
 }
 
 // NewQueue makes a queue whose failing keys are retried from 50 ms up to maxDelay.
@@ -54,6 +55,9 @@ func (q *Queue) Resync(key string) {
 
 // Retries is how many times key's sync has failed since it last succeeded.
 func (q *Queue) Retries(key string) int { return q.q.NumRequeues(key) }
+
+// Syncs is how many syncs the queue has run.
+func (q *Queue) Syncs() int64 { return q.syncs.Load() }
 
 // Idle says no key is queued or being synced.
 func (q *Queue) Idle() bool { return q.q.Len() == 0 && q.busy.Load() == 0 }
@@ -82,6 +86,7 @@ func (q *Queue) processNext(ctx context.Context) bool {
 	defer q.q.Done(key)
 	q.busy.Add(1)
 	defer q.busy.Add(-1)
+	q.syncs.Add(1)
 	_, checking := q.check.LoadAndDelete(key)
 	var ops atomic.Int64
 	if err := q.sync(ovndb.WithOpCounter(ctx, &ops), key); err != nil {

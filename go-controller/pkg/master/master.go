@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -61,6 +62,7 @@ type Master struct {
 	podLister  slim.Lister
 	nodeQueue  *controller.Queue
 	podQueue   *controller.Queue
+	podsListed atomic.Bool // the start has queued the pods: their events queue them from now on (zone mode)
 	services   *services.Controller
 	policies   *policy.Controller
 
@@ -177,9 +179,9 @@ func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client,
 		DeleteFunc: func(obj any) { m.enqueue(m.nodeQueue, obj); m.enqueueClaimPeers(obj) },
 	})
 	_, _ = podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { m.latency.saw(obj); m.enqueue(m.podQueue, obj) },
+		AddFunc:    func(obj any) { m.latency.saw(obj); m.enqueuePod(obj) },
 		UpdateFunc: func(old, cur any) { m.latency.saw(cur); m.podUpdated(old, cur) },
-		DeleteFunc: func(obj any) { m.latency.forget(obj); m.enqueue(m.podQueue, obj) },
+		DeleteFunc: func(obj any) { m.latency.forget(obj); m.enqueuePod(obj) },
 	})
 	nb.Cache().AddEventHandler(&ovsdbcache.EventHandlerFuncs{DeleteFunc: m.nbRowDeleted})
 	m.services = services.New(factory, nb, m.committer.Commit, log.WithName("services"), cfg.RetryMaxDelay, serviceOptions(cfg, m.recorder))
@@ -318,6 +320,7 @@ func (m *Master) Run(ctx context.Context) error {
 		return err
 	}
 	m.rebuild()
+	m.podsListed.Store(true)
 	m.enqueueAll(false)
 
 	var wg sync.WaitGroup
@@ -375,7 +378,9 @@ func (m *Master) enqueueAll(check bool) (nodes, pods int) {
 	}
 	podObjs := m.podLister.List("", everything)
 	for _, p := range podObjs {
-		addPod(p.Namespace + "/" + p.Name)
+		if m.podMayBeOurs(p) {
+			addPod(p.Namespace + "/" + p.Name)
+		}
 	}
 	nodeKeys, podKeys := m.ownedKeysInNB()
 	for _, k := range nodeKeys {

@@ -275,7 +275,7 @@ func (m *Master) podUpdated(old, cur any) {
 		(o.Annotated == n.Annotated && o.Networks == n.Networks || m.annotationIsHeld(n)) {
 		return
 	}
-	m.enqueue(m.podQueue, cur)
+	m.enqueuePod(cur)
 }
 
 // annotationIsHeld says whether the pod's pod-networks annotation is exactly

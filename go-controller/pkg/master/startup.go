@@ -67,7 +67,7 @@ func (m *Master) rebuild() {
 		for _, pod := range pods {
 			key := pod.Namespace + "/" + pod.Name
 			subnets := m.ipam.nodeSubnets(pod.NodeName)
-			if restored[key] || !pod.Networked() || subnets == nil {
+			if restored[key] || !pod.Networked() || subnets == nil || !m.podMayBeOurs(pod) {
 				continue
 			}
 			ips, err := source(pod, subnets)

@@ -16,6 +16,7 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/slim"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
 
@@ -215,4 +216,34 @@ func EnsureRemoteNodeRoutes(ctx context.Context, nb libovsdbclient.Client, commi
 		return err
 	}
 	return commit(ctx, ops)
+}
+
+// enqueuePod queues a pod's sync, but in zone mode not that of a pod of
+// another zone's node for which this master holds nothing: every zone's
+// master sees every pod of the cluster (their addresses fill the policies'
+// address sets), and such a sync would change nothing.
+func (m *Master) enqueuePod(obj any) {
+	if m.cfg.Zone != "" && !m.podsListed.Load() {
+		return // the start queues every pod, once every pod's node is known
+	}
+	if pod, ok := obj.(*slim.Pod); ok && !m.podMayBeOurs(pod) {
+		return
+	}
+	m.enqueue(m.podQueue, obj)
+}
+
+// podMayBeOurs says whether this master may program the pod: always in
+// central mode; in zone mode unless its node is known to be another zone's
+// and no address is held for the pod. A node that comes into the zone
+// queues its pods itself (syncNode), and one that leaves queues those it
+// had; the pods of a node not known yet are synced and wait for it.
+func (m *Master) podMayBeOurs(pod *slim.Pod) bool {
+	if m.cfg.Zone == "" || pod.NodeName == "" {
+		return true
+	}
+	if _, held := m.ipam.pod(pod.Namespace + "/" + pod.Name); held {
+		return true
+	}
+	node, err := m.nodeLister.Get(pod.NodeName)
+	return err != nil || m.inZone(node)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/ovn-org/libovsdb/ovsdb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/egressip"
@@ -418,5 +419,63 @@ func TestZoneMasterProgramsEgressIPFromStatus(t *testing.T) {
 	}).List(ctx, &routes)
 	if len(routes) != 1 || routes[0].Nexthop != "100.64.0.2" {
 		t.Errorf("the cluster router's default routes %+v, want one to GR_n1's join address", routes)
+	}
+}
+
+// A zone's master syncs no pod of another zone's node (it sees every pod
+// of the cluster, for the policies' address sets): not on their events, not
+// at start; a node that comes into the zone brings its pods.
+func TestZoneMasterSyncsNoPodOfOtherZones(t *testing.T) {
+	e := newEnv(t)
+	e.cfg.Zone = "z1"
+	ctx := context.Background()
+	ts := &nbdb.LogicalSwitch{UUID: "ts", Name: topology.TransitSwitch, OtherConfig: map[string]string{"interconn-ts": topology.TransitSwitch}}
+	if err := ovndb.Transact(ctx, e.nb, mustOps(t)(e.nb.Create(ts))); err != nil {
+		t.Fatal(err)
+	}
+	e.zoneNode("n1", "z1", "10.244.0.0/24")
+	e.zoneNode("n2", "z2", "10.244.1.0/24")
+	e.createPod("default", "p1", "n1")
+	e.start()
+	e.lsp("default_p1", nil)
+	idle := func() {
+		t.Helper()
+		harness.Eventually(t, 10*time.Second, "pod queue idle", func() error {
+			if !e.m.podQueue.Idle() || !e.m.nodeQueue.Idle() {
+				return fmt.Errorf("busy")
+			}
+			return nil
+		})
+	}
+	idle()
+	before := e.m.podQueue.Syncs()
+	const remote = 20
+	for i := range remote {
+		p := e.createPod("default", fmt.Sprintf("r%02d", i), "n2")
+		// Annotated by its zone's master.
+		pn := annotations.PodNetwork{IPs: []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, 1, byte(3 + i)}), 24)}, PodUID: string(p.UID)}
+		patch := annotations.MergePatch(string(p.UID), annotations.PodNetworks, annotations.FormatPodNetworks(pn))
+		if _, err := e.kube.CoreV1().Pods("default").Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A pod of this zone last: once it is programmed, the events before it
+	// have been handled (one informer delivers them in order).
+	e.createPod("default", "p2", "n1")
+	e.lsp("default_p2", nil)
+	idle()
+	if n := e.m.podQueue.Syncs() - before; n >= remote {
+		t.Errorf("%d pod syncs for %d pods of another zone and one of this zone: want those of this zone's only", n, remote)
+	}
+	e.stop()
+	e.start()
+	idle()
+	if n := e.m.podQueue.Syncs(); n >= remote {
+		t.Errorf("a restart synced %d pods, with 2 in this zone and %d in another", n, remote)
+	}
+	// n2 comes into this zone: its pods are programmed here.
+	e.patchNode("n2", map[string]any{annotations.NodeZone: "z1"})
+	for i := range remote {
+		e.lsp(fmt.Sprintf("default_r%02d", i), nil)
 	}
 }
