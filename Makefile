@@ -239,11 +239,14 @@ bench: deps build $(BIN)/ovnk-bench
 bench-quick: deps build $(BIN)/ovnk-bench
 	$(BIN)/ovnk-bench -stacks $(BENCH_STACKS) -ip-families ipv4,dual -nodes 10 -pods 500 -latency-rate 50 -latency-duration 5s -services 100 -namespaces 10 -policies 50 -label-changes 20 -admin-policies 10 -egress-ips 5 -cni-pods 10 -limit-ports 2000 -limit-patches 500 -limit-services 100 -out _output/bench-quick
 	$(BIN)/ovnk-bench -scenarios scale $(BENCH_SCALE_QUICK) -out _output/bench-quick
+	$(BIN)/ovnk-bench -scenarios scale -scale-zones $(BENCH_SCALE_ZONES_QUICK) -out _output/bench-quick-zones
 
 # bench-scale's sizes (its flags' defaults) and a tenth of them for bench-quick.
 BENCH_SCALE_QUICK = -scale-nodes 200 -scale-pods 15000 -scale-namespaces 1000 -scale-services 1000 -scale-policies 1000
+# The scale scenario in zone mode (its simulation of the other zones) at a hundredth of the size, two steps.
+BENCH_SCALE_ZONES_QUICK = -scale-nodes 20 -scale-pods 1500 -scale-namespaces 100 -scale-services 100 -scale-policies 100 -scale-probe 50 -scale-steps 1/2,1
 
-## bench-scale: a cluster grown in steps to 2,000 nodes, 150,000 pods, 10,000 namespaces, services and policies: each cost per object against size, where this machine runs out (a table and scale.png in _output/bench-scale; not in make test; BENCH_SCALE_ARGS adds flags)
+## bench-scale: a cluster grown in steps to 2,000 nodes, 150,000 pods, 10,000 namespaces, services and policies: each cost per object against size, where this machine runs out (a table and scale.png in _output/bench-scale; not in make test; BENCH_SCALE_ARGS adds flags, e.g. -scale-zones for one node of a zone per node)
 bench-scale: deps build $(BIN)/ovnk-bench
 	$(BIN)/ovnk-bench -scenarios scale -out _output/bench-scale $(BENCH_SCALE_ARGS)
 
