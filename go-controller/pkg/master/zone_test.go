@@ -479,3 +479,89 @@ func TestZoneMasterSyncsNoPodOfOtherZones(t *testing.T) {
 		e.lsp(fmt.Sprintf("default_r%02d", i), nil)
 	}
 }
+
+// zoneEnv is a master of zone z1 with the transit switch ovn-ic would make
+// and node n1 of the zone, without its chassis report yet.
+func zoneEnv(t *testing.T) *env {
+	t.Helper()
+	e := newEnv(t)
+	e.cfg.Zone = "z1"
+	ts := &nbdb.LogicalSwitch{UUID: "ts", Name: topology.TransitSwitch, OtherConfig: map[string]string{"interconn-ts": topology.TransitSwitch}}
+	if err := ovndb.Transact(context.Background(), e.nb, mustOps(t)(e.nb.Create(ts))); err != nil {
+		t.Fatal(err)
+	}
+	e.createNode("n1")
+	e.patchNode("n1", map[string]any{annotations.NodeZone: "z1",
+		annotations.NodeSubnets: annotations.FormatNodeSubnets([]netip.Prefix{netip.MustParsePrefix("10.244.0.0/24")})})
+	return e
+}
+
+// The transaction that makes a node's transit port commits and its reply is
+// lost: the retry finds the rows and completes them, and the node's sync
+// stops failing.
+func TestZoneTransitPortAfterLostReply(t *testing.T) {
+	e := zoneEnv(t)
+	e.start()
+	e.waitZoneRows("n1", "switch")
+	lost := e.proxy.LoseNextReply()
+	e.patchNode("n1", map[string]any{annotations.NodeChassisID: "chassis-n1"})
+	select {
+	case <-lost:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no transaction lost its reply")
+	}
+	e.waitZoneRows("n1", "switch; rtots 100.88.0.2/16 via chassis-n1; tstor")
+	e.settle()
+	if n := e.m.nodeQueue.Retries("n1"); n != 0 {
+		t.Errorf("node n1's sync still failing: %d retries", n)
+	}
+	if n := e.restartIdle(); n != 0 {
+		t.Errorf("an idle restart sent %d transactions", n)
+	}
+}
+
+// The master is stopped while the transit port's transaction is on its way
+// (the process killed between its writes); the transaction lands after. A
+// new master finds what landed and completes the rest, and a restart after
+// that writes nothing.
+func TestZoneTransitPortKilledBetweenWrites(t *testing.T) {
+	e := zoneEnv(t)
+	e.start()
+	e.waitZoneRows("n1", "switch")
+	held, release := e.proxy.HoldNextTransact()
+	e.patchNode("n1", map[string]any{annotations.NodeChassisID: "chassis-n1"})
+	select {
+	case <-held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no transaction held")
+	}
+	e.stop()
+	release()
+	e.start()
+	e.waitZoneRows("n1", "switch; rtots 100.88.0.2/16 via chassis-n1; tstor")
+	e.settle()
+	if n := e.restartIdle(); n != 0 {
+		t.Errorf("an idle restart sent %d transactions", n)
+	}
+}
+
+// A node of the zone deleted takes its switch and transit port with it;
+// re-created with the same name and another chassis, it gets them again,
+// gatewayed on the new chassis.
+func TestZoneNodeRecreatedWithTheSameName(t *testing.T) {
+	e := zoneEnv(t)
+	e.patchNode("n1", map[string]any{annotations.NodeChassisID: "chassis-n1"})
+	e.start()
+	e.waitZoneRows("n1", "switch; rtots 100.88.0.2/16 via chassis-n1; tstor")
+	e.deleteNode("n1")
+	e.waitZoneRows("n1", "")
+	e.createNode("n1")
+	e.patchNode("n1", map[string]any{annotations.NodeZone: "z1", annotations.NodeChassisID: "chassis-new",
+		annotations.NodeSubnets: annotations.FormatNodeSubnets([]netip.Prefix{netip.MustParsePrefix("10.244.0.0/24")})})
+	e.waitZoneRows("n1", "switch; rtots 100.88.0.2/16 via chassis-new; tstor")
+	var gws []nbdb.GatewayChassis
+	_ = e.nb.WhereCache(func(g *nbdb.GatewayChassis) bool { return g.ExternalIDs != nil && strings.Contains(g.Name, "n1") }).List(context.Background(), &gws)
+	if len(gws) != 1 {
+		t.Errorf("gateway chassis rows of n1: %+v, want the new one only", gws)
+	}
+}
