@@ -2,6 +2,7 @@ package harness
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -71,3 +72,9 @@ func (o *OVNCentral) ICTail(n int) string {
 	}
 	return o.ic.Tail(n)
 }
+
+// StopNB kills the IC NB server, as an outage would.
+func (ic *Interconnect) StopNB() { ic.nb.Kill(); _ = os.Remove(ic.NBSock) }
+
+// StartNB starts the IC NB server again on its database.
+func (ic *Interconnect) StartNB() { ic.nb = (&OVNCentral{Dir: ic.Dir, t: ic.t}).startDB("ic-nb") }

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -278,4 +279,32 @@ func TestMetricsDelegatedAuthWithTheAPIServer(t *testing.T) {
 		p.Stop()
 		setRoleRules(t, c, "", "ovnkube-metrics-auth", rules)
 	}
+}
+
+// The cluster manager's /metrics and /readyz (zone mode): ready once it
+// has restored the nodes' subnets, not while the IC NB is down, again once
+// it is back; its queue's series follow the nodes it synced.
+func TestClusterManagerMetricsAndReadiness(t *testing.T) {
+	kube := harness.StartKubeAPI(t)
+	ic := harness.StartInterconnect(t)
+	port := harness.FreePort(t)
+	get := func(path string) (int, string, error) { return httpGet(port, path) }
+	harness.Start(t, t.TempDir(), "cluster-manager", harness.Binary(t, "ovnkube"), "cluster-manager", "--kubeconfig", kube.Kubeconfig,
+		"--ic-nb-address", "unix:"+ic.NBSock, "--leader-elect=false", "--metrics-address", fmt.Sprintf("127.0.0.1:%d", port))
+	waitStatus(t, get, "/healthz", 200)
+	waitStatus(t, get, "/readyz", 200)
+	if _, err := kube.Client.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	atLeast := func(n float64) func(float64) bool { return func(v float64) bool { return v >= n } }
+	equals := func(n float64) func(float64) bool { return func(v float64) bool { return v == n } }
+	waitMetric(t, get, "workqueue_adds_total{name=\"cluster-manager-nodes\"}", atLeast(1))
+	waitMetric(t, get, "ovnkube_cluster_manager_leader", equals(1))
+	waitMetric(t, get, "ovnkube_cluster_manager_ic_nb_connected", equals(1))
+	waitMetric(t, get, "process_resident_memory_bytes", atLeast(1))
+	ic.StopNB()
+	waitMetric(t, get, "ovnkube_cluster_manager_ic_nb_connected", equals(0))
+	waitStatus(t, get, "/readyz", 503)
+	ic.StartNB()
+	waitStatus(t, get, "/readyz", 200)
 }

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -48,6 +49,7 @@ type Manager struct {
 	kube     kubernetes.Interface
 	nodes    corelisters.NodeLister
 	synced   cache.InformerSynced
+	started  atomic.Bool // host subnets restored, every node queued (Ready)
 	queue    *controller.Queue
 	ic       libovsdbclient.Client // nil: no interconnection NB to keep
 	recorder record.EventRecorder
@@ -138,6 +140,7 @@ func (m *Manager) Run(ctx context.Context, workers int) error {
 	for _, n := range nodes {
 		m.queue.Add(n.Name)
 	}
+	m.started.Store(true)
 	if m.ic != nil {
 		go m.keepTransitSwitch(ctx)
 	}
@@ -147,6 +150,22 @@ func (m *Manager) Run(ctx context.Context, workers int) error {
 	m.queue.Run(ctx, workers)
 	return nil
 }
+
+// Ready is nil once the nodes' subnets are restored and their first syncs
+// queued, while the interconnection NB (when kept here) is connected.
+func (m *Manager) Ready() error {
+	switch {
+	case !m.started.Load():
+		return errors.New("restoring host subnets from the nodes")
+	case m.ic != nil && !m.ICConnected():
+		return errors.New("interconnection NB unreachable (reconnecting)")
+	}
+	return nil
+}
+
+// ICConnected says whether the interconnection NB is connected (false when
+// not kept here).
+func (m *Manager) ICConnected() bool { return m.ic != nil && m.ic.CurrentEndpoint() != "" }
 
 // Idle says no node or EgressIP is waiting to be synced (tests).
 func (m *Manager) Idle() bool { return m.queue.Idle() && (m.eips == nil || m.eips.Idle()) }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/icnbdb"
 	k8sovnv1 "github.com/ovn-k8s/ovn-k8s/go-controller/pkg/k8sovn/v1"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb/ovndbtest"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
 
@@ -296,4 +298,40 @@ func TestEgressIPsAssigned(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// The cluster manager is ready once it has restored the nodes' subnets,
+// not while its interconnection NB is unreachable, and again once it is back.
+func TestReadyFollowsStartAndTheICNB(t *testing.T) {
+	clientModel, err := ICModel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "ic-nb.sock")
+	db, err := ovndb.ServeInMemory(icnbdb.Schema(), clientModel, sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	proxy := ovndbtest.NewProxy(t, sock)
+	ic, err := ovndb.Connect(context.Background(), []string{"unix:" + proxy.Sock}, clientModel, nil, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ic.Close)
+	kube := fake.NewSimpleClientset(node("n1", ""))
+	if err := New(dualStack, kube, informers.NewSharedInformerFactory(kube, 0), ic, EgressIPs{}, logr.Discard()).Ready(); err == nil {
+		t.Error("a manager not started is ready")
+	}
+	m := run(t, kube, ic)
+	eventually(t, "ready", m.Ready)
+	proxy.SwitchTo(filepath.Join(t.TempDir(), "gone.sock"))
+	eventually(t, "not ready without the IC NB", func() error {
+		if err := m.Ready(); err == nil || !strings.Contains(err.Error(), "interconnection NB") {
+			return fmt.Errorf("Ready() = %v", err)
+		}
+		return nil
+	})
+	proxy.SwitchTo(sock)
+	eventually(t, "ready again", m.Ready)
 }

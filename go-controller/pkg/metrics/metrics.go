@@ -84,6 +84,13 @@ func RegisterNode(reg prometheus.Registerer, gauges ...prometheus.Collector) {
 	reg.MustRegister(gauges...)
 }
 
+// RegisterClusterManager registers the cluster manager's metrics (its
+// queues', Go runtime and process metrics) and the gauges given.
+func RegisterClusterManager(reg prometheus.Registerer, gauges ...prometheus.Collector) {
+	registerCommon(reg)
+	reg.MustRegister(gauges...)
+}
+
 func registerCommon(reg prometheus.Registerer) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerWorkqueue(reg)

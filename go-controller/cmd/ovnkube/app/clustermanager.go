@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/go-logr/logr"
 	libovsdbclient "github.com/ovn-org/libovsdb/client"
@@ -17,6 +18,7 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/egressip"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/leader"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/metrics"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
 )
 
@@ -38,7 +40,7 @@ func clusterManagerCommand() *cli.Command {
 			clusterSubnetFlag("the pod network whose host subnets it hands out"),
 			&cli.IntFlag{Name: "node-workers", Value: 4, Usage: "nodes synced concurrently"},
 			joinSubnetFlag(), egressIPReachFlag(),
-		), leaderFlags(clusterManagerLease)...),
+		), append(leaderFlags(clusterManagerLease), metricsFlags("")...)...),
 		Action: func(c *cli.Context) error {
 			cfg, err := clusterManagerConfig(c)
 			if err != nil {
@@ -48,9 +50,13 @@ func clusterManagerCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			srv, err := metricsServer(c)
+			if err != nil {
+				return err
+			}
 			ctx, cancel := signalContext(c.Context)
 			defer cancel()
-			return runClusterManager(ctx, cfg, lcfg, elect, logger().WithName("cluster-manager"))
+			return runClusterManager(ctx, cfg, lcfg, elect, srv, logger().WithName("cluster-manager"))
 		},
 	}
 }
@@ -91,19 +97,50 @@ func clusterManagerConfig(c *cli.Context) (clusterManagerSettings, error) {
 	return cfg, nil
 }
 
-// runClusterManager runs the cluster manager: at once, or while this
-// replica holds the Lease (its API writes fenced by it).
-func runClusterManager(ctx context.Context, cfg clusterManagerSettings, lcfg leader.Config, elect bool, log logr.Logger) error {
+// runClusterManager serves metrics and health, then runs the cluster
+// manager: at once, or while this replica holds the Lease (its API writes
+// fenced by it).
+func runClusterManager(ctx context.Context, cfg clusterManagerSettings, lcfg leader.Config, elect bool, srv metrics.Server, log logr.Logger) error {
 	rc, err := kubeRESTConfig(cfg.kube, "ovnkube-cluster-manager")
 	if err != nil {
 		return err
 	}
-	if !elect {
-		return runClusterManagerWith(ctx, cfg, rc, log)
-	}
-	elector, err := leader.New(lcfg, log.WithName("leader"))
-	if err != nil {
+	// The endpoint's reviews are not fenced: a standby answers scrapes too.
+	if srv.Kube, err = kubernetes.NewForConfig(rc); err != nil {
 		return err
+	}
+	var elector *leader.Elector
+	leading := func() bool { return true }
+	if elect {
+		if elector, err = leader.New(lcfg, log.WithName("leader")); err != nil {
+			return err
+		}
+		leading = elector.Leading
+	}
+	var running atomic.Pointer[clustermanager.Manager]
+	srv.Ready = func() error {
+		m := running.Load()
+		switch {
+		case !leading():
+			return nil // a standby is ready to take over
+		case m == nil:
+			return fmt.Errorf("starting")
+		}
+		return m.Ready()
+	}
+	metrics.RegisterClusterManager(srv.Registry,
+		metrics.GaugeFunc("ovnkube_cluster_manager_leader", "1 while this replica holds the leader lease (always 1 with --leader-elect=false).", func() float64 { return metrics.Bool(leading()) }),
+		metrics.GaugeFunc("ovnkube_cluster_manager_ic_nb_connected", "1 while the cluster manager is connected to the interconnection NB (0 without --ic-nb-address).", func() float64 {
+			m := running.Load()
+			return metrics.Bool(m != nil && m.ICConnected())
+		}))
+	if srv.Address != "" {
+		if err := srv.Listen(ctx, log); err != nil {
+			return err
+		}
+	}
+	if elector == nil {
+		return runClusterManagerWith(ctx, cfg, rc, &running, log)
 	}
 	fenced := rest.CopyConfig(rc)
 	fenced.Wrap(leader.FenceTransport(elector.Fence))
@@ -114,10 +151,12 @@ func runClusterManager(ctx context.Context, cfg clusterManagerSettings, lcfg lea
 	if err := checkLeaseNamespace(ctx, leaseKube, lcfg, log); err != nil {
 		return err
 	}
-	return elector.Run(ctx, leaseKube, func(ctx context.Context) error { return runClusterManagerWith(ctx, cfg, fenced, log) })
+	return elector.Run(ctx, leaseKube, func(ctx context.Context) error { return runClusterManagerWith(ctx, cfg, fenced, &running, log) })
 }
 
-func runClusterManagerWith(ctx context.Context, cfg clusterManagerSettings, rc *rest.Config, log logr.Logger) error {
+// runClusterManagerWith connects and runs the manager, published in running
+// for the health endpoint.
+func runClusterManagerWith(ctx context.Context, cfg clusterManagerSettings, rc *rest.Config, running *atomic.Pointer[clustermanager.Manager], log logr.Logger) error {
 	kube, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return err
@@ -141,6 +180,7 @@ func runClusterManagerWith(ctx context.Context, cfg clusterManagerSettings, rc *
 	}
 	factory := informers.NewSharedInformerFactory(kube, 0)
 	m := clustermanager.New(cfg.subnets, kube, factory, ic, eips, log)
+	running.Store(m)
 	factory.Start(ctx.Done())
 	return m.Run(ctx, cfg.workers)
 }
