@@ -187,6 +187,12 @@ func TestRestartKeepsEveryAnnotation(t *testing.T) {
 // serveIC serves an in-memory interconnection NB and connects to it.
 func serveIC(t *testing.T) libovsdbclient.Client {
 	t.Helper()
+	return connectIC(t, serveICSocket(t))
+}
+
+// serveICSocket serves an empty in-memory IC NB on a new socket.
+func serveICSocket(t *testing.T) string {
+	t.Helper()
 	clientModel, err := ICModel()
 	if err != nil {
 		t.Fatal(err)
@@ -197,8 +203,17 @@ func serveIC(t *testing.T) libovsdbclient.Client {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	ctx := context.Background()
-	ic, err := ovndb.Connect(ctx, []string{"unix:" + sock}, clientModel, nil, logr.Discard())
+	return sock
+}
+
+// connectIC is the cluster manager's IC NB client on sock.
+func connectIC(t *testing.T, sock string) libovsdbclient.Client {
+	t.Helper()
+	clientModel, err := ICModel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ic, err := ovndb.Connect(context.Background(), []string{"unix:" + sock}, clientModel, nil, logr.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,22 +318,9 @@ func TestEgressIPsAssigned(t *testing.T) {
 // The cluster manager is ready once it has restored the nodes' subnets,
 // not while its interconnection NB is unreachable, and again once it is back.
 func TestReadyFollowsStartAndTheICNB(t *testing.T) {
-	clientModel, err := ICModel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(t.TempDir(), "ic-nb.sock")
-	db, err := ovndb.ServeInMemory(icnbdb.Schema(), clientModel, sock, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
+	sock := serveICSocket(t)
 	proxy := ovndbtest.NewProxy(t, sock)
-	ic, err := ovndb.Connect(context.Background(), []string{"unix:" + proxy.Sock}, clientModel, nil, logr.Discard())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ic.Close)
+	ic := connectIC(t, proxy.Sock)
 	kube := fake.NewSimpleClientset(node("n1", ""))
 	if err := New(dualStack, kube, informers.NewSharedInformerFactory(kube, 0), ic, EgressIPs{}, logr.Discard()).Ready(); err == nil {
 		t.Error("a manager not started is ready")

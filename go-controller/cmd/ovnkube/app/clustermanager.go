@@ -109,35 +109,20 @@ func runClusterManager(ctx context.Context, cfg clusterManagerSettings, lcfg lea
 	if srv.Kube, err = kubernetes.NewForConfig(rc); err != nil {
 		return err
 	}
-	var elector *leader.Elector
-	leading := func() bool { return true }
-	if elect {
-		if elector, err = leader.New(lcfg, log.WithName("leader")); err != nil {
-			return err
-		}
-		leading = elector.Leading
+	elector, leading, err := electorFor(elect, lcfg, log)
+	if err != nil {
+		return err
 	}
 	var running atomic.Pointer[clustermanager.Manager]
-	srv.Ready = func() error {
-		m := running.Load()
-		switch {
-		case !leading():
-			return nil // a standby is ready to take over
-		case m == nil:
-			return fmt.Errorf("starting")
-		}
-		return m.Ready()
-	}
+	srv.Ready = leaderReady(leading, &running)
 	metrics.RegisterClusterManager(srv.Registry,
 		metrics.GaugeFunc("ovnkube_cluster_manager_leader", "1 while this replica holds the leader lease (always 1 with --leader-elect=false).", func() float64 { return metrics.Bool(leading()) }),
 		metrics.GaugeFunc("ovnkube_cluster_manager_ic_nb_connected", "1 while the cluster manager is connected to the interconnection NB (0 without --ic-nb-address).", func() float64 {
 			m := running.Load()
 			return metrics.Bool(m != nil && m.ICConnected())
 		}))
-	if srv.Address != "" {
-		if err := srv.Listen(ctx, log); err != nil {
-			return err
-		}
+	if err := listenIfAsked(ctx, srv, log); err != nil {
+		return err
 	}
 	if elector == nil {
 		return runClusterManagerWith(ctx, cfg, rc, &running, log)

@@ -203,13 +203,11 @@ func runMaster(ctx context.Context, cfg config.Master, lcfg leader.Config, elect
 	if srv.Kube, err = kubernetes.NewForConfig(rc); err != nil {
 		return err
 	}
-	var elector *leader.Elector
-	leading := func() bool { return true }
-	if elect {
-		if elector, err = leader.New(lcfg, log.WithName("leader")); err != nil {
-			return err
-		}
-		leading = elector.Leading
+	elector, leading, err := electorFor(elect, lcfg, log)
+	if err != nil {
+		return err
+	}
+	if elector != nil {
 		rc = rest.CopyConfig(rc)
 		rc.Wrap(leader.FenceTransport(elector.Fence))
 	}
@@ -218,26 +216,15 @@ func runMaster(ctx context.Context, cfg config.Master, lcfg leader.Config, elect
 		return err
 	}
 	var running atomic.Pointer[master.Master]
-	srv.Ready = func() error {
-		m := running.Load()
-		switch {
-		case !leading():
-			return nil // a standby is ready to take over
-		case m == nil:
-			return fmt.Errorf("starting")
-		}
-		return m.Ready()
-	}
+	srv.Ready = leaderReady(leading, &running)
 	metrics.RegisterMaster(srv.Registry,
 		metrics.GaugeFunc("ovnkube_master_leader", "1 while this replica holds the leader lease (always 1 with --leader-elect=false).", func() float64 { return metrics.Bool(leading()) }),
 		metrics.GaugeFunc("ovnkube_master_nb_connected", "1 while the master is connected to the NB (to its leader when clustered).", func() float64 {
 			m := running.Load()
 			return metrics.Bool(m != nil && m.NBConnected())
 		}))
-	if srv.Address != "" {
-		if err := srv.Listen(ctx, log); err != nil {
-			return err
-		}
+	if err := listenIfAsked(ctx, srv, log); err != nil {
+		return err
 	}
 	run := func(ctx context.Context) error {
 		// The API's lists run while the NB client takes its initial monitor.

@@ -214,10 +214,8 @@ func nodeCommand() *cli.Command {
 			}
 			metrics.RegisterNode(srv.Registry, metrics.GaugeFunc("ovnkube_node_ready",
 				"1 while the node's last setup pass (minion-init, gateway) succeeded.", func() float64 { return metrics.Bool(srv.Ready() == nil) }))
-			if srv.Address != "" {
-				if err := srv.Listen(ctx, log); err != nil {
-					return err
-				}
+			if err := listenIfAsked(ctx, srv, log); err != nil {
+				return err
 			}
 			sw, err := ovs.Connect(ctx, c.String("ovs-address"), log)
 			if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sync/atomic"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -147,4 +148,44 @@ func metricsAuth(c *cli.Context, srv *metrics.Server) error {
 	}
 	srv.TLS = tlsConfig
 	return nil
+}
+
+// leaderReady is /readyz of a leader-elected command whose running part is
+// published in running: a standby is ready (to take over); the leader is
+// starting until running is set, then as its Ready says.
+func leaderReady[T any, PT interface {
+	*T
+	Ready() error
+}](leading func() bool, running *atomic.Pointer[T]) func() error {
+	return func() error {
+		m := running.Load()
+		switch {
+		case !leading():
+			return nil
+		case m == nil:
+			return fmt.Errorf("starting")
+		}
+		return PT(m).Ready()
+	}
+}
+
+// electorFor makes the Lease's elector when elect (nil otherwise) and what
+// says whether this replica leads (always, without election).
+func electorFor(elect bool, lcfg leader.Config, log logr.Logger) (*leader.Elector, func() bool, error) {
+	if !elect {
+		return nil, func() bool { return true }, nil
+	}
+	elector, err := leader.New(lcfg, log.WithName("leader"))
+	if err != nil {
+		return nil, nil, err
+	}
+	return elector, elector.Leading, nil
+}
+
+// listenIfAsked serves the metrics and health endpoint when --metrics-address gave one.
+func listenIfAsked(ctx context.Context, srv metrics.Server, log logr.Logger) error {
+	if srv.Address == "" {
+		return nil
+	}
+	return srv.Listen(ctx, log)
 }
