@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -1433,6 +1434,81 @@ func TestDistEgressIPCRD(t *testing.T) {
 		_, err := ri.Create(ctx, r.obj, dry)
 		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), r.msg) {
 			t.Errorf("%s: %v, want invalid: %s", r.what, err, r.msg)
+		}
+	}
+}
+
+// clusterManagerConverges checks, for round i, what the cluster manager
+// must do with its permissions: a new node gets its host subnet (nodes:
+// list, watch, patch; nodeallocations through the admission policy), an
+// EgressIP its assignment (egressips, their status), one that no node can
+// host a Warning Event (events), all as the leader (leases).
+func clusterManagerConverges(c *cluster, i int) func() error {
+	node, eip, stray := fmt.Sprintf("cm-n%d", i), fmt.Sprintf("cm-eip%d", i), fmt.Sprintf("cm-stray%d", i)
+	c.createNode(node, nil)
+	gw := fmt.Sprintf("cm-gw%d", i)
+	c.createGatewayNode(gw, fmt.Sprintf("172.18.0.%d", 100+i), map[string]string{k8sovnv1.EgressAssignableLabel: ""})
+	// Its gateway router's join address, as its zone's master writes it.
+	join := annotations.FormatGatewayJoinIPs([]netip.Prefix{netip.MustParsePrefix(fmt.Sprintf("100.64.0.%d/16", 100+i))})
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, annotations.NodeGatewayJoinIP, join)
+	if _, err := c.kube.Client.CoreV1().Nodes().Patch(c.ctx(), gw, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		c.t.Fatal(err)
+	}
+	c.createEIP(eip, []string{fmt.Sprintf("172.18.0.%d", 200+i)}, nil, nil)
+	c.createEIP(stray, []string{fmt.Sprintf("198.51.100.%d", 10+i)}, nil, nil) // on no node's network
+	admin := dynamicFor(c.t, c.kube.Config)
+	return func() error {
+		n, err := c.kube.Client.CoreV1().Nodes().Get(c.ctx(), node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if _, ok := n.Annotations[annotations.NodeSubnets]; !ok {
+			return fmt.Errorf("node %s has no subnet", node)
+		}
+		e, err := admin.Resource(k8sovnv1.EgressIPResource).Get(c.ctx(), eip, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if items, _, _ := unstructured.NestedSlice(e.Object, "status", "items"); len(items) == 0 {
+			return fmt.Errorf("EgressIP %s is not assigned", eip)
+		}
+		return c.warningEvent("default", stray, "EgressIPNotAssigned")
+	}
+}
+
+// The cluster manager (zone mode) runs with exactly its ServiceAccount's
+// permissions (13-rbac-cluster-manager.yaml), the admission policies in
+// force, and works; with any one rule of its roles removed it does not.
+func TestDistClusterManagerRBAC(t *testing.T) {
+	c := newCluster(t)
+	objs := distObjects(t)
+	c.kube.InstallCRDs(t)
+	kubeconfig := applyRBAC(t, c.kube, objs, "ovnkube-cluster-manager")
+	ic := harness.StartInterconnect(t)
+	round := 0
+	run := func() *harness.Process {
+		round++
+		return harness.Start(t, c.logDir, fmt.Sprintf("cluster-manager-sa-%d", round), harness.Binary(t, "ovnkube"), "--loglevel", "4", "cluster-manager",
+			"--kubeconfig", kubeconfig, "--ic-nb-address", "unix:"+ic.NBSock, "--egressip-reachability-timeout", "0")
+	}
+	p := run()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("cluster manager log tail:\n%s", p.Tail(30))
+		}
+	})
+	harness.Eventually(t, 30*time.Second, "the cluster manager working with its ServiceAccount", clusterManagerConverges(c, round))
+	p.Stop()
+	type roleRef struct{ namespace, name string }
+	for _, ref := range []roleRef{{"", "ovnkube-cluster-manager"}, {"ovn-kubernetes", "ovnkube-cluster-manager-leader-election"}} {
+		rules := roleRules(t, c, ref.namespace, ref.name)
+		for i := range rules {
+			without := append(append([]rbacv1.PolicyRule{}, rules[:i]...), rules[i+1:]...)
+			setRoleRules(t, c, ref.namespace, ref.name, without)
+			p := run()
+			neverWithin(t, clusterManagerConverges(c, round), fmt.Sprintf("rule %v of %s is superfluous: the cluster manager works without it", rules[i], ref.name))
+			p.Stop()
+			setRoleRules(t, c, ref.namespace, ref.name, rules)
 		}
 	}
 }
