@@ -179,8 +179,18 @@ func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client,
 		DeleteFunc: func(obj any) { m.enqueue(m.nodeQueue, obj); m.enqueueClaimPeers(obj) },
 	})
 	_, _ = podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { m.latency.saw(obj); m.enqueuePod(obj) },
-		UpdateFunc: func(old, cur any) { m.latency.saw(cur); m.podUpdated(old, cur) },
+		AddFunc: func(obj any) {
+			if m.wantPod(obj) {
+				m.latency.saw(obj)
+				m.enqueue(m.podQueue, obj)
+			}
+		},
+		UpdateFunc: func(old, cur any) {
+			if m.wantPod(cur) {
+				m.latency.saw(cur)
+			}
+			m.podUpdated(old, cur)
+		},
 		DeleteFunc: func(obj any) { m.latency.forget(obj); m.enqueuePod(obj) },
 	})
 	nb.Cache().AddEventHandler(&ovsdbcache.EventHandlerFuncs{DeleteFunc: m.nbRowDeleted})

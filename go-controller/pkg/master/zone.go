@@ -218,18 +218,27 @@ func EnsureRemoteNodeRoutes(ctx context.Context, nb libovsdbclient.Client, commi
 	return commit(ctx, ops)
 }
 
-// enqueuePod queues a pod's sync, but in zone mode not that of a pod of
-// another zone's node for which this master holds nothing: every zone's
-// master sees every pod of the cluster (their addresses fill the policies'
-// address sets), and such a sync would change nothing.
+// enqueuePod queues a pod's sync when wantPod says so.
 func (m *Master) enqueuePod(obj any) {
-	if m.cfg.Zone != "" && !m.podsListed.Load() {
-		return // the start queues every pod, once every pod's node is known
+	if m.wantPod(obj) {
+		m.enqueue(m.podQueue, obj)
 	}
-	if pod, ok := obj.(*slim.Pod); ok && !m.podMayBeOurs(pod) {
-		return
+}
+
+// wantPod says whether a pod's event is this master's to sync (and time):
+// in zone mode not that of a pod of another zone's node for which it holds
+// nothing (every zone's master sees every pod of the cluster, whose
+// addresses fill the policies' address sets; such a sync would change
+// nothing), nor any before the start has queued every pod.
+func (m *Master) wantPod(obj any) bool {
+	if m.cfg.Zone == "" {
+		return true
 	}
-	m.enqueue(m.podQueue, obj)
+	if !m.podsListed.Load() {
+		return false // the start queues every pod, once every pod's node is known
+	}
+	pod, ok := obj.(*slim.Pod)
+	return !ok || m.podMayBeOurs(pod)
 }
 
 // podMayBeOurs says whether this master may program the pod: always in

@@ -467,6 +467,11 @@ func TestZoneMasterSyncsNoPodOfOtherZones(t *testing.T) {
 	if n := e.m.podQueue.Syncs() - before; n >= remote {
 		t.Errorf("%d pod syncs for %d pods of another zone and one of this zone: want those of this zone's only", n, remote)
 	}
+	timed := 0
+	e.m.latency.timers.Range(func(any, any) bool { timed++; return true })
+	if timed != 0 {
+		t.Errorf("%d pods still timed: another zone's pods are not this master's to time", timed)
+	}
 	e.stop()
 	e.start()
 	idle()
