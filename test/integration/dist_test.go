@@ -226,19 +226,8 @@ func TestDistManifestsAndMasterRBAC(t *testing.T) {
 	harness.Eventually(t, 30*time.Second, "the master working with its ServiceAccount", converged)
 	p.Stop()
 
-	type roleRef struct{ namespace, name string }
-	for _, ref := range []roleRef{{"", "ovnkube-master"}, {"ovn-kubernetes", "ovnkube-master-leader-election"}} {
-		rules := roleRules(t, c, ref.namespace, ref.name)
-		for i := range rules {
-			without := append(append([]rbacv1.PolicyRule{}, rules[:i]...), rules[i+1:]...)
-			setRoleRules(t, c, ref.namespace, ref.name, without)
-			p := run()
-			converged := masterConverges(c, round)
-			neverWithin(t, converged, fmt.Sprintf("rule %v of %s is superfluous: the master works without it", rules[i], ref.name))
-			p.Stop()
-			setRoleRules(t, c, ref.namespace, ref.name, rules)
-		}
-	}
+	eachRuleNeeded(c, "the master", []roleRef{{"", "ovnkube-master"}, {"ovn-kubernetes", "ovnkube-master-leader-election"}}, run,
+		func() func() error { return masterConverges(c, round) })
 }
 
 // policyAPIGroup is SIG Network's network-policy-api, whose CRDs
@@ -1499,16 +1488,27 @@ func TestDistClusterManagerRBAC(t *testing.T) {
 	})
 	harness.Eventually(t, 30*time.Second, "the cluster manager working with its ServiceAccount", clusterManagerConverges(c, round))
 	p.Stop()
-	type roleRef struct{ namespace, name string }
-	for _, ref := range []roleRef{{"", "ovnkube-cluster-manager"}, {"ovn-kubernetes", "ovnkube-cluster-manager-leader-election"}} {
-		rules := roleRules(t, c, ref.namespace, ref.name)
+	eachRuleNeeded(c, "the cluster manager", []roleRef{{"", "ovnkube-cluster-manager"}, {"ovn-kubernetes", "ovnkube-cluster-manager-leader-election"}}, run,
+		func() func() error { return clusterManagerConverges(c, round) })
+}
+
+// roleRef names a ClusterRole (namespace "") or a Role.
+type roleRef struct{ namespace, name string }
+
+// eachRuleNeeded removes each rule of the roles in turn, runs the component
+// (run) and checks that it never does what converges (called after the
+// start, for that round's objects) asks: no rule is superfluous.
+func eachRuleNeeded(c *cluster, who string, roles []roleRef, run func() *harness.Process, converges func() func() error) {
+	c.t.Helper()
+	for _, ref := range roles {
+		rules := roleRules(c.t, c, ref.namespace, ref.name)
 		for i := range rules {
 			without := append(append([]rbacv1.PolicyRule{}, rules[:i]...), rules[i+1:]...)
-			setRoleRules(t, c, ref.namespace, ref.name, without)
+			setRoleRules(c.t, c, ref.namespace, ref.name, without)
 			p := run()
-			neverWithin(t, clusterManagerConverges(c, round), fmt.Sprintf("rule %v of %s is superfluous: the cluster manager works without it", rules[i], ref.name))
+			neverWithin(c.t, converges(), fmt.Sprintf("rule %v of %s is superfluous: %s works without it", rules[i], ref.name, who))
 			p.Stop()
-			setRoleRules(t, c, ref.namespace, ref.name, rules)
+			setRoleRules(c.t, c, ref.namespace, ref.name, rules)
 		}
 	}
 }
