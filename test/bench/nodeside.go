@@ -122,7 +122,7 @@ func (ns *nodeSide) addChassis(nodes int) {
 			encap, ch := fmt.Sprintf("e%d", j), fmt.Sprintf("c%d", j)
 			ops = append(ops,
 				map[string]any{"op": "insert", "table": "Encap", "uuid-name": encap, "row": map[string]any{
-					"type": "geneve", "ip": fmt.Sprintf("10.%d.%d.%d", 64+idx/65536, idx/256%256, idx%256), "chassis_name": name,
+					"type": "geneve", "ip": simulatedEncapIP(idx), "chassis_name": name,
 					"options": []any{"map", []any{[]any{"csum", "true"}}}}},
 				map[string]any{"op": "insert", "table": "Chassis", "uuid-name": ch, "row": map[string]any{
 					"name": name, "hostname": name, "encaps": []any{"named-uuid", encap}}},

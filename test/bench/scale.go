@@ -159,8 +159,9 @@ func (b *bench) scale() Result {
 		if b.nodeSide != nil {
 			start, cpu := time.Now(), cpuSnapshot()
 			b.nodeSide.grow(to.Nodes)
-			used := cpuSnapshot().since(cpu)
-			sayIf(b.zones == nil, "   %d simulated nodes' chassis and pods bound in the SB in %.1f s; CPU: %s", to.Nodes-1, time.Since(start).Seconds(), used.describe(time.Since(start).Seconds()))
+			if used := cpuSnapshot().since(cpu); b.zones == nil { // in zone mode growZones said it
+				say("   %d simulated nodes' chassis and pods bound in the SB in %.1f s; CPU: %s", to.Nodes-1, time.Since(start).Seconds(), used.describe(time.Since(start).Seconds()))
+			}
 		}
 		b.scaleProbePods(&st, i)
 		if gone := b.ovn.Exited(); gone != "" {

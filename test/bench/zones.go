@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -206,7 +207,7 @@ func (b *bench) waitZones(nodes int) {
 		ports, err1 := b.ovn.NBCtl("--bare", "--columns=name", "find", "logical_switch_port", "type=remote")
 		routes, err2 := b.ovn.NBCtl("--bare", "--columns=_uuid", "find", "logical_router_static_route", "external_ids:ic-learned-route!=\"\"")
 		remote, err3 := b.ovn.SBCtl("--bare", "--columns=name", "find", "chassis", "other_config:is-remote=true")
-		if err := firstErr(err1, err2, err3); err != nil {
+		if err := errors.Join(err1, err2, err3); err != nil {
 			return err
 		}
 		p, r, c := len(strings.Fields(ports)), len(strings.Fields(routes)), len(strings.Fields(remote))
@@ -215,15 +216,6 @@ func (b *bench) waitZones(nodes int) {
 		}
 		return nil
 	})
-}
-
-func firstErr(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // zoneProbeNode puts every tenth probe pod on node0000 in zone mode: its
@@ -273,11 +265,4 @@ func (b *bench) growZones(nodes int) {
 		b.s.Fatal(err)
 	}
 	say("   %d simulated zones in the IC SB, learned by node0000's zone in %.1f s; CPU: %s", nodes-1, time.Since(start).Seconds(), cpuSnapshot().since(cpu).describe(time.Since(start).Seconds()))
-}
-
-// sayIf says it when cond holds.
-func sayIf(cond bool, format string, args ...any) {
-	if cond {
-		say(format, args...)
-	}
 }
