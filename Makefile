@@ -203,7 +203,7 @@ netpol-subset: deps build images $(BIN)/ovnk-cluster
 northsouth: deps build images $(BIN)/ovnk-cluster
 	$(BIN)/ovnk-cluster -ip-family $(IP_FAMILY) $(ZONES_FLAG) northsouth
 
-## dist-e2e: the real cluster with ovn-k8s installed as an operator would (the ovnkube image, kubectl apply of dist/kubernetes/): the demo's paths, the leading master pod deleted and replaced, teardown
+## dist-e2e: the real cluster with ovn-k8s installed as an operator would (the ovnkube image, kubectl apply of dist/kubernetes/; ZONES=per-node: with zones/ in place of the master and node workloads): the demo's paths, the leading master (cluster manager, a zone's master) pod deleted and replaced, the databases' TLS, teardown
 dist-e2e: deps build images $(BIN)/ovnk-cluster
 	$(BIN)/ovnk-cluster -ip-family $(IP_FAMILY) $(ZONES_FLAG) install
 
@@ -250,7 +250,7 @@ BENCH_SCALE_ZONES_QUICK = -scale-nodes 20 -scale-pods 1500 -scale-namespaces 100
 bench-scale: deps build $(BIN)/ovnk-bench
 	$(BIN)/ovnk-bench -scenarios scale -out _output/bench-scale $(BENCH_SCALE_ARGS)
 
-## test: everything CI checks: the whole suite and Kubernetes' network conformance on the current stack; on every other, what differs between stacks (the models against its schemas, ovn-trace of its logical flows) and the e2e data paths
+## test: everything CI checks: the whole suite and Kubernetes' network conformance on the current stack, dist-e2e in both modes; on every other, what differs between stacks (the models against its schemas, ovn-trace of its logical flows) and the e2e data paths
 # What differs between stacks: the NB/OVS/IC NB models against the stack's
 # own schemas, the logical flows its ovn-northd writes (ovn-trace verdicts)
 # and what its ovn-ic exchanges between zones;
@@ -261,6 +261,8 @@ STACK_TESTS = ModelsFit|OVNTrace|TraceNames|Interconnect
 # per node (docs/design.md, "Namespace isolation").
 STACK_E2E_SKIP_23.03 = /tenant-isolation
 test: deps build lint verify-generate bench-quick unit fuzz integration e2e conformance netpol-subset northsouth dist-e2e
+	@echo "=== dist-e2e in the other mode (central or a zone per node): dist/kubernetes/zones/ installed and checked" && \
+		$(MAKE) --no-print-directory ZONES=$(if $(ZONES),,per-node) dist-e2e
 	@$(foreach s,$(filter-out $(firstword $(STACKS)),$(STACKS)),\
 		echo "=== what differs between stacks, and e2e, on the OVN $(s) stack" && \
 		$(MAKE) --no-print-directory OVN=$(s) INTEGRATION_RUN='$(STACK_TESTS)' E2E_SKIP='$(STACK_E2E_SKIP_$(s))' integration e2e &&) true

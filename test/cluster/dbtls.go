@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -40,6 +41,7 @@ const (
 	chassisTLSDir  = "/etc/openvswitch/ovn-tls"
 	centralPKIDir  = "/var/lib/ovn/pki"
 	masterCN       = "ovnkube-master"
+	clusterMgrCN   = "ovnkube-cluster-manager" // zone mode's IC NB client
 	caName         = "ovn-k8s"
 	sbChassisRole  = "ovn-controller"
 	ovsdbProbeWait = 5 * time.Second
@@ -59,7 +61,11 @@ func (c *Cluster) makeDBPKI() error {
 	if err != nil {
 		return err
 	}
-	for _, cn := range []string{"ovnnb", "ovnsb", masterCN} {
+	cns := []string{"ovnnb", "ovnsb", masterCN}
+	if c.zoned() {
+		cns = []string{"ovnicnb", "ovnicsb", clusterMgrCN}
+	}
+	for _, cn := range cns {
 		if err := pki.IssueTo(c.pkiFile(cn+"-cert.pem"), c.pkiFile(cn+"-privkey.pem"), cn, net.ParseIP(cp.IP)); err != nil {
 			return err
 		}
@@ -79,7 +85,8 @@ func (c *Cluster) makeDBPKI() error {
 // centralTLSArgs are ovsdb-server's options that take the listeners and the
 // certificate from the database itself (as ovn-ctl starts it).
 func centralTLSArgs(db string) []string {
-	table := map[string]string{"OVN_Northbound": "NB_Global", "OVN_Southbound": "SB_Global"}[db]
+	table := map[string]string{"OVN_Northbound": "NB_Global", "OVN_Southbound": "SB_Global",
+		"OVN_IC_Northbound": "IC_NB_Global", "OVN_IC_Southbound": "IC_SB_Global"}[db]
 	return []string{"--remote=db:" + db + "," + table + ",connections",
 		"--private-key=db:" + db + ",SSL,private_key", "--certificate=db:" + db + ",SSL,certificate",
 		"--ca-cert=db:" + db + ",SSL,ca_cert"}
@@ -90,21 +97,15 @@ func centralTLSArgs(db string) []string {
 // role. Then it waits until both answer a client with a certificate.
 func (c *Cluster) configureCentralTLS(ctx context.Context) error {
 	cp := c.ControlPlane()
-	ca := c.pkiFile(caName + "-ca.pem")
-	nb := []string{"ovn-nbctl", "--db=unix:/run/ovn/ovnnb_db.sock"}
-	sb := []string{"ovn-sbctl", "--db=unix:/run/ovn/ovnsb_db.sock"}
-	for _, cmd := range [][]string{
-		append(slices.Clone(nb), "--no-wait", "init"),
-		append(slices.Clone(nb), "set-ssl", c.pkiFile("ovnnb-privkey.pem"), c.pkiFile("ovnnb-cert.pem"), ca),
-		append(slices.Clone(nb), "set-connection", fmt.Sprintf("pssl:%d:%s", nbPort, cp.IP)),
-	} {
-		if out, err := c.Exec(cp, cmd...); err != nil {
-			return fmt.Errorf("%v: %w: %s", cmd, err, out)
-		}
+	if out, err := c.Exec(cp, "ovn-nbctl", "--db=unix:/run/ovn/ovnnb_db.sock", "--no-wait", "init"); err != nil {
+		return fmt.Errorf("ovn-nbctl init: %w: %s", err, out)
+	}
+	if err := c.listenTLS("ovn-nbctl", "ovnnb_db", "ovnnb", fmt.Sprintf("pssl:%d:%s", nbPort, cp.IP)); err != nil {
+		return err
 	}
 	// SB_Global is ovn-northd's to create.
 	if err := poll(ctx, 20*time.Second, "ovn-northd creating SB_Global", func() error {
-		out, err := c.Exec(cp, append(slices.Clone(sb), "--bare", "--columns=_uuid", "list", "SB_Global")...)
+		out, err := c.Exec(cp, "ovn-sbctl", "--db=unix:/run/ovn/ovnsb_db.sock", "--bare", "--columns=_uuid", "list", "SB_Global")
 		if err == nil && strings.TrimSpace(out) == "" {
 			err = fmt.Errorf("no row")
 		}
@@ -112,23 +113,53 @@ func (c *Cluster) configureCentralTLS(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	if err := c.listenTLS("ovn-sbctl", "ovnsb_db", "ovnsb", "role="+sbChassisRole, fmt.Sprintf("pssl:%d:%s", sbPort, cp.IP)); err != nil {
+		return err
+	}
+	return c.waitTLS(ctx, "OVN central", nbPort, sbPort)
+}
+
+// configureICTLS is configureCentralTLS for zone mode's interconnection
+// NB and SB (set-connection makes their Global rows).
+func (c *Cluster) configureICTLS(ctx context.Context) error {
+	cp := c.ControlPlane()
+	if err := c.listenTLS("ovn-ic-nbctl", "ovn_ic_nb_db", "ovnicnb", fmt.Sprintf("pssl:%d:%s", icNBPort, cp.IP)); err != nil {
+		return err
+	}
+	if err := c.listenTLS("ovn-ic-sbctl", "ovn_ic_sb_db", "ovnicsb", fmt.Sprintf("pssl:%d:%s", icSBPort, cp.IP)); err != nil {
+		return err
+	}
+	return c.waitTLS(ctx, "the interconnection databases", icNBPort, icSBPort)
+}
+
+// listenTLS gives the control plane's database db (its socket's name) the
+// server certificate cert and makes connection (set-connection's
+// arguments) its only listener, with ctl (ovn-nbctl, ovn-ic-sbctl, ...).
+func (c *Cluster) listenTLS(ctl, db, cert string, connection ...string) error {
+	base := []string{ctl, "--db=unix:/run/ovn/" + db + ".sock"}
 	for _, cmd := range [][]string{
-		append(slices.Clone(sb), "set-ssl", c.pkiFile("ovnsb-privkey.pem"), c.pkiFile("ovnsb-cert.pem"), ca),
-		append(slices.Clone(sb), "set-connection", "role="+sbChassisRole, fmt.Sprintf("pssl:%d:%s", sbPort, cp.IP)),
+		append(slices.Clone(base), "set-ssl", c.pkiFile(cert+"-privkey.pem"), c.pkiFile(cert+"-cert.pem"), c.pkiFile(caName+"-ca.pem")),
+		append(append(slices.Clone(base), "set-connection"), connection...),
 	} {
-		if out, err := c.Exec(cp, cmd...); err != nil {
+		if out, err := c.Exec(c.ControlPlane(), cmd...); err != nil {
 			return fmt.Errorf("%v: %w: %s", cmd, err, out)
 		}
 	}
-	master, err := c.masterTLSConfig()
+	return nil
+}
+
+// waitTLS waits until the control plane's ports answer the Secret's
+// certificate.
+func (c *Cluster) waitTLS(ctx context.Context, what string, ports ...int) error {
+	cfg, err := c.secretTLSConfig()
 	if err != nil {
 		return err
 	}
-	cpNS := "/var/run/netns/" + cp.NetNS
-	for _, port := range []int{nbPort, sbPort} {
+	cp := c.ControlPlane()
+	for _, port := range ports {
 		addr := net.JoinHostPort(cp.IP, strconv.Itoa(port))
-		if err := poll(ctx, 20*time.Second, "OVN central serving TLS on "+addr, func() error {
-			_, err := ovsdbListDBs(cpNS, addr, master)
+		if err := poll(ctx, 20*time.Second, what+" serving TLS on "+addr, func() error {
+			_, err := ovsdbListDBs("/var/run/netns/"+cp.NetNS, addr, cfg)
 			return err
 		}); err != nil {
 			return err
@@ -137,14 +168,26 @@ func (c *Cluster) configureCentralTLS(ctx context.Context) error {
 	return nil
 }
 
-// dbTLSSecretObject is the Secret 30-master.yaml mounts: the master's NB
-// client certificate, its key and the CA of the NB's certificate.
+// dbClientCN is the client whose certificate the Secret dbTLSSecret holds:
+// the master's (NB) in central mode, the cluster manager's (IC NB) in zone
+// mode, whose zone masters reach their NB on a unix socket.
+func (c *Cluster) dbClientCN() string {
+	if c.zoned() {
+		return clusterMgrCN
+	}
+	return masterCN
+}
+
+// dbTLSSecretObject is the Secret 30-master.yaml (zone mode:
+// zones/30-cluster-manager.yaml) mounts: the client certificate of
+// dbClientCN, its key and the CA of the servers' certificates.
 func (c *Cluster) dbTLSSecretObject() (*corev1.Secret, error) {
 	data := map[string][]byte{}
+	cn := c.dbClientCN()
 	for key, file := range map[string]string{
 		"ca.crt":  c.pkiFile(caName + "-ca.pem"),
-		"tls.crt": c.pkiFile(masterCN + "-cert.pem"),
-		"tls.key": c.pkiFile(masterCN + "-privkey.pem"),
+		"tls.crt": c.pkiFile(cn + "-cert.pem"),
+		"tls.key": c.pkiFile(cn + "-privkey.pem"),
 	} {
 		b, err := os.ReadFile(file)
 		if err != nil {
@@ -167,8 +210,10 @@ func (c *Cluster) prepareChassis(n *Node) error {
 	return err
 }
 
-func (c *Cluster) masterTLSConfig() (*tls.Config, error) {
-	return clientTLSConfig(c.pkiFile(masterCN+"-cert.pem"), c.pkiFile(masterCN+"-privkey.pem"))
+// secretTLSConfig presents the Secret's certificate (dbClientCN).
+func (c *Cluster) secretTLSConfig() (*tls.Config, error) {
+	cn := c.dbClientCN()
+	return clientTLSConfig(c.pkiFile(cn+"-cert.pem"), c.pkiFile(cn+"-privkey.pem"))
 }
 
 // clientTLSConfig presents cert, always: Go's client would otherwise send
@@ -314,50 +359,9 @@ func (c *Cluster) CheckDBTLS(ctx context.Context) (string, error) {
 		nbPort, sbPort, sbChassisRole, chassis)
 
 	worker := c.Nodes[len(c.Nodes)-1]
-	workerNS := "/var/run/netns/" + worker.NetNS
-	rogueDir, err := os.MkdirTemp(c.Dir, "rogue-pki")
-	if err != nil {
+	if err := c.refusesStrangers(&b, worker, map[string]string{"NB": nbAddr, "SB": sbAddr}, "NB", nbAddr, "OVN_Northbound"); err != nil {
 		return b.String(), err
 	}
-	defer os.RemoveAll(rogueDir)
-	rogue, err := harness.NewPKIDir(rogueDir, "rogue")
-	if err != nil {
-		return b.String(), err
-	}
-	rogueCert, rogueKey := filepath.Join(rogueDir, "cert.pem"), filepath.Join(rogueDir, "key.pem")
-	if err := rogue.IssueTo(rogueCert, rogueKey, masterCN); err != nil {
-		return b.String(), err
-	}
-	noCert, _ := clientTLSConfig("", "")
-	rogueCfg, err := clientTLSConfig(rogueCert, rogueKey)
-	if err != nil {
-		return b.String(), err
-	}
-	master, err := c.masterTLSConfig()
-	if err != nil {
-		return b.String(), err
-	}
-	for _, p := range []struct {
-		what string
-		addr string
-		cfg  *tls.Config
-	}{
-		{"a clear-text (tcp:) OVSDB client of the NB", nbAddr, nil},
-		{"a clear-text (tcp:) OVSDB client of the SB", sbAddr, nil},
-		{"a TLS client of the NB without a certificate", nbAddr, noCert},
-		{"a TLS client of the SB without a certificate", sbAddr, noCert},
-		{"a TLS client of the NB whose certificate (CN " + masterCN + ") another CA signed", nbAddr, rogueCfg},
-	} {
-		if dbs, err := ovsdbListDBs(workerNS, p.addr, p.cfg); err == nil {
-			return b.String(), fmt.Errorf("from node %s, %s got a session (list_dbs: %v)", worker.Name, p.what, dbs)
-		}
-		fmt.Fprintf(&b, "from node %s, %s: no session\n", worker.Name, p.what)
-	}
-	dbs, err := ovsdbListDBs(workerNS, nbAddr, master)
-	if err != nil || !slices.Contains(dbs, "OVN_Northbound") {
-		return b.String(), fmt.Errorf("from node %s, the master's certificate got no NB session: %v %v", worker.Name, dbs, err)
-	}
-	fmt.Fprintf(&b, "from node %s, the master's certificate: session, list_dbs %v\n", worker.Name, dbs)
 
 	// The ovn-controller role: worker's certificate names worker's chassis
 	// only. ovn-sbctl as ovn-controller would send it, from the worker.
@@ -376,11 +380,71 @@ func (c *Cluster) CheckDBTLS(ctx context.Context) (string, error) {
 	fmt.Fprintf(&b, "node %s's chassis certificate reads the SB but cannot add chassis \"impostor\" nor delete %s (role %s)\n",
 		worker.Name, victim, sbChassisRole)
 
-	// A pod: the database guard on its switch drops its packets to the
-	// databases' ports, and the certificate would refuse it anyway.
+	err := c.podKeptFrom(ctx, &b, nbAddr, sbAddr)
+	return b.String(), err
+}
+
+// refusesStrangers checks, from node worker, that none of the databases
+// (name: address) gives a session to a clear-text OVSDB client, a TLS
+// client without a certificate, or one (CN dbClientCN) whose certificate
+// another CA signed; and that the Secret's certificate gets a session with
+// the database own (at ownAddr, serving model).
+func (c *Cluster) refusesStrangers(b *strings.Builder, worker *Node, dbs map[string]string, own, ownAddr, model string) error {
+	workerNS := "/var/run/netns/" + worker.NetNS
+	rogueDir, err := os.MkdirTemp(c.Dir, "rogue-pki")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(rogueDir)
+	rogue, err := harness.NewPKIDir(rogueDir, "rogue")
+	if err != nil {
+		return err
+	}
+	cn := c.dbClientCN()
+	rogueCert, rogueKey := filepath.Join(rogueDir, "cert.pem"), filepath.Join(rogueDir, "key.pem")
+	if err := rogue.IssueTo(rogueCert, rogueKey, cn); err != nil {
+		return err
+	}
+	noCert, _ := clientTLSConfig("", "")
+	rogueCfg, err := clientTLSConfig(rogueCert, rogueKey)
+	if err != nil {
+		return err
+	}
+	names := slices.Sorted(maps.Keys(dbs))
+	for _, name := range names {
+		for _, p := range []struct {
+			what string
+			cfg  *tls.Config
+		}{
+			{"a clear-text (tcp:) OVSDB client", nil},
+			{"a TLS client without a certificate", noCert},
+			{"a TLS client whose certificate (CN " + cn + ") another CA signed", rogueCfg},
+		} {
+			if got, err := ovsdbListDBs(workerNS, dbs[name], p.cfg); err == nil {
+				return fmt.Errorf("from node %s to the %s, %s got a session (list_dbs: %v)", worker.Name, name, p.what, got)
+			}
+			fmt.Fprintf(b, "from node %s to the %s, %s: no session\n", worker.Name, name, p.what)
+		}
+	}
+	secret, err := c.secretTLSConfig()
+	if err != nil {
+		return err
+	}
+	got, err := ovsdbListDBs(workerNS, ownAddr, secret)
+	if err != nil || !slices.Contains(got, model) {
+		return fmt.Errorf("from node %s, the %s certificate got no %s session: %v %v", worker.Name, cn, own, got, err)
+	}
+	fmt.Fprintf(b, "from node %s, the %s certificate: %s session, list_dbs %v\n", worker.Name, cn, own, got)
+	return nil
+}
+
+// podKeptFrom checks that the demo's client pod gets no TCP connection to
+// any of the databases' addrs (the database guard on its switch drops
+// them) and no session in clear or over TLS without a certificate.
+func (c *Cluster) podKeptFrom(ctx context.Context, b *strings.Builder, addrs ...string) error {
 	client, err := c.Client.CoreV1().Pods(demoNS).Get(ctx, "client", metaGet)
 	if err != nil {
-		return b.String(), err
+		return err
 	}
 	var host *Node
 	for _, n := range c.Nodes {
@@ -389,23 +453,23 @@ func (c *Cluster) CheckDBTLS(ctx context.Context) (string, error) {
 		}
 	}
 	if host == nil || client.Status.PodIP == "" {
-		return b.String(), fmt.Errorf("pod client: node %q, IP %q", client.Spec.NodeName, client.Status.PodIP)
+		return fmt.Errorf("pod client: node %q, IP %q", client.Spec.NodeName, client.Status.PodIP)
 	}
 	podNS, err := podNetNS(host, client.Status.PodIP)
 	if err != nil {
-		return b.String(), err
+		return err
 	}
-	for _, addr := range []string{nbAddr, sbAddr} {
+	noCert, _ := clientTLSConfig("", "")
+	for _, addr := range addrs {
 		if tcpReachable(podNS, addr) {
-			return b.String(), fmt.Errorf("pod client (%s) opened a TCP connection to %s through the database guard", client.Status.PodIP, addr)
+			return fmt.Errorf("pod client (%s) opened a TCP connection to %s through the database guard", client.Status.PodIP, addr)
 		}
-		reach := "no TCP connection (dropped by the node switch's database guard)"
 		for _, cfg := range []*tls.Config{nil, noCert} {
 			if dbs, err := ovsdbListDBs(podNS, addr, cfg); err == nil {
-				return b.String(), fmt.Errorf("pod client (%s) got a session with %s without a certificate (list_dbs: %v)", client.Status.PodIP, addr, dbs)
+				return fmt.Errorf("pod client (%s) got a session with %s without a certificate (list_dbs: %v)", client.Status.PodIP, addr, dbs)
 			}
 		}
-		fmt.Fprintf(&b, "from pod client (%s) to %s: %s; no session in clear or over TLS without a certificate\n", client.Status.PodIP, addr, reach)
+		fmt.Fprintf(b, "from pod client (%s) to %s: no TCP connection (dropped by the node switch's database guard); no session in clear or over TLS without a certificate\n", client.Status.PodIP, addr)
 	}
-	return b.String(), nil
+	return nil
 }

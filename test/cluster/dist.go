@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -45,9 +46,45 @@ func (c *Cluster) distConfig() *corev1.ConfigMap {
 			"external_ip_cidrs": externalCIDRs,
 			"dns_servers":       c.dnsIP(), // names resolve as pods resolve them
 			"dns_tap_address":   "",        // CoreDNS streams to the master of `make northsouth` alone
+			"ic_nb_address":     c.zoneConfig(icNBPort),
+			"ic_sb_address":     c.zoneConfig(icSBPort),
 		},
 	}
 }
+
+// zoneConfig is the interconnection database's address in zone mode, ""
+// (unused) in central mode.
+func (c *Cluster) zoneConfig(port int) string {
+	if !c.zoned() {
+		return ""
+	}
+	return c.icAddress(port)
+}
+
+// distFiles are what an operator applies, in order: dist/kubernetes/*.yaml,
+// in zone mode with zones/ in place of the central master's and node's
+// workloads.
+func (c *Cluster) distFiles() ([]string, error) {
+	dir := filepath.Join(c.Repo, "dist", "kubernetes")
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return nil, fmt.Errorf("no dist/kubernetes/*.yaml in %s", c.Repo)
+	}
+	sort.Strings(files)
+	if !c.zoned() {
+		return files, nil
+	}
+	files = slices.DeleteFunc(files, func(f string) bool { return slices.Contains(centralWorkloads, filepath.Base(f)) })
+	zones, err := filepath.Glob(filepath.Join(dir, "zones", "*.yaml"))
+	if err != nil || len(zones) == 0 {
+		return nil, fmt.Errorf("no dist/kubernetes/zones/*.yaml in %s", c.Repo)
+	}
+	sort.Strings(zones)
+	return append(files, zones...), nil
+}
+
+// centralWorkloads are dist/kubernetes/'s files that zones/ replaces.
+var centralWorkloads = []string{"30-master.yaml", "40-node.yaml"}
 
 // installDist applies dist/kubernetes/ in file order (the network-policy-api
 // CRDs first, each waited for until it is served), with distConfig in
@@ -58,11 +95,10 @@ func (c *Cluster) installDist(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	files, err := filepath.Glob(filepath.Join(c.Repo, "dist", "kubernetes", "*.yaml"))
-	if err != nil || len(files) == 0 {
-		return fmt.Errorf("no dist/kubernetes/*.yaml in %s", c.Repo)
+	files, err := c.distFiles()
+	if err != nil {
+		return err
 	}
-	sort.Strings(files)
 	for _, f := range files {
 		if filepath.Base(f) == "20-config.yaml" {
 			if _, err := c.Client.CoreV1().ConfigMaps(distNamespace).Create(ctx, c.distConfig(), metav1.CreateOptions{}); err != nil {
@@ -117,37 +153,66 @@ func (c *Cluster) distDiagnostics() string {
 }
 
 // distReady reports why the installed workloads are not all ready: every
-// node runs a ready node daemon, and one master replica holds the Lease.
+// node runs a ready node daemon (zone mode: and its zone's master), and one
+// replica of the cluster-wide Deployment holds its Lease.
 func (c *Cluster) distReady() error {
-	ds, err := c.Client.AppsV1().DaemonSets(distNamespace).Get(bg, "ovnkube-node", metaGet)
-	if err != nil {
-		return err
+	for _, name := range c.distDaemonSets() {
+		ds, err := c.Client.AppsV1().DaemonSets(distNamespace).Get(bg, name, metaGet)
+		if err != nil {
+			return err
+		}
+		if int(ds.Status.NumberReady) != len(c.Nodes) {
+			return fmt.Errorf("DaemonSet %s: %d of %d ready", name, ds.Status.NumberReady, len(c.Nodes))
+		}
 	}
-	if int(ds.Status.NumberReady) != len(c.Nodes) {
-		return fmt.Errorf("DaemonSet ovnkube-node: %d of %d ready", ds.Status.NumberReady, len(c.Nodes))
+	_, err := c.readyHolder(c.distLease())
+	return err
+}
+
+// distDaemonSets are the installed DaemonSets, one pod per node each.
+func (c *Cluster) distDaemonSets() []string {
+	if c.zoned() {
+		return []string{"ovnkube-node", "ovnkube-zone-master"}
 	}
-	holder, err := c.masterLeader()
+	return []string{"ovnkube-node"}
+}
+
+// distLease is the Lease of the cluster-wide Deployment's leader: the
+// master's, in zone mode the cluster manager's.
+func (c *Cluster) distLease() string {
+	if c.zoned() {
+		return clusterManagerLease
+	}
+	return leader.DefaultLeaseName
+}
+
+// clusterManagerLease is `ovnkube cluster-manager`'s default Lease.
+const clusterManagerLease = "ovnkube-cluster-manager"
+
+// readyHolder is the ready pod holding the Lease.
+func (c *Cluster) readyHolder(lease string) (string, error) {
+	holder, err := c.leaseHolder(lease)
 	if err != nil {
-		return err
+		return "", err
 	}
 	pod, err := c.Client.CoreV1().Pods(distNamespace).Get(bg, holder, metaGet)
 	if err != nil {
-		return fmt.Errorf("the Lease's holder %q: %w", holder, err)
+		return "", fmt.Errorf("the Lease %s's holder %q: %w", lease, holder, err)
 	}
 	if !podReady(pod) {
-		return fmt.Errorf("master %s holds the Lease but is not ready", holder)
+		return "", fmt.Errorf("%s holds the Lease %s but is not ready", holder, lease)
 	}
-	return nil
+	return holder, nil
 }
 
-// masterLeader is the pod holding the master's Lease.
-func (c *Cluster) masterLeader() (string, error) {
-	l, err := c.Client.CoordinationV1().Leases(distNamespace).Get(bg, leader.DefaultLeaseName, metaGet)
+// leaseHolder is the pod holding the Lease.
+func (c *Cluster) leaseHolder(lease string) (string, error) {
+	l, err := c.Client.CoordinationV1().Leases(distNamespace).Get(bg, lease, metaGet)
 	if err != nil {
 		return "", err
 	}
 	if !leaseHeld(l) {
-		return "", fmt.Errorf("Lease %s is not held", leader.DefaultLeaseName)
+		return "", fmt.Errorf("Lease %s is not held", lease)
 	}
 	return *l.Spec.HolderIdentity, nil
 }
@@ -168,11 +233,15 @@ func podReady(p *corev1.Pod) bool {
 }
 
 // Install is the installed cluster's check, after Up: the demo's paths,
-// then the leading master pod deleted (as `kubectl delete pod` or a drain
-// would) and another replica taking over: it holds the Lease within 15 s
-// and gives a new pod its address. (A leader killed with SIGKILL is
-// test/integration's TestLeaderKilledMidChurn...) Last, CheckDBTLS: the
-// databases serve only TLS clients with certificates, pods included.
+// then the leading replica of the cluster-wide Deployment (the master; in
+// zone mode the cluster manager) deleted (as `kubectl delete pod` or a
+// drain would) and another taking over: it holds the Lease within 15 s. In
+// zone mode a zone's master pod is deleted too and the DaemonSet's new pod
+// takes the zone's Lease over. Then a new pod (in zone mode on that zone's
+// node) gets its address. (A leader killed with SIGKILL is
+// test/integration's TestLeaderKilledMidChurn...) Last, the databases serve
+// only TLS clients with certificates, pods included (CheckDBTLS, zone mode:
+// CheckICTLS).
 func (c *Cluster) Install(ctx context.Context) (string, error) {
 	report, err := c.Demo(ctx)
 	if err != nil {
@@ -180,42 +249,33 @@ func (c *Cluster) Install(ctx context.Context) (string, error) {
 	}
 	var b strings.Builder
 	b.WriteString(report)
-	report, err = c.kubectlOVNK()
-	b.WriteString(report)
-	if err != nil {
-		return b.String(), err
-	}
-	old, err := c.masterLeader()
-	if err != nil {
-		return b.String(), err
-	}
-	zero := int64(0)
-	killed := time.Now()
-	if err := c.Client.CoreV1().Pods(distNamespace).Delete(ctx, old, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
-		return b.String(), err
-	}
-	var holder string
-	if err := poll(ctx, 15*time.Second, "another master replica holding the Lease after "+old+" was deleted", func() error {
-		var err error
-		if holder, err = c.masterLeader(); err != nil {
-			return err
+	if !c.zoned() { // ovnkube trace and diff read central mode's NB
+		report, err = c.kubectlOVNK()
+		b.WriteString(report)
+		if err != nil {
+			return b.String(), err
 		}
-		if holder == old {
-			return fmt.Errorf("still %s", holder)
-		}
-		return nil
-	}); err != nil {
+	}
+	if err := c.replaceLeader(ctx, &b, c.distLease(), 15*time.Second); err != nil {
 		return b.String(), fmt.Errorf("%w\n%s", err, c.distDiagnostics())
 	}
-	took := time.Since(killed)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "after-takeover", Namespace: demoNS},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: agnhostImg, Args: []string{"pause"}}}},
 	}
+	if c.zoned() {
+		// The zone's master is replaced when the old pod's lease runs out
+		// (it was not released).
+		zone := c.Nodes[1].Name
+		if err := c.replaceLeader(ctx, &b, leader.DefaultLeaseName+"-"+zone, time.Minute); err != nil {
+			return b.String(), fmt.Errorf("%w\n%s", err, c.distDiagnostics())
+		}
+		pod.Spec.NodeName = zone
+	}
 	if _, err := c.Client.CoreV1().Pods(demoNS).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		return b.String(), err
 	}
-	if err := poll(ctx, 60*time.Second, "pod after-takeover Running with an address from "+holder, func() error {
+	if err := poll(ctx, 60*time.Second, "pod after-takeover Running with an address", func() error {
 		p, err := c.Client.CoreV1().Pods(demoNS).Get(ctx, pod.Name, metaGet)
 		if err != nil {
 			return err
@@ -227,11 +287,41 @@ func (c *Cluster) Install(ctx context.Context) (string, error) {
 	}); err != nil {
 		return b.String(), fmt.Errorf("%w\n%s", err, c.distDiagnostics())
 	}
-	fmt.Fprintf(&b, "=== master failover ===\ndeleted the leading master pod %s; %s held the Lease after %s and a new pod got its address\n",
-		old, holder, took.Round(100*time.Millisecond))
-	report, err = c.CheckDBTLS(ctx)
+	fmt.Fprintf(&b, "a new pod %s got its address\n", pod.Spec.NodeName)
+	check := c.CheckDBTLS
+	if c.zoned() {
+		check = c.CheckICTLS
+	}
+	report, err = check(ctx)
 	b.WriteString(report)
 	return b.String(), err
+}
+
+// replaceLeader deletes the pod holding the Lease at once and waits until
+// another pod holds it.
+func (c *Cluster) replaceLeader(ctx context.Context, b *strings.Builder, lease string, within time.Duration) error {
+	old, err := c.leaseHolder(lease)
+	if err != nil {
+		return err
+	}
+	zero := int64(0)
+	killed := time.Now()
+	if err := c.Client.CoreV1().Pods(distNamespace).Delete(ctx, old, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		return err
+	}
+	var holder string
+	if err := poll(ctx, within, "another pod holding the Lease "+lease+" after "+old+" was deleted", func() error {
+		var err error
+		if holder, err = c.leaseHolder(lease); err == nil && holder == old {
+			err = fmt.Errorf("still %s", holder)
+		}
+		return err
+	}); err != nil {
+		return err
+	}
+	fmt.Fprintf(b, "=== failover: Lease %s ===\ndeleted its holder %s; %s held it after %s\n",
+		lease, old, holder, time.Since(killed).Round(100*time.Millisecond))
+	return nil
 }
 
 // kubectlOVNK runs `kubectl ovnk` as an operator would on the installed

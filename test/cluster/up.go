@@ -87,9 +87,6 @@ func (c *Cluster) Up(ctx context.Context) error {
 	if _, err := run("mount", "--make-private", nsDir); err != nil {
 		return err
 	}
-	if c.zoned() && c.Dist {
-		return fmt.Errorf("zone mode is not installed from dist/ yet: run it without -dist")
-	}
 	c.Log("cluster: OVN %s (%s), %d nodes, %s", stack.Name, stack.Versions(), len(c.Nodes), c.zonesLine())
 	if err := c.makeUnderlay(); err != nil {
 		return err

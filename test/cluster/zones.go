@@ -1,9 +1,12 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // ZonesPerNode is Config.Zones for zone mode, a zone per node (issue 38):
@@ -24,21 +27,40 @@ const (
 
 func (c *Cluster) zoned() bool { return c.Zones == ZonesPerNode }
 
-// icAddress is the interconnection NB's or SB's address.
+// icAddress is the interconnection NB's or SB's address: in clear for the
+// harness's own daemons, ssl: for an installed cluster (configureICTLS).
 func (c *Cluster) icAddress(port int) string {
-	return "tcp:" + net.JoinHostPort(c.ControlPlane().IP, strconv.Itoa(port))
+	scheme := "tcp:"
+	if c.Dist {
+		scheme = "ssl:"
+	}
+	return scheme + net.JoinHostPort(c.ControlPlane().IP, strconv.Itoa(port))
 }
 
 // startInterconnect starts the interconnection NB and SB on the
-// control-plane node; every zone's ovn-ic reaches them at its address.
+// control-plane node; every zone's ovn-ic reaches them at its address. An
+// installed cluster's take their TLS listeners from the databases, as
+// OVN central's do (dbtls.go).
 func (c *Cluster) startInterconnect(n *Node, icNBSchema, icSBSchema string) error {
-	for _, db := range []struct {
-		name, schema string
-		port         int
-	}{{"ovn_ic_nb_db", icNBSchema, icNBPort}, {"ovn_ic_sb_db", icSBSchema, icSBPort}} {
-		if err := c.startDB(n, db.name, db.schema, []string{"--remote=ptcp:" + strconv.Itoa(db.port) + ":" + n.IP}); err != nil {
+	if c.Dist {
+		if err := c.makeDBPKI(); err != nil {
 			return err
 		}
+	}
+	for _, db := range []struct {
+		name, schema, model string
+		port                int
+	}{{"ovn_ic_nb_db", icNBSchema, "OVN_IC_Northbound", icNBPort}, {"ovn_ic_sb_db", icSBSchema, "OVN_IC_Southbound", icSBPort}} {
+		remotes := []string{"--remote=ptcp:" + strconv.Itoa(db.port) + ":" + n.IP}
+		if c.Dist {
+			remotes = centralTLSArgs(db.model)
+		}
+		if err := c.startDB(n, db.name, db.schema, remotes); err != nil {
+			return err
+		}
+	}
+	if c.Dist {
+		return c.configureICTLS(bg)
 	}
 	return nil
 }
@@ -55,8 +77,14 @@ func (c *Cluster) startZoneOVN(n *Node, nbSchema, sbSchema string) error {
 	if err := c.startNorthd(n); err != nil {
 		return err
 	}
-	return c.start(n, "ovn-ic", "ovn-ic", "--ovnnb-db=unix:/run/ovn/ovnnb_db.sock", "--ovnsb-db=unix:/run/ovn/ovnsb_db.sock",
-		"--ic-nb-db="+c.icAddress(icNBPort), "--ic-sb-db="+c.icAddress(icSBPort), "--unixctl=/run/ovn/ovn-ic.ctl", "--no-chdir")
+	args := []string{"ovn-ic", "--ovnnb-db=unix:/run/ovn/ovnnb_db.sock", "--ovnsb-db=unix:/run/ovn/ovnsb_db.sock",
+		"--ic-nb-db=" + c.icAddress(icNBPort), "--ic-sb-db=" + c.icAddress(icSBPort), "--unixctl=/run/ovn/ovn-ic.ctl", "--no-chdir"}
+	if c.Dist {
+		// The node's chassis certificate (makeDBPKI), as dist/README.md
+		// tells an operator to start ovn-ic.
+		args = append(args, "-p", chassisTLSDir+"/tls.key", "-c", chassisTLSDir+"/tls.crt", "-C", chassisTLSDir+"/ca.crt")
+	}
+	return c.start(n, "ovn-ic", args...)
 }
 
 // startClusterManager starts zone mode's cluster-wide part on the
@@ -110,4 +138,59 @@ func (c *Cluster) zonesLine() string {
 		return "central"
 	}
 	return "zones " + c.Zones
+}
+
+// CheckICTLS is CheckDBTLS for an installed cluster in zone mode, read from
+// the databases' state and from what their listeners do:
+//
+//   - the interconnection NB and SB offer only pssl:, and every zone's
+//     ovn-ic registered its availability zone through them (under its
+//     node's chassis certificate);
+//   - every zone's NB and SB serve their unix sockets only;
+//   - from another node: a clear-text OVSDB client, a TLS client without a
+//     certificate and one whose certificate another CA signed get no
+//     session with either; the cluster manager's certificate gets one with
+//     the IC NB;
+//   - from a pod: no session with either without a certificate.
+func (c *Cluster) CheckICTLS(ctx context.Context) (string, error) {
+	var b strings.Builder
+	cp := c.ControlPlane()
+	query := func(n *Node, args ...string) string {
+		out, _ := c.Exec(n, args...)
+		return strings.Join(strings.Fields(out), " ")
+	}
+	nbAddr := net.JoinHostPort(cp.IP, strconv.Itoa(icNBPort))
+	sbAddr := net.JoinHostPort(cp.IP, strconv.Itoa(icSBPort))
+	for _, db := range []struct{ ctl, sock, want string }{
+		{"ovn-ic-nbctl", "ovn_ic_nb_db", "pssl:" + strconv.Itoa(icNBPort) + ":" + cp.IP},
+		{"ovn-ic-sbctl", "ovn_ic_sb_db", "pssl:" + strconv.Itoa(icSBPort) + ":" + cp.IP},
+	} {
+		if got := query(cp, db.ctl, "--db=unix:/run/ovn/"+db.sock+".sock", "--bare", "--columns=target", "list", "Connection"); got != db.want {
+			return b.String(), fmt.Errorf("%s connections %q, want only %s", db.sock, got, db.want)
+		}
+	}
+	var names []string
+	for _, n := range c.Nodes {
+		names = append(names, n.Name)
+		for _, db := range []string{"ovnnb_db", "ovnsb_db"} {
+			want := "punix:/run/ovn/" + db + ".sock"
+			if got := query(n, "ovs-appctl", "-t", "/run/ovn/"+db+".ctl", "ovsdb-server/list-remotes"); got != want {
+				return b.String(), fmt.Errorf("zone %s's %s serves %q, want only %s: a zone's databases are its host's only", n.Name, db, got, want)
+			}
+		}
+	}
+	slices.Sort(names)
+	azs := strings.Fields(query(cp, "ovn-ic-sbctl", "--db=unix:/run/ovn/ovn_ic_sb_db.sock", "--bare", "--columns=name", "list", "Availability_Zone"))
+	slices.Sort(azs)
+	if !slices.Equal(azs, names) {
+		return b.String(), fmt.Errorf("IC SB availability zones %v, want every node's %v (each zone's ovn-ic over ssl:)", azs, names)
+	}
+	fmt.Fprintf(&b, "=== interconnection databases over TLS ===\nIC NB listens only on pssl:%d, IC SB only on pssl:%d; zones %v registered over ssl:; every zone's NB and SB serve only their unix sockets\n",
+		icNBPort, icSBPort, azs)
+	worker := c.Nodes[len(c.Nodes)-1]
+	if err := c.refusesStrangers(&b, worker, map[string]string{"IC NB": nbAddr, "IC SB": sbAddr}, "IC NB", nbAddr, "OVN_IC_Northbound"); err != nil {
+		return b.String(), err
+	}
+	err := c.podKeptFrom(ctx, &b, nbAddr, sbAddr)
+	return b.String(), err
 }

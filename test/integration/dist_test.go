@@ -38,14 +38,19 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/test/harness"
 )
 
-// distObjects reads every object of dist/kubernetes, in file order.
+// distObjects reads every object of dist/kubernetes, in file order, then
+// those of zone mode's workloads (dist/kubernetes/zones).
 func distObjects(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(harness.RepoRoot(t), "dist", "kubernetes", "*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no manifests in dist/kubernetes (%v)", err)
+	var files []string
+	for _, dir := range []string{"", "zones"} {
+		found, err := filepath.Glob(filepath.Join(harness.RepoRoot(t), "dist", "kubernetes", dir, "*.yaml"))
+		if err != nil || len(found) == 0 {
+			t.Fatalf("no manifests in dist/kubernetes/%s (%v)", dir, err)
+		}
+		sort.Strings(found)
+		files = append(files, found...)
 	}
-	sort.Strings(files)
 	var objs []*unstructured.Unstructured
 	for _, f := range files {
 		b, err := os.ReadFile(f)
@@ -202,7 +207,7 @@ func masterConverges(c *cluster, i int) func() error {
 	}
 }
 
-// Every manifest of dist/kubernetes passes server-side dry-run; the master
+// Every manifest of dist/kubernetes (and zones/) passes server-side dry-run; the master
 // runs with exactly its ServiceAccount's permissions, the admission policies
 // in force and the CRDs of dist/kubernetes served, and works; and with any
 // one rule of its roles removed it does not (no rule is superfluous: the
