@@ -31,7 +31,7 @@ import (
 
 // admissionPolicies are the policies dist/kubernetes ships, by name.
 var admissionPolicies = []string{"ovn-k8s-pod-networks", "ovn-k8s-node-annotations", "ovn-k8s-node-daemon-own-node", "ovn-k8s-tenant",
-	"ovn-k8s-egress-assignable"}
+	"ovn-k8s-egress-assignable", "ovn-k8s-zone-master-own-node"}
 
 // applyDistAccess applies the RBAC and the admission policies of
 // dist/kubernetes and waits until every policy is in force.
@@ -66,6 +66,7 @@ func waitPoliciesInForce(t *testing.T, kube *harness.KubeAPI) {
 	bindCluster(t, kube, probe+"-group", probe, rbacv1.Subject{Kind: rbacv1.GroupKind, Name: probe})
 	prober := impersonate(t, kube, probe)
 	nodeSA := impersonate(t, kube, "system:serviceaccount:ovn-kubernetes:ovnkube-node", probe)
+	zoneMasterSA := impersonate(t, kube, "system:serviceaccount:ovn-kubernetes:ovnkube-zone-master", probe)
 	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
 	probes := map[string]func() error{
 		"ovn-k8s-pod-networks": func() error {
@@ -86,6 +87,10 @@ func waitPoliciesInForce(t *testing.T, kube *harness.KubeAPI) {
 		"ovn-k8s-tenant": func() error {
 			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "policy-probe", Annotations: map[string]string{policy.TenantAnnotation: "global"}}}
 			_, err := prober.CoreV1().Namespaces().Create(ctx, ns, dry)
+			return err
+		},
+		"ovn-k8s-zone-master-own-node": func() error {
+			_, err := zoneMasterSA.CoreV1().Pods("default").Create(ctx, podSpec("default", "policy-probe", "n1"), dry)
 			return err
 		},
 		"ovn-k8s-egress-assignable": func() error {
@@ -176,14 +181,21 @@ func serviceAccountToken(t *testing.T, kube *harness.KubeAPI, ns, sa string, ref
 // revoke the token).
 func nodeDaemonToken(t *testing.T, kube *harness.KubeAPI, node string) string {
 	t.Helper()
-	pod := podSpec("ovn-kubernetes", "ovnkube-node-"+node, node)
-	pod.Spec.ServiceAccountName = "ovnkube-node"
+	return boundToken(t, kube, "ovnkube-node", node)
+}
+
+// boundToken is the token the kubelet of node gives a DaemonSet's pod
+// there running as the ServiceAccount sa of ovn-kubernetes (nodeDaemonToken).
+func boundToken(t *testing.T, kube *harness.KubeAPI, sa, node string) string {
+	t.Helper()
+	pod := podSpec("ovn-kubernetes", sa+"-"+node, node)
+	pod.Spec.ServiceAccountName = sa
 	pod.Spec.HostNetwork = true
 	p, err := kube.Client.CoreV1().Pods("ovn-kubernetes").Create(context.Background(), pod, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return serviceAccountToken(t, kube, "ovn-kubernetes", "ovnkube-node",
+	return serviceAccountToken(t, kube, "ovn-kubernetes", sa,
 		&authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: p.Name, UID: p.UID})
 }
 
@@ -459,6 +471,72 @@ func TestAdmissionNodeAnnotations(t *testing.T) {
 	if got := n1obj.Annotations[annotations.NodeChassisID]; got != "c-n1b" {
 		t.Errorf("n1's chassis is %q, want c-n1b (the last accepted write)", got)
 	}
+}
+
+// Zone mode's zone master (14-rbac-zone-master.yaml) runs on every node, so
+// its token is on every node's host: with it, a node writes the pod-networks
+// of its own pods and its own Node's gateway join address, and nothing of
+// another node: not its pods' addresses or labels, not its Node, not even
+// its own host subnet (the cluster manager's). The token without a node
+// claim writes nothing.
+func TestAdmissionZoneMaster(t *testing.T) {
+	kube := harness.StartKubeAPI(t)
+	applyDistAccess(t, kube, distObjects(t))
+	ctx := context.Background()
+	const ns = "tenant-a"
+	kube.EnsureNamespace(t, ns)
+	for _, n := range []string{"n1", "n2"} {
+		if _, err := kube.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kube.Client.CoreV1().Pods(ns).Create(ctx, podSpec(ns, "pod-"+n, n), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := kube.Client.CoreV1().Pods(ns).Create(ctx, podSpec(ns, "pending", ""), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n1Master := tokenClient(t, kube, boundToken(t, kube, "ovnkube-zone-master", "n1"))
+	unbound := tokenClient(t, kube, serviceAccountToken(t, kube, "ovn-kubernetes", "ovnkube-zone-master", nil))
+	pod := func(c kubernetes.Interface, name string, body []byte) func() error {
+		return func() error {
+			_, err := c.CoreV1().Pods(ns).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{})
+			return err
+		}
+	}
+	node := func(c kubernetes.Interface, name string, body []byte) func() error {
+		return func() error {
+			_, err := c.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{})
+			return err
+		}
+	}
+	ann := func(k, v string) []byte { return annotationPatch(map[string]*string{k: s(v)}) }
+	const (
+		pn       = annotations.PodNetworks
+		a1       = `{"default":{"ip_addresses":["10.244.1.5/24"],"mac_address":"0a:58:0a:f4:01:05","pod_uid":"x"}}`
+		podsOwn  = "ovn-k8s-zone-master-own-node"
+		podNets  = "ovn-k8s-pod-networks"
+		nodesOwn = "ovn-k8s-node-daemon-own-node"
+		nodeAnn  = "ovn-k8s-node-annotations"
+		join     = `{"ipv4":"100.64.0.2/16"}`
+		zm       = "system:serviceaccount:ovn-kubernetes:ovnkube-zone-master"
+	)
+	checkWrites(t, []write{
+		{"the zone master of n1 setting the address of a pod on n1", pod(n1Master, "pod-n1", ann(pn, a1)), "", nil},
+		{"the zone master of n1 removing it", pod(n1Master, "pod-n1", annotationPatch(map[string]*string{pn: nil})), "", nil},
+		{"the zone master of n1 setting the address of a pod on n2", pod(n1Master, "pod-n2", ann(pn, a1)), podsOwn + "|" + podNets, nil},
+		{"the zone master of n1 setting the address of a pod on no node", pod(n1Master, "pending", ann(pn, a1)), podsOwn + "|" + podNets, nil},
+		{"the zone master of n1 relabelling a pod on n2", pod(n1Master, "pod-n2", []byte(`{"metadata":{"labels":{"app":"web"}}}`)), podsOwn,
+			[]string{"the zone master of n1 may write only pods on its own node, not pod " + ns + "/pod-n2"}},
+		{"the zone master of n1 writing n1's gateway join address", node(n1Master, "n1", ann(annotations.NodeGatewayJoinIP, join)), "", nil},
+		{"the zone master of n1 writing n2's gateway join address", node(n1Master, "n2", ann(annotations.NodeGatewayJoinIP, join)), nodesOwn + "|" + nodeAnn, nil},
+		{"the zone master of n1 writing n2's labels", node(n1Master, "n2", []byte(`{"metadata":{"labels":{"x":"y"}}}`)), nodesOwn,
+			[]string{"the zone master of n1 may write only its own Node, not Node n2"}},
+		{"the zone master of n1 writing n1's host subnet", node(n1Master, "n1", ann(annotations.NodeSubnets, `{"default":"10.244.2.0/24"}`)), nodeAnn,
+			[]string{annotations.NodeSubnets + " of Node n1 is written only by the ovn-k8s master", zm + " may not write it (its token is bound to node n1)"}},
+		{"the zone master's ServiceAccount with no node claim setting a pod's address", pod(unbound, "pod-n1", ann(pn, a1)), podsOwn + "|" + podNets, nil},
+		{"the zone master's ServiceAccount with no node claim writing n1's gateway join address", node(unbound, "n1", ann(annotations.NodeGatewayJoinIP, join)), nodesOwn + "|" + nodeAnn, nil},
+	})
 }
 
 // k8s.ovn.org/tenant (namespace isolation: joining another tenant or going

@@ -143,7 +143,53 @@ func masterConverges(c *cluster, i int) func() error {
 	c.createNode(bad, map[string]string{annotations.NodeL3GatewayConfig: "{not json"})
 	c.createPod("default", pod, node)
 	admin := dynamicFor(c.t, c.kube.Config)
-	policies := policyResources[:2] // one of each API version; the BaselineAdminNetworkPolicy is a singleton
+	name := fmt.Sprintf("rbac-%d", i)
+	statuses := statusesReported(c, i)
+	eipNode := fmt.Sprintf("rbac-eip%d", i) // a node that may host an egress IP, and an EgressIP for it
+	c.createGatewayNode(eipNode, fmt.Sprintf("172.18.0.%d", 100+i), map[string]string{k8sovnv1.EgressAssignableLabel: ""})
+	c.createEIP(name, []string{fmt.Sprintf("172.18.0.%d", 200+i)}, nil, nil)
+	return func() error {
+		e, err := admin.Resource(k8sovnv1.EgressIPResource).Get(c.ctx(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if items, _, _ := unstructured.NestedSlice(e.Object, "status", "items"); len(items) == 0 {
+			return fmt.Errorf("EgressIP %s is not assigned", name)
+		}
+		if err := statuses(); err != nil {
+			return err
+		}
+		return nodePodAndEvent(c, node, annotations.NodeSubnets, pod, bad)
+	}
+}
+
+// nodePodAndEvent wants node to carry the annotation key, the pod
+// default/pod its address, and node bad (a malformed gateway) an Event.
+func nodePodAndEvent(c *cluster, node, key, pod, bad string) error {
+	n, err := c.kube.Client.CoreV1().Nodes().Get(c.ctx(), node, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if _, ok := n.Annotations[key]; !ok {
+		return fmt.Errorf("node %s has no %s", node, key)
+	}
+	p, err := c.kube.Client.CoreV1().Pods("default").Get(c.ctx(), pod, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if _, ok := p.Annotations[annotations.PodNetworks]; !ok {
+		return fmt.Errorf("pod %s has no address", pod)
+	}
+	return c.warningEvent("default", bad, "GatewayConfigInvalid")
+}
+
+// statusesReported creates round i's ClusterNetworkPolicy and
+// AdminNetworkPolicy (one of each API version; the
+// BaselineAdminNetworkPolicy is a singleton) and an EgressFirewall in a
+// namespace of its own; the check it returns wants each to have a status.
+func statusesReported(c *cluster, i int) func() error {
+	admin := dynamicFor(c.t, c.kube.Config)
+	policies := policyResources[:2]
 	name := fmt.Sprintf("rbac-%d", i)
 	for _, r := range policies {
 		o := r.object(name)
@@ -161,17 +207,7 @@ func masterConverges(c *cluster, i int) func() error {
 	if _, err := admin.Resource(k8sovnv1.EgressFirewallResource).Namespace(efNS).Create(c.ctx(), ef, metav1.CreateOptions{}); err != nil {
 		c.t.Fatal(err)
 	}
-	eipNode := fmt.Sprintf("rbac-eip%d", i) // a node that may host an egress IP, and an EgressIP for it
-	c.createGatewayNode(eipNode, fmt.Sprintf("172.18.0.%d", 100+i), map[string]string{k8sovnv1.EgressAssignableLabel: ""})
-	c.createEIP(name, []string{fmt.Sprintf("172.18.0.%d", 200+i)}, nil, nil)
 	return func() error {
-		e, err := admin.Resource(k8sovnv1.EgressIPResource).Get(c.ctx(), name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if items, _, _ := unstructured.NestedSlice(e.Object, "status", "items"); len(items) == 0 {
-			return fmt.Errorf("EgressIP %s is not assigned", name)
-		}
 		o, err := admin.Resource(k8sovnv1.EgressFirewallResource).Namespace(efNS).Get(c.ctx(), k8sovnv1.EgressFirewallName, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -184,26 +220,11 @@ func masterConverges(c *cluster, i int) func() error {
 			if err != nil {
 				return err
 			}
-			conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
-			if len(conds) == 0 {
+			if conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions"); len(conds) == 0 {
 				return fmt.Errorf("%s %s has no status", r.kind, name)
 			}
 		}
-		n, err := c.kube.Client.CoreV1().Nodes().Get(c.ctx(), node, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if _, ok := n.Annotations[annotations.NodeSubnets]; !ok {
-			return fmt.Errorf("node %s has no subnet", node)
-		}
-		p, err := c.kube.Client.CoreV1().Pods("default").Get(c.ctx(), pod, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if _, ok := p.Annotations[annotations.PodNetworks]; !ok {
-			return fmt.Errorf("pod %s has no address", pod)
-		}
-		return c.warningEvent("default", bad, "GatewayConfigInvalid")
+		return nil
 	}
 }
 
@@ -225,13 +246,7 @@ func TestDistManifestsAndMasterRBAC(t *testing.T) {
 			"--kubeconfig", kubeconfig, "--nb-address", c.ovn.NBAddress(), "--dns-servers", harness.NoDNS,
 			"--egressip-reachability-timeout", "0")
 	}
-
-	p := run()
-	converged := masterConverges(c, round)
-	harness.Eventually(t, 30*time.Second, "the master working with its ServiceAccount", converged)
-	p.Stop()
-
-	eachRuleNeeded(c, "the master", []roleRef{{"", "ovnkube-master"}, {"ovn-kubernetes", "ovnkube-master-leader-election"}}, run,
+	worksThenEachRuleNeeded(c, "the master", []roleRef{{"", "ovnkube-master"}, {"ovn-kubernetes", "ovnkube-master-leader-election"}}, run,
 		func() func() error { return masterConverges(c, round) })
 }
 
@@ -1485,16 +1500,79 @@ func TestDistClusterManagerRBAC(t *testing.T) {
 		return harness.Start(t, c.logDir, fmt.Sprintf("cluster-manager-sa-%d", round), harness.Binary(t, "ovnkube"), "--loglevel", "4", "cluster-manager",
 			"--kubeconfig", kubeconfig, "--ic-nb-address", "unix:"+ic.NBSock, "--egressip-reachability-timeout", "0")
 	}
+	worksThenEachRuleNeeded(c, "the cluster manager", []roleRef{{"", "ovnkube-cluster-manager"}, {"ovn-kubernetes", "ovnkube-cluster-manager-leader-election"}}, run,
+		func() func() error { return clusterManagerConverges(c, round) })
+}
+
+// worksThenEachRuleNeeded runs the component with all its rules and waits
+// until it does what converges asks (its log's tail shown if the test
+// fails), then eachRuleNeeded.
+func worksThenEachRuleNeeded(c *cluster, who string, roles []roleRef, run func() *harness.Process, converges func() func() error) {
+	c.t.Helper()
 	p := run()
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("cluster manager log tail:\n%s", p.Tail(30))
+	c.t.Cleanup(func() {
+		if c.t.Failed() {
+			c.t.Logf("%s: log tail:\n%s", who, p.Tail(30))
 		}
 	})
-	harness.Eventually(t, 30*time.Second, "the cluster manager working with its ServiceAccount", clusterManagerConverges(c, round))
+	harness.Eventually(c.t, 30*time.Second, who+" working with its ServiceAccount", converges())
 	p.Stop()
-	eachRuleNeeded(c, "the cluster manager", []roleRef{{"", "ovnkube-cluster-manager"}, {"ovn-kubernetes", "ovnkube-cluster-manager-leader-election"}}, run,
-		func() func() error { return clusterManagerConverges(c, round) })
+	eachRuleNeeded(c, who, roles, run, converges)
+}
+
+// The zone master (zones/41-zone-master.yaml) runs with its ServiceAccount's
+// token bound to a pod on its node, as the DaemonSet's is, the admission
+// policies in force, and works (its zone's NB here is a central one); with
+// any one rule of its roles removed it does not, the k8s.ovn.org one on
+// podnetworks and nodeallocations (update-own-node) through the policies.
+// What the same token may not do on other nodes: TestAdmissionZoneMaster.
+func TestDistZoneMasterRBAC(t *testing.T) {
+	c := newCluster(t)
+	objs := distObjects(t)
+	c.kube.InstallCRDs(t)
+	applyDistAccess(t, c.kube, objs)
+	const sa = "ovnkube-zone-master"
+	round := 0
+	run := func() *harness.Process {
+		round++
+		zone := fmt.Sprintf("zone-n%d", round) // a zone per node, named after it
+		c.createNode(zone, zoneNodeAnnotations(zone, round, fmt.Sprintf(`{"default":{"mode":"shared","interface-id":"breth0_%s_localnet","mac-address":"0a:00:00:00:01:%02x","ip-addresses":["172.18.1.%d/24"],"next-hops":["172.18.1.1"],"node-port-enable":"true"}}`,
+			zone, round, 10+round)))
+		kubeconfig := tokenKubeconfig(t, c.kube, sa, boundToken(t, c.kube, sa, zone))
+		return harness.Start(t, c.logDir, fmt.Sprintf("zone-master-sa-%d", round), harness.Binary(t, "ovnkube"), "--loglevel", "4", "master",
+			"--kubeconfig", kubeconfig, "--nb-address", c.ovn.NBAddress(), "--zone", zone, "--dns-servers", harness.NoDNS,
+			"--egressip-reachability-timeout", "0")
+	}
+	worksThenEachRuleNeeded(c, "the zone master", []roleRef{{"", sa}, {"ovn-kubernetes", sa + "-leader-election"}}, run,
+		func() func() error { return zoneMasterConverges(c, round) })
+}
+
+// zoneNodeAnnotations are a node of zone mode as the cluster manager (its
+// host subnet, 10.244.i.0/24) and its node daemon (zone, chassis, gateway)
+// leave it.
+func zoneNodeAnnotations(zone string, i int, gateway string) map[string]string {
+	return map[string]string{annotations.NodeZone: zone, annotations.NodeChassisID: fmt.Sprintf("chassis-%d", i),
+		annotations.NodeSubnets: fmt.Sprintf(`{"default":"10.244.%d.0/24"}`, i), annotations.NodeL3GatewayConfig: gateway}
+}
+
+// zoneMasterConverges checks, for round i, what the zone master of node
+// zone-n<i> (created by the round's run) must do with its permissions: that
+// node gets its gateway join address (nodes: list, watch, patch;
+// nodeallocations), a pod on it its address (pods; podnetworks), another
+// node of its zone with a malformed gateway an Event (events), the round's
+// policies and EgressFirewall their status (statusesReported), all as the
+// zone's leader (leases).
+func zoneMasterConverges(c *cluster, i int) func() error {
+	zone, bad, pod := fmt.Sprintf("zone-n%d", i), fmt.Sprintf("zone-bad%d", i), fmt.Sprintf("zone-p%d", i)
+	c.createNode(bad, zoneNodeAnnotations(zone, 100+i, "{not json"))
+	c.createPod("default", pod, zone)
+	statuses := statusesReported(c, i)
+	return func() error {
+		if err := statuses(); err != nil {
+			return err
+		}
+		return nodePodAndEvent(c, zone, annotations.NodeGatewayJoinIP, pod, bad)
+	}
 }
 
 // roleRef names a ClusterRole (namespace "") or a Role.
