@@ -325,10 +325,7 @@ func (c *Cluster) CheckDBTLS(ctx context.Context) (string, error) {
 	cp := c.ControlPlane()
 	nbctl := []string{"ovn-nbctl", "--db=unix:/run/ovn/ovnnb_db.sock", "--bare"}
 	sbctl := []string{"ovn-sbctl", "--db=unix:/run/ovn/ovnsb_db.sock", "--bare"}
-	query := func(args ...string) string {
-		out, _ := c.Exec(cp, args...)
-		return strings.Join(strings.Fields(out), " ")
-	}
+	query := func(args ...string) string { return c.execWords(cp, args...) }
 	nbAddr := net.JoinHostPort(cp.IP, strconv.Itoa(nbPort))
 	sbAddr := net.JoinHostPort(cp.IP, strconv.Itoa(sbPort))
 	if got, want := query(append(nbctl, "--columns=target", "list", "Connection")...), fmt.Sprintf("pssl:%d:%s", nbPort, cp.IP); got != want {
@@ -382,6 +379,13 @@ func (c *Cluster) CheckDBTLS(ctx context.Context) (string, error) {
 
 	err := c.podKeptFrom(ctx, &b, nbAddr, sbAddr)
 	return b.String(), err
+}
+
+// execWords runs a command on n and returns its output's words joined by
+// single spaces ("" when it fails: the callers compare it with what they want).
+func (c *Cluster) execWords(n *Node, args ...string) string {
+	out, _ := c.Exec(n, args...)
+	return strings.Join(strings.Fields(out), " ")
 }
 
 // refusesStrangers checks, from node worker, that none of the databases

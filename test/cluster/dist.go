@@ -165,8 +165,7 @@ func (c *Cluster) distReady() error {
 			return fmt.Errorf("DaemonSet %s: %d of %d ready", name, ds.Status.NumberReady, len(c.Nodes))
 		}
 	}
-	_, err := c.readyHolder(c.distLease())
-	return err
+	return c.holderReady(c.distLease())
 }
 
 // distDaemonSets are the installed DaemonSets, one pod per node each.
@@ -189,20 +188,20 @@ func (c *Cluster) distLease() string {
 // clusterManagerLease is `ovnkube cluster-manager`'s default Lease.
 const clusterManagerLease = "ovnkube-cluster-manager"
 
-// readyHolder is the ready pod holding the Lease.
-func (c *Cluster) readyHolder(lease string) (string, error) {
+// holderReady reports why the pod holding the Lease is not ready.
+func (c *Cluster) holderReady(lease string) error {
 	holder, err := c.leaseHolder(lease)
 	if err != nil {
-		return "", err
+		return err
 	}
 	pod, err := c.Client.CoreV1().Pods(distNamespace).Get(bg, holder, metaGet)
 	if err != nil {
-		return "", fmt.Errorf("the Lease %s's holder %q: %w", lease, holder, err)
+		return fmt.Errorf("the Lease %s's holder %q: %w", lease, holder, err)
 	}
 	if !podReady(pod) {
-		return "", fmt.Errorf("%s holds the Lease %s but is not ready", holder, lease)
+		return fmt.Errorf("%s holds the Lease %s but is not ready", holder, lease)
 	}
-	return holder, nil
+	return nil
 }
 
 // leaseHolder is the pod holding the Lease.

@@ -155,10 +155,7 @@ func (c *Cluster) zonesLine() string {
 func (c *Cluster) CheckICTLS(ctx context.Context) (string, error) {
 	var b strings.Builder
 	cp := c.ControlPlane()
-	query := func(n *Node, args ...string) string {
-		out, _ := c.Exec(n, args...)
-		return strings.Join(strings.Fields(out), " ")
-	}
+	query := c.execWords
 	nbAddr := net.JoinHostPort(cp.IP, strconv.Itoa(icNBPort))
 	sbAddr := net.JoinHostPort(cp.IP, strconv.Itoa(icSBPort))
 	for _, db := range []struct{ ctl, sock, want string }{
