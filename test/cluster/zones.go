@@ -88,24 +88,25 @@ func (c *Cluster) startZoneOVN(n *Node, nbSchema, sbSchema string) error {
 }
 
 // startClusterManager starts zone mode's cluster-wide part on the
-// control-plane node: host subnets, and the transit switch in the
-// interconnection NB.
+// control-plane node: host subnets, the transit switch in the
+// interconnection NB, and CoreDNS's dnstap stream (where the master takes
+// it in central mode), whose answers it relays to the zones.
 func (c *Cluster) startClusterManager(n *Node) error {
 	return c.start(n, "ovnkube-cluster-manager", c.bin("ovnkube"), "--loglevel", "4", "cluster-manager",
 		"--kubeconfig", Kubeconfig, "--ic-nb-address", c.icAddress(icNBPort), "--cluster-subnet", c.clusterSubnetFlag(),
-		"--leader-elect-resource-namespace", distNamespace)
+		"--leader-elect-resource-namespace", distNamespace, "--dns-tap-address", fmt.Sprintf(":%d", dnsTapPort))
 }
 
-// startZoneMaster starts the master of n's zone on n, against its own NB.
-// Wildcard DNS names (the dnstap stream, which CoreDNS sends to one
-// address) are left out: one zone's master could take it.
+// startZoneMaster starts the master of n's zone on n, against its own NB;
+// it learns the cluster DNS's answers from the cluster manager
+// (--dns-tap-address: where the stream goes).
 func (c *Cluster) startZoneMaster(n *Node) error {
 	return c.start(n, "ovnkube-master", c.bin("ovnkube"), "--loglevel", "4", "master",
 		"--kubeconfig", Kubeconfig, "--nb-address", "unix:/run/ovn/ovnnb_db.sock", "--zone", n.Name,
 		"--leader-elect-resource-namespace", distNamespace,
 		"--ic-db-address", c.icAddress(icNBPort)+","+c.icAddress(icSBPort), // kept from pods
 		"--cluster-subnet", c.clusterSubnetFlag(), "--service-cidr", c.serviceCIDRFlag(), "--external-ip-cidrs", externalCIDRs,
-		"--dns-servers", c.dnsIP())
+		"--dns-servers", c.dnsIP(), "--dns-tap-address", fmt.Sprintf(":%d", dnsTapPort))
 }
 
 // startMasters starts the master on the control-plane node cp in central

@@ -64,7 +64,7 @@ func (k *KubeAPI) InstallCRDs(t T) npclient.Interface {
 	d := k.Client.Discovery()
 	want := []string{"policy.networking.k8s.io/v1alpha2/clusternetworkpolicies", "policy.networking.k8s.io/v1alpha1/adminnetworkpolicies",
 		"policy.networking.k8s.io/v1alpha1/baselineadminnetworkpolicies", k8sovnv1.EgressFirewallResource.GroupVersion().String() + "/egressfirewalls",
-		k8sovnv1.EgressIPResource.GroupVersion().String() + "/egressips"}
+		k8sovnv1.EgressIPResource.GroupVersion().String() + "/egressips", k8sovnv1.DNSNameResolverResource.GroupVersion().String() + "/dnsnameresolvers"}
 	for _, w := range want {
 		if !slices.ContainsFunc(served, func(gvr schema.GroupVersionResource) bool { return gvr.GroupVersion().String()+"/"+gvr.Resource == w }) {
 			t.Fatalf("dist/kubernetes has no CRD serving %s", w)
@@ -85,6 +85,9 @@ func (k *KubeAPI) InstallCRDs(t T) npclient.Interface {
 		}
 		if !k8sovnv1.ServesEgressIP(d) {
 			return fmt.Errorf("egressips not served")
+		}
+		if !k8sovnv1.ServesDNSNameResolver(d) {
+			return fmt.Errorf("dnsnameresolvers not served")
 		}
 		return nil
 	})

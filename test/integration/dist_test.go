@@ -14,10 +14,12 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -1494,14 +1496,64 @@ func TestDistClusterManagerRBAC(t *testing.T) {
 	c.kube.InstallCRDs(t)
 	kubeconfig := applyRBAC(t, c.kube, objs, "ovnkube-cluster-manager")
 	ic := harness.StartInterconnect(t)
+	// The cluster DNS, streaming its answers to the cluster manager of the
+	// round; www.cm<i>.test is the name round i's EgressFirewall covers.
+	tapSock := filepath.Join(t.TempDir(), "dnstap.sock")
+	dnsAddr := "127.0.0.1:" + strconv.Itoa(harness.FreePort(t))
+	var hosts []string
+	for i := 1; i <= 40; i++ {
+		hosts = append(hosts, fmt.Sprintf("192.0.2.50 www.cm%d.test", i))
+	}
+	startCoreDNS(t, dnsAddr, "unix://"+tapSock, map[string]string{".": strings.Join(hosts, "\n        ")})
 	round := 0
 	run := func() *harness.Process {
 		round++
 		return harness.Start(t, c.logDir, fmt.Sprintf("cluster-manager-sa-%d", round), harness.Binary(t, "ovnkube"), "--loglevel", "4", "cluster-manager",
-			"--kubeconfig", kubeconfig, "--ic-nb-address", "unix:"+ic.NBSock, "--egressip-reachability-timeout", "0")
+			"--kubeconfig", kubeconfig, "--ic-nb-address", "unix:"+ic.NBSock, "--egressip-reachability-timeout", "0", "--dns-tap-address", "unix:"+tapSock)
 	}
 	worksThenEachRuleNeeded(c, "the cluster manager", []roleRef{{"", "ovnkube-cluster-manager"}, {"ovn-kubernetes", "ovnkube-cluster-manager-leader-election"}}, run,
-		func() func() error { return clusterManagerConverges(c, round) })
+		func() func() error {
+			subnets := clusterManagerConverges(c, round)
+			dns := relayConverges(c, round, dnsAddr)
+			return func() error { return errors.Join(subnets(), dns()) }
+		})
+}
+
+// relayConverges checks, for round i, the cluster manager's relay of the
+// cluster DNS's answers: an EgressFirewall naming *.cm<i>.test gets its
+// DNSNameResolver (dnsnameresolvers: create, list, watch; egressfirewalls
+// and the admin policy kinds: list, watch) with the address CoreDNS
+// answered for www.cm<i>.test (dnsnameresolvers/status: patch; the cluster
+// DNS's EndpointSlices: list, watch), and one no policy names is deleted
+// (delete).
+func relayConverges(c *cluster, i int, dnsAddr string) func() error {
+	ns, wild := fmt.Sprintf("cm-dns%d", i), fmt.Sprintf("*.cm%d.test", i)
+	c.namespace(ns, nil)
+	c.createEF(ns, efAllow(k8sovnv1.EgressFirewallDestination{DNSName: wild}))
+	admin := dynamicFor(c.t, c.kube.Config)
+	ri := admin.Resource(k8sovnv1.DNSNameResolverResource)
+	gone := fmt.Sprintf("gone%d.test", i)
+	orphan := &unstructured.Unstructured{Object: map[string]any{"apiVersion": k8sovnv1.GroupVersion.String(), "kind": "DNSNameResolver",
+		"metadata": map[string]any{"name": k8sovnv1.DNSNameResolverName(gone)}, "spec": map[string]any{"name": gone}}}
+	if _, err := ri.Create(c.ctx(), orphan, metav1.CreateOptions{}); err != nil {
+		c.t.Fatal(err)
+	}
+	return func() error {
+		if _, err := dnsQuery(dnsAddr, fmt.Sprintf("www.cm%d.test", i), dns.TypeA); err != nil {
+			return err
+		}
+		u, err := ri.Get(c.ctx(), k8sovnv1.DNSNameResolverName(wild), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if addrs, _, _ := unstructured.NestedSlice(u.Object, "status", "resolvedAddresses"); len(addrs) != 1 {
+			return fmt.Errorf("DNSNameResolver of %s: status %v, want 192.0.2.50", wild, u.Object["status"])
+		}
+		if _, err := ri.Get(c.ctx(), orphan.GetName(), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("DNSNameResolver of %s, which no policy names, not deleted (%v)", gone, err)
+		}
+		return nil
+	}
 }
 
 // worksThenEachRuleNeeded runs the component with all its rules and waits
@@ -1532,6 +1584,9 @@ func TestDistZoneMasterRBAC(t *testing.T) {
 	c.kube.InstallCRDs(t)
 	applyDistAccess(t, c.kube, objs)
 	const sa = "ovnkube-zone-master"
+	// Where the cluster DNS's stream goes (no cluster manager here): the
+	// master reads the DNSNameResolvers (list, watch) before it syncs.
+	tapSock := filepath.Join(t.TempDir(), "dnstap.sock")
 	round := 0
 	run := func() *harness.Process {
 		round++
@@ -1541,7 +1596,7 @@ func TestDistZoneMasterRBAC(t *testing.T) {
 		kubeconfig := tokenKubeconfig(t, c.kube, sa, boundToken(t, c.kube, sa, zone))
 		return harness.Start(t, c.logDir, fmt.Sprintf("zone-master-sa-%d", round), harness.Binary(t, "ovnkube"), "--loglevel", "4", "master",
 			"--kubeconfig", kubeconfig, "--nb-address", c.ovn.NBAddress(), "--zone", zone, "--dns-servers", harness.NoDNS,
-			"--egressip-reachability-timeout", "0")
+			"--egressip-reachability-timeout", "0", "--dns-tap-address", "unix:"+tapSock)
 	}
 	worksThenEachRuleNeeded(c, "the zone master", []roleRef{{"", sa}, {"ovn-kubernetes", sa + "-leader-election"}}, run,
 		func() func() error { return zoneMasterConverges(c, round) })
@@ -1592,6 +1647,75 @@ func eachRuleNeeded(c *cluster, who string, roles []roleRef, run func() *harness
 			neverWithin(c.t, converges(), fmt.Sprintf("rule %v of %s is superfluous: %s works without it", rules[i], ref.name, who))
 			p.Stop()
 			setRoleRules(c.t, c, ref.namespace, ref.name, rules)
+		}
+	}
+}
+
+// 05-crd-dnsnameresolvers.yaml takes what the cluster manager writes (a
+// wildcard name, a status of both families, written through the status
+// subresource and read back as written) and refuses, each with its rule's
+// message: a name not normalized or not a DNS name, a changed spec, a
+// status address that is not an IP address, more than 256 addresses.
+func TestDistDNSNameResolverCRD(t *testing.T) {
+	kube := harness.StartKubeAPI(t)
+	kube.InstallCRDs(t)
+	ctx := context.Background()
+	dyn := dynamicFor(t, kube.Config)
+	ri := dyn.Resource(k8sovnv1.DNSNameResolverResource)
+	const name = "*.wild.example.com"
+	created, err := k8sovnv1.CreateDNSNameResolver(ctx, dyn, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := metav1.NewTime(time.Now().Add(time.Minute).Truncate(time.Second))
+	status := k8sovnv1.DNSNameResolverStatus{ResolvedAddresses: []k8sovnv1.ResolvedAddress{{IP: "192.0.2.1", Expires: exp}, {IP: "2001:db8::1", Expires: exp}}}
+	if err := k8sovnv1.WriteDNSNameResolverStatus(ctx, dyn, created.Name, status); err != nil {
+		t.Fatal(err)
+	}
+	u, err := ri.Get(ctx, created.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got k8sovnv1.DNSNameResolver
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.Name != name || got.Name != k8sovnv1.DNSNameResolverName(name) || len(got.Status.Expiries()) != 2 ||
+		!got.Status.Expiries()[netip.MustParseAddr("2001:db8::1")].Equal(exp.Time) {
+		t.Errorf("read back %+v, want %s's with %+v", got, name, status)
+	}
+	if err := k8sovnv1.WriteDNSNameResolverStatus(ctx, dyn, created.Name, k8sovnv1.DNSNameResolverStatus{}); err != nil {
+		t.Fatal(err)
+	}
+	if u, err = ri.Get(ctx, created.Name, metav1.GetOptions{}); err != nil || u.Object["status"] != nil && len(u.Object["status"].(map[string]any)) > 0 {
+		t.Errorf("an empty status written: read back %v (%v), want none", u.Object["status"], err)
+	}
+	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	for _, bad := range []string{"Upper.example.com", "trailing.dot.", "a.*.example.com", "*", "under_score.example.com", strings.Repeat("a.", 127) + "com"} {
+		obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": k8sovnv1.GroupVersion.String(), "kind": "DNSNameResolver",
+			"metadata": map[string]any{"name": "bad"}, "spec": map[string]any{"name": bad}}}
+		if _, err := ri.Create(ctx, obj, dry); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.name") {
+			t.Errorf("spec.name %q: %v, want invalid", bad, err)
+		}
+	}
+	if _, err := ri.Patch(ctx, created.Name, types.MergePatchType, []byte(`{"spec":{"name":"other.example.com"}}`), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}}); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec is immutable") {
+		t.Errorf("spec changed: %v, want invalid: spec is immutable", err)
+	}
+	many := make([]any, 257)
+	for i := range many {
+		many[i] = map[string]any{"ip": fmt.Sprintf("10.0.%d.%d", i/256, i%256), "expires": exp.UTC().Format(time.RFC3339)}
+	}
+	for _, bad := range []struct {
+		addrs []any
+		msg   string
+	}{
+		{[]any{map[string]any{"ip": "192.0.2.1/32", "expires": exp.UTC().Format(time.RFC3339)}}, "must be an IP address"},
+		{[]any{map[string]any{"ip": "192.0.2.1"}}, "expires: Required value"},
+		{many, "Too many"},
+	} {
+		body, _ := json.Marshal(map[string]any{"status": map[string]any{"resolvedAddresses": bad.addrs}})
+		if _, err := ri.Patch(ctx, created.Name, types.MergePatchType, body, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}}, "status"); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), bad.msg) {
+			t.Errorf("status %.80v: %v, want invalid: %s", bad.addrs, err, bad.msg)
 		}
 	}
 }

@@ -10,6 +10,11 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
 
 	k8sovnv1 "github.com/ovn-k8s/ovn-k8s/go-controller/pkg/k8sovn/v1"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
@@ -88,4 +93,114 @@ func startCoreDNS(t *testing.T, dnsAddr, tap string, zones map[string]string) {
 			t.Logf("coredns log tail:\n%s", p.Tail(30))
 		}
 	})
+}
+
+// TestZoneWildcardFromClusterManager: in zone mode the cluster DNS's
+// dnstap stream goes to the cluster manager (--dns-tap-address), which
+// relays what pods were answered for every name a policy names as
+// DNSNameResolvers; a zone's master (here with the zone's real NB, SB,
+// northd and ovn-ic) puts them in its own address sets: each address until
+// its TTL passes, as in central mode. A restarted cluster manager writes
+// nothing (it starts from the objects), the zone keeps its set; an idle
+// restart of the zone's master writes nothing to its NB.
+func TestZoneWildcardFromClusterManager(t *testing.T) {
+	c := newCluster(t) // c.ovn: the zone's OVN
+	c.kube.InstallCRDs(t)
+	ic := harness.StartInterconnect(t)
+	c.ovn.Join(ic, "zone-n1")
+	if _, err := c.ovn.SBCtl("chassis-add", "chassis-n1", "geneve", "192.0.2.1", "--", "set", "chassis", "chassis-n1", "other_config:is-interconn=true"); err != nil {
+		t.Fatal(err)
+	}
+	dnsAddr := "127.0.0.1:" + strconv.Itoa(harness.FreePort(t))
+	tapSock := filepath.Join(t.TempDir(), "dnstap.sock")
+	startCM := func(name string) *harness.Process {
+		return harness.Start(t, c.logDir, name, harness.Binary(t, "ovnkube"), "--loglevel", "4", "cluster-manager",
+			"--kubeconfig", c.kube.Kubeconfig, "--ic-nb-address", "unix:"+ic.NBSock, "--leader-elect=false",
+			"--egressip-reachability-timeout", "0", "--dns-tap-address", "unix:"+tapSock)
+	}
+	cm := startCM("cluster-manager-1")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("cluster manager log tail:\n%s", cm.Tail(30))
+		}
+	})
+	c.createNode("n1", map[string]string{annotations.NodeZone: "zone-n1", annotations.NodeChassisID: "chassis-n1"})
+	c.namespace("a", nil)
+	c.createPod("a", "client", "n1")
+	c.startMaster("--zone", "zone-n1", "--leader-elect=false", "--dns-servers", dnsAddr, "--dns-tap-address", "unix:"+tapSock)
+	if !ovndb.HasACLTiers(c.nb) {
+		t.Fatal("this NB has no ACL tiers: egress firewalls are not applied there; run this test on a stack with tiers")
+	}
+	c.waitSynced()
+	harness.Eventually(t, 20*time.Second, "the cluster manager listening on "+tapSock, func() error {
+		_, err := os.Stat(tapSock)
+		return err
+	})
+	startCoreDNS(t, dnsAddr, "unix://"+tapSock, map[string]string{"a.wild.test": "192.0.2.20 a.wild.test\n        ttl 5",
+		".": "192.0.2.21 b.deep.wild.test\n        192.0.2.22 wild.test"})
+
+	c.createEF("a", efAllow(k8sovnv1.EgressFirewallDestination{DNSName: "*.wild.test"}), efDeny(k8sovnv1.EgressFirewallDestination{CIDRSelector: "0.0.0.0/0"}))
+	c.efStatus("a", k8sovnv1.EgressFirewallApplied)
+	c.waitEFRows("no name under the wildcard asked yet: an empty set", "a", "*.wild.test", 2)
+	dyn := dynamicFor(t, c.kube.Config)
+	resolver := func() (*unstructured.Unstructured, error) {
+		return dyn.Resource(k8sovnv1.DNSNameResolverResource).Get(c.ctx(), k8sovnv1.DNSNameResolverName("*.wild.test"), metav1.GetOptions{})
+	}
+	harness.Eventually(t, 20*time.Second, "the cluster manager's DNSNameResolver of *.wild.test", func() error {
+		_, err := resolver()
+		return err
+	})
+	for _, name := range []string{"a.wild.test", "b.deep.wild.test", "wild.test"} {
+		harness.Eventually(t, 20*time.Second, "CoreDNS answering "+name, func() error {
+			r, err := dnsQuery(dnsAddr, name, dns.TypeA)
+			if err == nil && len(r.Answer) == 0 {
+				err = fmt.Errorf("no answer: %v", r)
+			}
+			return err
+		})
+	}
+	c.waitEFRows("the names asked under the wildcard, relayed to the zone", "a", "*.wild.test", 2, "192.0.2.20", "192.0.2.21")
+	c.waitEFRows("a.wild.test's address gone with its TTL", "a", "*.wild.test", 2, "192.0.2.21")
+
+	// The cluster manager restarted: it starts from its objects and writes nothing.
+	harness.Eventually(t, 20*time.Second, "the DNSNameResolver holding only 192.0.2.21", func() error {
+		u, err := resolver()
+		if err != nil {
+			return err
+		}
+		addrs, _, _ := unstructured.NestedSlice(u.Object, "status", "resolvedAddresses")
+		if len(addrs) != 1 {
+			return fmt.Errorf("status %v", u.Object["status"])
+		}
+		return nil
+	})
+	before, err := resolver()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Stop()
+	// An object no policy names (left by a policy deleted while the cluster
+	// manager was down): the restarted one deletes it, after the names it
+	// follows are queued, so its being gone says the restart has synced.
+	orphan := &unstructured.Unstructured{Object: map[string]any{"apiVersion": k8sovnv1.GroupVersion.String(), "kind": "DNSNameResolver",
+		"metadata": map[string]any{"name": k8sovnv1.DNSNameResolverName("gone.test")}, "spec": map[string]any{"name": "gone.test"}}}
+	if _, err := dyn.Resource(k8sovnv1.DNSNameResolverResource).Create(c.ctx(), orphan, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cm = startCM("cluster-manager-2")
+	harness.Eventually(t, 30*time.Second, "the restarted cluster manager deleting the DNSNameResolver no policy names", func() error {
+		_, err := dyn.Resource(k8sovnv1.DNSNameResolverResource).Get(c.ctx(), orphan.GetName(), metav1.GetOptions{})
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (%v)", err)
+		}
+		return nil
+	})
+	if u, err := resolver(); err != nil {
+		t.Error(err)
+	} else if u.GetResourceVersion() != before.GetResourceVersion() {
+		t.Errorf("the restarted cluster manager rewrote the DNSNameResolver of *.wild.test: status %v, was %v", u.Object["status"], before.Object["status"])
+	}
+	c.waitEFRows("the zone's set kept", "a", "*.wild.test", 2, "192.0.2.21")
+	c.idleRestartWritesNothing()
+	c.waitEFRows("the zone's set kept across its master's restart", "a", "*.wild.test", 2, "192.0.2.21")
 }

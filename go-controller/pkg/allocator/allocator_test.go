@@ -178,3 +178,39 @@ func BenchmarkSubnetAllocate(b *testing.B) {
 		a.Release(s)
 	}
 }
+
+// HostSubnets: a node keeps what it claimed or was given (claiming it again
+// is a no-op, other subnets are refused), a subnet another node holds is
+// refused, and a released node's subnets go to the next.
+func TestHostSubnets(t *testing.T) {
+	h := NewHostSubnets([]config.ClusterSubnet{{CIDR: netip.MustParsePrefix("10.244.0.0/23"), HostSubnetLength: 24}})
+	a := []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24")}
+	if err := h.Claim("n1", a); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Claim("n1", a); err != nil {
+		t.Errorf("claiming what it holds again: %v", err)
+	}
+	if err := h.Claim("n1", []netip.Prefix{netip.MustParsePrefix("10.244.0.0/24")}); err == nil {
+		t.Error("n1 moved to other subnets")
+	}
+	if err := h.Claim("n2", a); err == nil {
+		t.Error("n2 claimed n1's subnet")
+	}
+	got, err := h.Allocate("n2")
+	if err != nil || got[0] != netip.MustParsePrefix("10.244.0.0/24") {
+		t.Fatalf("n2 allocated %v, %v", got, err)
+	}
+	if again, _ := h.Allocate("n2"); again[0] != got[0] {
+		t.Errorf("n2 allocated again: %v, want what it holds", again)
+	}
+	if _, err := h.Allocate("n3"); err == nil {
+		t.Error("n3 got a subnet of a full range")
+	}
+	if !h.Release("n1") || h.Release("n1") || h.Held("n1") != nil {
+		t.Error("n1 released: want true once, then false and nothing held")
+	}
+	if got, err := h.Allocate("n3"); err != nil || got[0] != a[0] {
+		t.Errorf("n3 after n1 released: %v, %v; want %v", got, err, a)
+	}
+}

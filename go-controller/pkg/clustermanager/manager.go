@@ -2,8 +2,10 @@
 // what no zone can decide alone. It hands every node its host subnets
 // (k8s.ovn.org/node-subnets, which each zone's master reads and never
 // allocates), owns the interconnection NB's transit switch, which ovn-ic
-// copies into every zone's NB, and decides which node hosts each EgressIP's
-// addresses (their status, which every zone programs). Everything else a
+// copies into every zone's NB, decides which node hosts each EgressIP's
+// addresses (their status, which every zone programs), and relays what the
+// cluster DNS answered pods for the names policies name (DNSNames: the
+// cluster DNS's dnstap stream goes to one address). Everything else a
 // zone derives from these: its nodes' transit and gateway join addresses
 // from their host subnets (config.NodeAddrs), its rows from the cluster's
 // objects.
@@ -16,7 +18,6 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -39,12 +40,14 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/controller"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/dnstap"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/egressip"
 )
 
 // Manager allocates host subnets and keeps the transit switch.
 type Manager struct {
 	eips     *egressip.Controller // nil: the API server serves no EgressIPs
+	dns      *DNSNames            // nil: the cluster DNS's answers are not relayed
 	eipAPI   *egressip.API
 	kube     kubernetes.Interface
 	nodes    corelisters.NodeLister
@@ -55,10 +58,7 @@ type Manager struct {
 	recorder record.EventRecorder
 	log      logr.Logger
 	families []bool // is6 of each cluster family
-
-	mu      sync.Mutex
-	subnets *allocator.SubnetAllocator
-	held    map[string][]netip.Prefix // by node
+	subnets  *allocator.HostSubnets
 }
 
 // EgressIPs configures the assignment of EgressIPs (nil API: none).
@@ -78,8 +78,7 @@ func New(clusterSubnets []config.ClusterSubnet, kube kubernetes.Interface, facto
 	m := &Manager{
 		kube: kube, nodes: nodes.Lister(), synced: nodes.Informer().HasSynced, ic: ic, log: log,
 		recorder: broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "ovnkube-cluster-manager"}),
-		subnets:  allocator.NewSubnetAllocator(clusterSubnets),
-		held:     map[string][]netip.Prefix{},
+		subnets:  allocator.NewHostSubnets(clusterSubnets),
 	}
 	for _, cs := range clusterSubnets {
 		if is6 := cs.CIDR.Addr().Is6(); !slices.Contains(m.families, is6) {
@@ -109,6 +108,20 @@ func New(clusterSubnets []config.ClusterSubnet, kube kubernetes.Interface, facto
 	return m
 }
 
+// RelayDNS has the manager take the cluster DNS's dnstap stream and relay
+// its answers to the zones (DNSNames); call it before Run. An empty
+// TapAddress, or an API server not serving DNSNameResolvers: nothing.
+func (m *Manager) RelayDNS(opts DNSOptions) {
+	if opts.TapAddress == "" {
+		return
+	}
+	if opts.API == nil || !opts.API.DNSNameResolvers {
+		m.log.Info("the cluster DNS's answers are not relayed to the zones (wildcard DNS names match nothing there): the API server serves no DNSNameResolvers (dist/kubernetes/05-crd-dnsnameresolvers.yaml)")
+		return
+	}
+	m.dns = newDNSNames(opts, m.kube, m.log.WithName("dns-names"))
+}
+
 func (m *Manager) enqueue(obj any) {
 	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
 		m.queue.Add(key)
@@ -123,6 +136,13 @@ func (m *Manager) Run(ctx context.Context, workers int) error {
 		if err := m.eipAPI.Start(ctx); err != nil {
 			return err
 		}
+	}
+	if m.dns != nil {
+		l, err := dnstap.Listen(m.dns.opts.TapAddress)
+		if err != nil {
+			return err
+		}
+		go m.dns.run(ctx, l)
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), m.synced) {
 		return ctx.Err()
@@ -167,15 +187,13 @@ func (m *Manager) Ready() error {
 // not kept here).
 func (m *Manager) ICConnected() bool { return m.ic != nil && m.ic.CurrentEndpoint() != "" }
 
-// Idle says no node or EgressIP is waiting to be synced (tests).
-func (m *Manager) Idle() bool { return m.queue.Idle() && (m.eips == nil || m.eips.Idle()) }
+// Idle says no node, EgressIP or DNS name is waiting to be synced (tests).
+func (m *Manager) Idle() bool {
+	return m.queue.Idle() && (m.eips == nil || m.eips.Idle()) && (m.dns == nil || m.dns.queue.Idle())
+}
 
 // Held is the node's host subnets (nil if none).
-func (m *Manager) Held(node string) []netip.Prefix {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.held[node]
-}
+func (m *Manager) Held(node string) []netip.Prefix { return m.subnets.Held(node) }
 
 // claim takes the subnets node's annotation names when they are one per
 // cluster family, inside the cluster subnets and free.
@@ -191,19 +209,7 @@ func (m *Manager) claim(node *corev1.Node) error {
 	if len(subnets) != len(m.families) || slices.ContainsFunc(subnets, func(p netip.Prefix) bool { return !slices.Contains(m.families, p.Addr().Is6()) }) {
 		return fmt.Errorf("%s=%q: want one host subnet of each cluster family", annotations.NodeSubnets, v)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if had, ok := m.held[node.Name]; ok {
-		if slices.Equal(had, subnets) {
-			return nil
-		}
-		return fmt.Errorf("node already holds %v", had)
-	}
-	if err := m.subnets.Reserve(subnets); err != nil {
-		return err
-	}
-	m.held[node.Name] = subnets
-	return nil
+	return m.subnets.Claim(node.Name, subnets)
 }
 
 // syncNode gives a node host subnets and its annotation, or frees a gone
@@ -211,7 +217,7 @@ func (m *Manager) claim(node *corev1.Node) error {
 func (m *Manager) syncNode(ctx context.Context, name string) error {
 	node, err := m.nodes.Get(name)
 	if apierrors.IsNotFound(err) {
-		m.release(name)
+		m.subnets.Release(name)
 		return nil
 	}
 	if err != nil {
@@ -221,7 +227,7 @@ func (m *Manager) syncNode(ctx context.Context, name string) error {
 	if subnets == nil {
 		if err := m.claim(node); err == nil {
 			subnets = m.Held(name)
-		} else if subnets, err = m.allocate(name); err != nil {
+		} else if subnets, err = m.subnets.Allocate(name); err != nil {
 			m.recorder.Eventf(node, corev1.EventTypeWarning, "SubnetAllocationFailed",
 				"no host subnet for node %s: %v; add a --cluster-subnet or remove nodes", name, err)
 			return fmt.Errorf("node %s: %w", name, err)
@@ -236,24 +242,4 @@ func (m *Manager) syncNode(ctx context.Context, name string) error {
 		return fmt.Errorf("annotating node %s with %s=%s: %w", name, annotations.NodeSubnets, want, err)
 	}
 	return nil
-}
-
-func (m *Manager) allocate(node string) ([]netip.Prefix, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	subnets, err := m.subnets.Allocate()
-	if err != nil {
-		return nil, err
-	}
-	m.held[node] = subnets
-	return subnets, nil
-}
-
-func (m *Manager) release(node string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if s, ok := m.held[node]; ok {
-		m.subnets.Release(s)
-		delete(m.held, node)
-	}
 }

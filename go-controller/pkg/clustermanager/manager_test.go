@@ -56,9 +56,15 @@ func run(t *testing.T, kube kubernetes.Interface, ic libovsdbclient.Client) *Man
 
 // start starts a manager; stop ends it and waits for it.
 func start(t *testing.T, kube kubernetes.Interface, ic libovsdbclient.Client, eips EgressIPs) (m *Manager, stop func()) {
+	return startWith(t, kube, ic, eips, DNSOptions{})
+}
+
+// startWith is start relaying the cluster DNS's answers as dns says.
+func startWith(t *testing.T, kube kubernetes.Interface, ic libovsdbclient.Client, eips EgressIPs, dns DNSOptions) (m *Manager, stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	factory := informers.NewSharedInformerFactory(kube, 0)
 	m = New(dualStack, kube, factory, ic, eips, logr.Discard())
+	m.RelayDNS(dns)
 	factory.Start(ctx.Done())
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx, 2) }()

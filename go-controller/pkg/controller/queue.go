@@ -47,6 +47,10 @@ func NewQueue(name string, maxDelay time.Duration, sync SyncFunc, log logr.Logge
 // Add queues key.
 func (q *Queue) Add(key string) { q.q.Add(key) }
 
+// AddAfter queues key once d has passed (at the earliest of the times asked
+// while it waits).
+func (q *Queue) AddAfter(key string, d time.Duration) { q.q.AddAfter(key, d) }
+
 // Resync queues key for a check whose repairs (committed operations) are logged.
 func (q *Queue) Resync(key string) {
 	q.check.Store(key, true)

@@ -20,9 +20,10 @@ type entry struct {
 	backoff time.Duration
 	// capLogged is set once exceeding maxAddrs has been logged.
 	capLogged bool
-	// wild marks a wildcard name: never queried, its addresses come from
-	// Observe alone, and next is when the first of them expires.
-	wild bool
+	// passive marks a name never queried (a wildcard, or any name of an
+	// Options.ObserveOnly resolver): its addresses come from Observe and
+	// Learn alone, and next is when the first of them expires.
+	passive bool
 }
 
 // earliestExpiry is when the first kept address expires (MaxTTL from now
@@ -41,15 +42,21 @@ func (e *entry) earliestExpiry(o Options) time.Time {
 // the expired ones and keeps at most maxAddrs (the lowest). It reports
 // whether addrs changed and how many addresses the cap dropped.
 func (e *entry) update(found []answerAddr, now time.Time, minTTL time.Duration) (changed bool, dropped int) {
-	if e.expiry == nil {
-		e.expiry = map[netip.Addr]time.Time{}
-	}
 	seen := make(map[netip.Addr]time.Time, len(found))
 	for _, f := range found {
 		exp := now.Add(max(time.Duration(f.ttl)*time.Second, minTTL))
 		if exp.After(seen[f.addr]) {
 			seen[f.addr] = exp
 		}
+	}
+	return e.merge(seen, now)
+}
+
+// merge sets the expiry of each address of seen, then drops the expired
+// ones and keeps at most maxAddrs (the lowest), as update says.
+func (e *entry) merge(seen map[netip.Addr]time.Time, now time.Time) (changed bool, dropped int) {
+	if e.expiry == nil {
+		e.expiry = map[netip.Addr]time.Time{}
 	}
 	for addr, exp := range seen {
 		e.expiry[addr] = exp

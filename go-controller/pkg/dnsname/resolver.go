@@ -36,6 +36,15 @@ type Options struct {
 	MaxTTL time.Duration
 	// Timeout bounds one query to one server (default 2s).
 	Timeout time.Duration
+	// ObserveOnly: no name is ever queried (Servers unused); every name's
+	// addresses come from Observe and Learn, as a wildcard's do (zone
+	// mode's cluster manager, which relays what the pods were answered).
+	ObserveOnly bool
+	// Known, when set, is asked for what was learned elsewhere about a
+	// name as it starts being followed (Set): each address and when it
+	// expires, Learned at once; nil: nothing known, an empty map: known
+	// to have no address.
+	Known func(name string) map[netip.Addr]time.Time
 }
 
 func (o Options) withDefaults() Options {
@@ -127,7 +136,7 @@ func (r *Resolver) Set(names []string) {
 			want[norm] = true
 		}
 	}
-	added := false
+	var added []string
 	r.mu.Lock()
 	for name := range r.names {
 		if !want[name] {
@@ -137,14 +146,71 @@ func (r *Resolver) Set(names []string) {
 	}
 	for name := range want {
 		if r.names[name] == nil {
-			r.names[name] = &entry{wild: strings.HasPrefix(name, Wildcard)}
-			added = true
+			r.names[name] = &entry{passive: r.opts.ObserveOnly || strings.HasPrefix(name, Wildcard)}
+			added = append(added, name)
 		}
 	}
 	r.mu.Unlock()
-	if added {
+	if r.opts.Known != nil {
+		for _, name := range added {
+			if known := r.opts.Known(name); known != nil {
+				r.Learn(name, known)
+			}
+		}
+	}
+	if len(added) > 0 {
 		r.kick()
 	}
+}
+
+// Learn merges what another follower of name saw (the cluster manager's
+// relay, in zone mode): each address is kept until its expiry, unless the
+// name already keeps it longer. The name counts as resolved from then on,
+// even when expiries is empty. Nothing happens when name is not followed.
+func (r *Resolver) Learn(name string, expiries map[netip.Addr]time.Time) {
+	name, ok := NormalizePattern(name)
+	if !ok {
+		return
+	}
+	now := time.Now()
+	r.mu.Lock()
+	e := r.names[name]
+	changed := false
+	if e != nil {
+		seen := make(map[netip.Addr]time.Time, len(expiries))
+		for a, exp := range expiries {
+			if a = a.Unmap(); exp.After(e.expiry[a]) && exp.After(seen[a]) {
+				seen[a] = exp
+			}
+		}
+		changed, _ = e.merge(seen, now)
+		if exp := e.earliestExpiry(r.opts); e.passive || exp.Before(e.next) {
+			e.next = exp
+		}
+		if changed {
+			r.changed[name] = struct{}{}
+		}
+	}
+	r.mu.Unlock()
+	if changed {
+		r.kick()
+	}
+}
+
+// Expiries is when each of name's current addresses expires: nil when the
+// name is not followed or has not resolved yet.
+func (r *Resolver) Expiries(name string) map[netip.Addr]time.Time {
+	name, ok := NormalizePattern(name)
+	if !ok {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.names[name]
+	if e == nil || e.addrs == nil {
+		return nil
+	}
+	return maps.Clone(e.expiry)
 }
 
 // Addrs returns the current addresses of name, sorted, IPv4 first. It is nil
@@ -198,7 +264,7 @@ func (r *Resolver) Observe(name string, answers []Answer) {
 			r.changed[pattern] = struct{}{}
 			changed = true
 		}
-		if exp := e.earliestExpiry(r.opts); e.wild || exp.Before(e.next) {
+		if exp := e.earliestExpiry(r.opts); e.passive || exp.Before(e.next) {
 			e.next = exp // a plain name is refreshed then, dropping what expired
 		}
 	}
@@ -223,7 +289,7 @@ func patternsOf(name string) []string {
 	}
 }
 
-// expire drops a wildcard's expired addresses (r.mu held): a name under it
+// expire drops a passive name's expired addresses (r.mu held): a name under it
 // that the pods no longer resolve stops matching once its TTL has passed.
 func (r *Resolver) expire(name string, e *entry, now time.Time) {
 	if e.addrs != nil {
@@ -258,7 +324,7 @@ func (r *Resolver) dispatch(ctx context.Context, wg *sync.WaitGroup) ([]string, 
 			wait = min(wait, d)
 			continue
 		}
-		if e.wild {
+		if e.passive {
 			r.expire(name, e, now)
 			continue
 		}

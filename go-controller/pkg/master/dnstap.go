@@ -2,77 +2,61 @@ package master
 
 import (
 	"context"
-	"fmt"
 	"net"
-	"net/netip"
-	"os"
-	"strings"
 
-	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/tools/cache"
 
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/dnstap"
+	k8sovnv1 "github.com/ovn-k8s/ovn-k8s/go-controller/pkg/k8sovn/v1"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/policy"
 )
 
-// listenDNSTap opens --dns-tap-address (nil: not configured): TCP, or a
-// unix socket ("unix:PATH", replacing a socket file left there) for a DNS
-// server on the master's host.
+// What the cluster's DNS answered pods (wildcard DNS names match these
+// alone). In central mode the master takes the cluster DNS's dnstap stream
+// at --dns-tap-address. In zone mode that stream goes to one address, the
+// cluster manager's (clustermanager.DNSNames), which writes the answers for
+// every name some policy names as DNSNameResolvers; a zone's master given
+// --dns-tap-address learns them from there and listens on nothing.
+
+// listenDNSTap opens --dns-tap-address in central mode (nil: not
+// configured, or zone mode).
 func (m *Master) listenDNSTap() (net.Listener, error) {
-	if m.cfg.DNSTapAddress == "" || m.dns == nil {
+	if m.cfg.DNSTapAddress == "" || m.dns == nil || m.cfg.Zone != "" {
 		return nil, nil
 	}
-	network, addr := "tcp", m.cfg.DNSTapAddress
-	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
-		network, addr = "unix", path
-		if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
-			_ = os.Remove(path)
-		}
-	}
-	l, err := net.Listen(network, addr)
-	if err != nil {
-		return nil, fmt.Errorf("--dns-tap-address %s: %w", m.cfg.DNSTapAddress, err)
-	}
-	return l, nil
+	return dnstap.Listen(m.cfg.DNSTapAddress)
 }
 
-// serveDNSTap takes the cluster DNS's dnstap stream on l: every answer it
-// gave a client is an observation for the resolver (wildcard DNS names get
-// their addresses from these alone). Over TCP only the cluster DNS's
-// endpoints may send: a pod's address cannot be forged (OVN's port
-// security), so no other pod can make a name resolve to an address of its
-// choosing. On a unix socket the file's permissions decide.
+// serveDNSTap takes the stream on l (dnstap.ServeCluster).
 func (m *Master) serveDNSTap(ctx context.Context, l net.Listener) {
-	ns, name, _ := strings.Cut(m.cfg.DNSService, "/")
-	var allow func(netip.Addr) bool
-	if l.Addr().Network() != "unix" {
-		allow = dnsEndpoint(m.factory.Discovery().V1().EndpointSlices().Lister(), ns, name)
-	}
-	srv := dnstap.New(dnstap.Options{Allow: allow}, m.dns.Observe, m.log.WithName("dnstap"))
-	m.log.Info("taking the cluster DNS's dnstap stream", "address", l.Addr().String(), "senders", "endpoints of "+m.cfg.DNSService)
-	if err := srv.Serve(ctx, l); err != nil && ctx.Err() == nil {
-		m.log.Error(err, "dnstap stream stopped: wildcard DNS names keep their addresses until their TTLs pass")
-	}
+	dnstap.ServeCluster(ctx, l, m.factory.Discovery().V1().EndpointSlices().Lister(), m.cfg.DNSService, m.dns.Observe, m.log.WithName("dnstap"))
 }
 
-// dnsEndpoint says whether an address is one of the Service's endpoints
-// (its EndpointSlices, any family).
-func dnsEndpoint(lister discoverylisters.EndpointSliceLister, ns, name string) func(netip.Addr) bool {
-	sel := labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: name})
-	return func(peer netip.Addr) bool {
-		list, err := lister.EndpointSlices(ns).List(sel)
-		if err != nil {
-			return false
-		}
-		for _, s := range list {
-			for _, ep := range s.Endpoints {
-				for _, a := range ep.Addresses {
-					if ip, err := netip.ParseAddr(a); err == nil && ip.Unmap() == peer.Unmap() {
-						return true
-					}
-				}
-			}
-		}
-		return false
+// dnsRelay is a zone master's source of the cluster DNS's answers: the
+// DNSNameResolvers' informer, not started (nil: central mode, no
+// --dns-tap-address, or the API server does not serve them).
+func dnsRelay(cfg config.Master, admin *policy.AdminAPI, log logr.Logger) cache.SharedIndexInformer {
+	if cfg.Zone == "" || cfg.DNSTapAddress == "" || len(cfg.DNSServers) == 0 {
+		return nil
 	}
+	if admin == nil || !admin.DNSNameResolvers {
+		log.Info("wildcard DNS names match nothing in this zone: the API server serves no DNSNameResolvers (dist/kubernetes/05-crd-dnsnameresolvers.yaml), through which the cluster manager relays the cluster DNS's answers")
+		return nil
+	}
+	return k8sovnv1.NewDNSNameResolverInformer(admin.Dynamic, 0)
+}
+
+// learnRelayed has the resolver learn each DNSNameResolver's addresses as
+// the cluster manager writes them (one not named after its name is
+// ignored); a name not followed yet learns them when it is
+// (dnsname.Options.Known).
+func (m *Master) learnRelayed(inf cache.SharedIndexInformer) {
+	learn := func(obj any) {
+		if o, ok := obj.(*k8sovnv1.DNSNameResolver); ok && o.Name == k8sovnv1.DNSNameResolverName(o.Spec.Name) {
+			m.dns.Learn(o.Spec.Name, o.Status.Expiries())
+		}
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: learn, UpdateFunc: func(_, cur any) { learn(cur) }})
 }

@@ -15,16 +15,15 @@ import (
 // and the NB at start, before anything new is handed out.
 type ipam struct {
 	mu      sync.Mutex
-	subnets *allocator.SubnetAllocator
-	nodes   map[string]*nodeIPAM
+	hosts   *allocator.HostSubnets
+	nodes   map[string]*nodeIPAM      // the address allocators of each node holding subnets
 	pods    map[string]podAddr        // by namespace/name
 	joins   []*allocator.IPAllocator  // one per join subnet (family), the primary first
 	joinIPs map[string][]netip.Prefix // gateway routers' join addresses, by node, in joins' order
 }
 
 type nodeIPAM struct {
-	subnets []netip.Prefix
-	ips     []*allocator.IPAllocator
+	ips []*allocator.IPAllocator
 }
 
 // podAddr is what a pod holds; kept small, since there is one per pod.
@@ -36,7 +35,7 @@ type podAddr struct {
 
 func newIPAM(clusterSubnets []config.ClusterSubnet, joinSubnets []netip.Prefix) *ipam {
 	m := &ipam{
-		subnets: allocator.NewSubnetAllocator(clusterSubnets),
+		hosts:   allocator.NewHostSubnets(clusterSubnets),
 		nodes:   map[string]*nodeIPAM{},
 		pods:    map[string]podAddr{},
 		joinIPs: map[string][]netip.Prefix{},
@@ -92,30 +91,17 @@ func (m *ipam) releaseGatewayJoinIPs(node string) {
 }
 
 // nodeSubnets returns the node's host subnets, nil if it has none yet.
-func (m *ipam) nodeSubnets(node string) []netip.Prefix {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if n := m.nodes[node]; n != nil {
-		return n.subnets
-	}
-	return nil
-}
+func (m *ipam) nodeSubnets(node string) []netip.Prefix { return m.hosts.Held(node) }
 
 // claimNodeSubnets gives the node the subnets it already carries, if they are
-// valid and free. A node keeps what it has; it is not moved.
+// valid and free (allocator.HostSubnets.Claim).
 func (m *ipam) claimNodeSubnets(node string, subnets []netip.Prefix) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if n := m.nodes[node]; n != nil {
-		if slices.Equal(n.subnets, subnets) {
-			return nil
-		}
-		return fmt.Errorf("node %s already holds %v", node, n.subnets)
-	}
-	if err := m.subnets.Reserve(subnets); err != nil {
+	if err := m.hosts.Claim(node, subnets); err != nil {
 		return err
 	}
-	m.nodes[node] = newNodeIPAM(subnets)
+	m.addNodeLocked(node, subnets)
 	return nil
 }
 
@@ -123,15 +109,19 @@ func (m *ipam) claimNodeSubnets(node string, subnets []netip.Prefix) error {
 func (m *ipam) allocateNodeSubnets(node string) ([]netip.Prefix, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if n := m.nodes[node]; n != nil {
-		return n.subnets, nil
-	}
-	subnets, err := m.subnets.Allocate()
+	subnets, err := m.hosts.Allocate(node)
 	if err != nil {
 		return nil, err
 	}
-	m.nodes[node] = newNodeIPAM(subnets)
+	m.addNodeLocked(node, subnets)
 	return subnets, nil
+}
+
+// addNodeLocked gives a node holding subnets its address allocators.
+func (m *ipam) addNodeLocked(node string, subnets []netip.Prefix) {
+	if m.nodes[node] == nil {
+		m.nodes[node] = newNodeIPAM(subnets)
+	}
 }
 
 // releaseNode frees the node's subnets and forgets its pods' addresses
@@ -139,11 +129,9 @@ func (m *ipam) allocateNodeSubnets(node string) ([]netip.Prefix, error) {
 func (m *ipam) releaseNode(node string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n := m.nodes[node]
-	if n == nil {
+	if !m.hosts.Release(node) {
 		return
 	}
-	m.subnets.Release(n.subnets)
 	delete(m.nodes, node)
 	for key, p := range m.pods {
 		if p.node == node {
@@ -253,7 +241,7 @@ func (m *ipam) releasePodLocked(key string) {
 }
 
 func newNodeIPAM(subnets []netip.Prefix) *nodeIPAM {
-	n := &nodeIPAM{subnets: subnets}
+	n := &nodeIPAM{}
 	for _, s := range subnets {
 		n.ips = append(n.ips, allocator.NewIPAllocator(s))
 	}

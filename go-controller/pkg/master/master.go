@@ -32,6 +32,7 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/controller"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/dnsname"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/egressip"
+	k8sovnv1 "github.com/ovn-k8s/ovn-k8s/go-controller/pkg/k8sovn/v1"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/metrics"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
@@ -55,7 +56,8 @@ type Master struct {
 
 	factory    informers.SharedInformerFactory
 	admin      *policy.AdminAPI
-	dns        *dnsname.Resolver // nil: no DNS servers configured
+	dns        *dnsname.Resolver         // nil: no DNS servers configured
+	relayed    cache.SharedIndexInformer // DNSNameResolvers (zone mode; nil: none)
 	eipAPI     *egressip.API
 	eips       *egressip.Controller // nil: EgressIPs not served
 	nodeLister corelisters.NodeLister
@@ -204,9 +206,16 @@ func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client,
 	popts := policy.Options{Isolation: cfg.NamespaceIsolation, ClusterSubnets: podRanges,
 		InternalRanges: append(m.internalRanges(), cfg.ServiceCIDRs...), NodeSources: nodeSources, Events: m.recorder, Admin: admin}
 	if len(cfg.DNSServers) > 0 {
-		m.dns = dnsname.New(dnsname.Options{Servers: cfg.DNSServers}, func(name string) { m.policies.DomainChanged(name) }, log.WithName("dns"))
+		dopts := dnsname.Options{Servers: cfg.DNSServers}
+		if m.relayed = dnsRelay(cfg, admin, log); m.relayed != nil {
+			dopts.Known = k8sovnv1.KnownAddresses(m.relayed.GetStore())
+		}
+		m.dns = dnsname.New(dopts, func(name string) { m.policies.DomainChanged(name) }, log.WithName("dns"))
+		if m.relayed != nil {
+			m.learnRelayed(m.relayed)
+		}
 		popts.DNS = m.dns
-		popts.DNSTap = cfg.DNSTapAddress != ""
+		popts.DNSTap = cfg.DNSTapAddress != "" && (cfg.Zone == "" || m.relayed != nil)
 	}
 	m.policies = policy.New(factory, nb, m.committer.Commit, popts, log.WithName("policy"), cfg.RetryMaxDelay)
 	if apis.EgressIP != nil {
@@ -319,6 +328,12 @@ func (m *Master) Run(ctx context.Context) error {
 	tap, err := m.listenDNSTap()
 	if err != nil {
 		return err
+	}
+	if m.relayed != nil {
+		go m.relayed.RunWithContext(ctx)
+		if !cache.WaitForCacheSync(ctx.Done(), m.relayed.HasSynced) {
+			return fmt.Errorf("informer cache for dnsnameresolvers did not sync")
+		}
 	}
 	if m.dns != nil {
 		go m.dns.Run(ctx)

@@ -41,6 +41,9 @@ type AdminAPI struct {
 	// not served).
 	Dynamic    dynamic.Interface
 	EFInformer cache.SharedIndexInformer
+	// DNSNameResolvers: k8s.ovn.org/v1 DNSNameResolvers are served (zone
+	// mode's relay of the cluster DNS's answers, through Dynamic).
+	DNSNameResolvers bool
 }
 
 // DiscoverAdminAPI asks the API server which admin policy kinds it serves
@@ -50,6 +53,7 @@ func DiscoverAdminAPI(d discovery.DiscoveryInterface, client npclient.Interface,
 	if dyn != nil && k8sovnv1.ServesEgressFirewall(d) {
 		a.EFInformer = k8sovnv1.NewEgressFirewallInformer(dyn, 0)
 	}
+	a.DNSNameResolvers = dyn != nil && k8sovnv1.ServesDNSNameResolver(d)
 	serves := func(gv, resource string) bool {
 		list, err := d.ServerResourcesForGroupVersion(gv)
 		return err == nil && slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == resource })

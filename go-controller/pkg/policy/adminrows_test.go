@@ -192,3 +192,23 @@ func TestAdminNamedPortsLimitsAndProblems(t *testing.T) {
 		t.Errorf("condition %+v", c)
 	}
 }
+
+// DomainNames: the normalized DNS names of a ClusterNetworkPolicy's and an
+// AdminNetworkPolicy's egress peers (each once, a malformed one left out),
+// none of another object.
+func TestDomainNames(t *testing.T) {
+	cnp := &cnpv1alpha2.ClusterNetworkPolicy{Spec: cnpv1alpha2.ClusterNetworkPolicySpec{Egress: []cnpv1alpha2.ClusterNetworkPolicyEgressRule{
+		{To: []cnpv1alpha2.ClusterNetworkPolicyEgressPeer{{DomainNames: []cnpv1alpha2.DomainName{"*.Example.com.", "bad_name.example.com"}}}},
+		{To: []cnpv1alpha2.ClusterNetworkPolicyEgressPeer{{DomainNames: []cnpv1alpha2.DomainName{"www.example.org", "*.example.com"}}}}}}}
+	if got := DomainNames(cnp); !slices.Equal(got, []string{"*.example.com", "www.example.org"}) {
+		t.Errorf("ClusterNetworkPolicy: %v", got)
+	}
+	anp := &anpv1alpha1.AdminNetworkPolicy{Spec: anpv1alpha1.AdminNetworkPolicySpec{Egress: []anpv1alpha1.AdminNetworkPolicyEgressRule{
+		{To: []anpv1alpha1.AdminNetworkPolicyEgressPeer{{DomainNames: []anpv1alpha1.DomainName{"db.example.net"}}}}}}}
+	if got := DomainNames(anp); !slices.Equal(got, []string{"db.example.net"}) {
+		t.Errorf("AdminNetworkPolicy: %v", got)
+	}
+	if got := DomainNames(&metav1.ObjectMeta{}); got != nil {
+		t.Errorf("another object: %v", got)
+	}
+}

@@ -6,6 +6,10 @@ import (
 	"slices"
 	"sort"
 
+	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
+	cnpv1alpha2 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+
+	k8sovnv1 "github.com/ovn-k8s/ovn-k8s/go-controller/pkg/k8sovn/v1"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
@@ -111,5 +115,35 @@ func (c *Controller) domainMembers(s DomainSet, v6 bool) []string {
 		out = append(out, a.String())
 	}
 	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+// DomainNames are the DNS names (normalized, wildcards included) an admin
+// policy object names: a ClusterNetworkPolicy, AdminNetworkPolicy,
+// BaselineAdminNetworkPolicy or EgressFirewall (nil for anything else).
+// Zone mode's cluster manager follows them (clustermanager.DNSNames).
+func DomainNames(obj any) []string {
+	var p *AdminPolicy
+	switch o := obj.(type) {
+	case *cnpv1alpha2.ClusterNetworkPolicy:
+		p = FromCNP(o)
+	case *anpv1alpha1.AdminNetworkPolicy:
+		p = FromANP(o)
+	case *anpv1alpha1.BaselineAdminNetworkPolicy:
+		p = FromBANP(o)
+	case *k8sovnv1.EgressFirewall:
+		p = FromEF(o, nil)
+	default:
+		return nil
+	}
+	var out []string
+	for _, rules := range [][]AdminRule{p.Ingress, p.Egress} {
+		for _, r := range rules {
+			for _, d := range r.Domains {
+				out = append(out, d.Domain)
+			}
+		}
+	}
+	slices.Sort(out)
 	return slices.Compact(out)
 }

@@ -28,18 +28,22 @@ const clusterManagerLease = "ovnkube-cluster-manager"
 func clusterManagerCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "cluster-manager",
-		Usage: "zone mode's cluster-wide part: host subnets for every node, the interconnection NB's transit switch, EgressIP assignment",
+		Usage: "zone mode's cluster-wide part: host subnets for every node, the interconnection NB's transit switch, EgressIP assignment, the cluster DNS's answers relayed to the zones",
 		Description: "In zone mode (`ovnkube master --zone`) each zone's master programs its own NB and\n" +
 			"allocates nothing cluster-wide: this command gives every node its host subnets\n" +
 			"(k8s.ovn.org/node-subnets; existing annotations are kept, the first node in name order\n" +
 			"keeping a subnet two claim) and keeps the transit switch in the interconnection NB, which\n" +
 			"ovn-ic copies into every zone, and assigns EgressIPs' addresses to nodes (their status,\n" +
-			"which every zone's master programs). Run one (or several with --leader-elect) per cluster.",
+			"which every zone's master programs). With --dns-tap-address it takes the cluster DNS's\n" +
+			"dnstap stream and writes what pods were answered for every DNS name a policy names as\n" +
+			"DNSNameResolvers, which every zone's master reads (wildcard DNS names). Run one (or several\n" +
+			"with --leader-elect) per cluster.",
 		Flags: append(append(append(kubeFlags(), tlsFlags("ic-nb")...),
 			&cli.StringFlag{Name: "ic-nb-address", Usage: "OVN interconnection NB database (unix:, tcp: or ssl:; comma-separated when clustered): where the transit switch is kept; empty: not kept here"},
 			clusterSubnetFlag("the pod network whose host subnets it hands out"),
 			&cli.IntFlag{Name: "node-workers", Value: 4, Usage: "nodes synced concurrently"},
 			joinSubnetFlag(), egressIPReachFlag(),
+			dnsTapFlag("the cluster manager, relaying the answers to every zone's master (DNSNameResolvers),"), dnsServiceFlag(),
 		), append(leaderFlags(clusterManagerLease), metricsFlags("")...)...),
 		Action: func(c *cli.Context) error {
 			cfg, err := clusterManagerConfig(c)
@@ -69,6 +73,7 @@ type clusterManagerSettings struct {
 	workers int
 	icAddr  []string // empty: the transit switch is not kept here
 	icTLS   *tls.Config
+	dns     clustermanager.DNSOptions // API filled in once connected
 }
 
 func clusterManagerConfig(c *cli.Context) (clusterManagerSettings, error) {
@@ -88,6 +93,9 @@ func clusterManagerConfig(c *cli.Context) (clusterManagerSettings, error) {
 	}
 	if cfg.workers = c.Int("node-workers"); cfg.workers < 1 {
 		return cfg, flagError("node-workers", fmt.Errorf("must be at least 1"))
+	}
+	if cfg.dns.TapAddress, cfg.dns.Service, err = dnsTapConfig(c); err != nil {
+		return cfg, err
 	}
 	if c.String("ic-nb-address") != "" {
 		if cfg.icAddr, cfg.icTLS, err = dbConnection(c, "ic-nb"); err != nil {
@@ -163,8 +171,13 @@ func runClusterManagerWith(ctx context.Context, cfg clusterManagerSettings, rc *
 	} else if eips.API = egressip.Discover(kube.Discovery(), dyn); eips.API == nil {
 		log.Info("the API server does not serve EgressIPs (their CRD is not installed); none is assigned")
 	}
+	dns := cfg.dns
+	if dns.TapAddress != "" { // the policies naming DNS names, and where their answers go
+		dns.API = customAPIs(rc, kube, log).Admin
+	}
 	factory := informers.NewSharedInformerFactory(kube, 0)
 	m := clustermanager.New(cfg.subnets, kube, factory, ic, eips, log)
+	m.RelayDNS(dns)
 	running.Store(m)
 	factory.Start(ctx.Done())
 	return m.Run(ctx, cfg.workers)

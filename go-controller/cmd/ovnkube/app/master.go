@@ -158,6 +158,31 @@ func masterCommand() *cli.Command {
 // while this replica holds the leader lease. Without the lease every write
 // to the API and the NB is refused (fenced), and losing it ends the process
 // (exit 1) so that a supervisor starts it again as a standby.
+// dnsTapFlag is --dns-tap-address, where who takes the stream.
+func dnsTapFlag(who string) cli.Flag {
+	return &cli.StringFlag{Name: "dns-tap-address", Usage: "HOST:PORT (or unix:PATH, for a DNS server on this host: the file's permissions decide who may send) on which " + who + " takes the cluster DNS's dnstap stream (CoreDNS: dnstap tcp://ADDRESS full): the answers it gives pods give wildcard DNS names (*.example.com) their addresses; only the endpoints of --dns-service may connect, so point CoreDNS at the management address of the taker's node (the .2 of its node subnet), which pods reach with their own addresses; empty: wildcard names match nothing"}
+}
+
+// dnsServiceFlag is --dns-service.
+func dnsServiceFlag() cli.Flag {
+	return &cli.StringFlag{Name: "dns-service", Value: config.DefaultDNSService, Usage: "the cluster DNS's Service, NAMESPACE/NAME: its endpoints may send the dnstap stream (--dns-tap-address)"}
+}
+
+// dnsTapConfig reads --dns-tap-address and --dns-service, checked.
+func dnsTapConfig(c *cli.Context) (tap, service string, err error) {
+	if tap = c.String("dns-tap-address"); tap != "" {
+		if path, ok := strings.CutPrefix(tap, "unix:"); ok && !filepath.IsAbs(path) {
+			return "", "", flagError("dns-tap-address", fmt.Errorf("%q: the socket path must be absolute", tap))
+		} else if _, _, err := net.SplitHostPort(tap); !ok && err != nil {
+			return "", "", flagError("dns-tap-address", fmt.Errorf("%q is not HOST:PORT or unix:PATH", tap))
+		}
+	}
+	if service = c.String("dns-service"); strings.Count(service, "/") != 1 || strings.HasPrefix(service, "/") || strings.HasSuffix(service, "/") {
+		return "", "", flagError("dns-service", fmt.Errorf("%q is not NAMESPACE/NAME", service))
+	}
+	return tap, service, nil
+}
+
 // masterSettingFlags are the flags masterConfig reads: those of the master
 // that decide its rows (ovnkube diff takes them too).
 func masterSettingFlags() []cli.Flag {
@@ -165,8 +190,7 @@ func masterSettingFlags() []cli.Flag {
 		&cli.StringFlag{Name: "nb-address", Usage: "OVN NB database: unix:PATH, tcp:HOST:PORT or ssl:HOST:PORT; comma-separated for a clustered NB"},
 		egressIPReachFlag(),
 		&cli.StringFlag{Name: "dns-servers", Usage: "comma-separated DNS servers (IP or IP:PORT) resolving egress firewalls' dnsName and admin policies' domainNames; default: the nameservers of /etc/resolv.conf"},
-		&cli.StringFlag{Name: "dns-tap-address", Usage: "HOST:PORT (or unix:PATH, for a DNS server on this host: the file's permissions decide who may send) on which the master takes the cluster DNS's dnstap stream (CoreDNS: dnstap tcp://ADDRESS full): the answers it gives pods give wildcard DNS names (*.example.com) their addresses; only the endpoints of --dns-service may connect, so point CoreDNS at the management address of the master's node (the .2 of its node subnet), which pods reach with their own addresses; empty: wildcard names match nothing"},
-		&cli.StringFlag{Name: "dns-service", Value: config.DefaultDNSService, Usage: "the cluster DNS's Service, NAMESPACE/NAME: its endpoints may send the dnstap stream (--dns-tap-address)"},
+		dnsTapFlag("the master (in zone mode, --zone: the cluster manager, from which this master learns the answers; it listens on nothing)"), dnsServiceFlag(),
 		&cli.StringFlag{Name: "sb-address", Usage: "the OVN SB database the nodes use (tcp: or ssl:, comma-separated when clustered): an ACL on every node switch keeps pods from it and from the NB's tcp:/ssl: endpoints; the master never connects to it"},
 		&cli.StringSliceFlag{Name: "cluster-subnet", Aliases: []string{"cluster-ip-subnet"}, Value: cli.NewStringSlice(config.DefaultClusterSubnetFlag), Usage: "pod network CIDR/HOSTLEN (repeatable; one per IP family for dual-stack)"},
 		&cli.StringSliceFlag{Name: "service-cidr", Value: cli.NewStringSlice(config.DefaultServiceCIDR), Usage: "service ClusterIP range (repeatable)"},
@@ -352,18 +376,11 @@ func masterConfig(c *cli.Context) (config.Master, error) {
 	if cfg.DNSServers, err = dnsServers(c.String("dns-servers")); err != nil {
 		return cfg, flagError("dns-servers", err)
 	}
-	if cfg.DNSTapAddress = c.String("dns-tap-address"); cfg.DNSTapAddress != "" {
-		if path, ok := strings.CutPrefix(cfg.DNSTapAddress, "unix:"); ok && !filepath.IsAbs(path) {
-			return cfg, flagError("dns-tap-address", fmt.Errorf("%q: the socket path must be absolute", cfg.DNSTapAddress))
-		} else if _, _, err := net.SplitHostPort(cfg.DNSTapAddress); !ok && err != nil {
-			return cfg, flagError("dns-tap-address", fmt.Errorf("%q is not HOST:PORT or unix:PATH", cfg.DNSTapAddress))
-		}
-		if len(cfg.DNSServers) == 0 {
-			return cfg, flagError("dns-tap-address", fmt.Errorf("needs DNS servers (--dns-servers, or nameservers in /etc/resolv.conf)"))
-		}
+	if cfg.DNSTapAddress, cfg.DNSService, err = dnsTapConfig(c); err != nil {
+		return cfg, err
 	}
-	if cfg.DNSService = c.String("dns-service"); strings.Count(cfg.DNSService, "/") != 1 || strings.HasPrefix(cfg.DNSService, "/") || strings.HasSuffix(cfg.DNSService, "/") {
-		return cfg, flagError("dns-service", fmt.Errorf("%q is not NAMESPACE/NAME", cfg.DNSService))
+	if cfg.DNSTapAddress != "" && len(cfg.DNSServers) == 0 {
+		return cfg, flagError("dns-tap-address", fmt.Errorf("needs DNS servers (--dns-servers, or nameservers in /etc/resolv.conf)"))
 	}
 	if cfg.EgressIPReachTimeout = c.Duration("egressip-reachability-timeout"); cfg.EgressIPReachTimeout < 0 {
 		return cfg, flagError("egressip-reachability-timeout", fmt.Errorf("must not be negative"))

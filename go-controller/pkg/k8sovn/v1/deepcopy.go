@@ -157,3 +157,55 @@ func (in *EgressIPList) DeepCopyObject() runtime.Object {
 	}
 	return nil
 }
+
+func (in *DNSNameResolver) DeepCopyInto(out *DNSNameResolver) {
+	*out = *in
+	in.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	if in.Status.ResolvedAddresses != nil {
+		out.Status.ResolvedAddresses = make([]ResolvedAddress, len(in.Status.ResolvedAddresses))
+		copy(out.Status.ResolvedAddresses, in.Status.ResolvedAddresses)
+	}
+}
+
+func (in *DNSNameResolver) DeepCopy() *DNSNameResolver {
+	if in == nil {
+		return nil
+	}
+	out := new(DNSNameResolver)
+	in.DeepCopyInto(out)
+	return out
+}
+
+func (in *DNSNameResolver) DeepCopyObject() runtime.Object {
+	if c := in.DeepCopy(); c != nil {
+		return c
+	}
+	return nil
+}
+
+func (in *DNSNameResolverList) DeepCopyInto(out *DNSNameResolverList) {
+	*out = *in
+	in.ListMeta.DeepCopyInto(&out.ListMeta)
+	if in.Items != nil {
+		out.Items = make([]DNSNameResolver, len(in.Items))
+		for i := range in.Items {
+			in.Items[i].DeepCopyInto(&out.Items[i])
+		}
+	}
+}
+
+func (in *DNSNameResolverList) DeepCopy() *DNSNameResolverList {
+	if in == nil {
+		return nil
+	}
+	out := new(DNSNameResolverList)
+	in.DeepCopyInto(out)
+	return out
+}
+
+func (in *DNSNameResolverList) DeepCopyObject() runtime.Object {
+	if c := in.DeepCopy(); c != nil {
+		return c
+	}
+	return nil
+}

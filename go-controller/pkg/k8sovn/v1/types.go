@@ -1,8 +1,10 @@
 // Package v1 holds the k8s.ovn.org/v1 API kinds ovn-k8s serves:
-// EgressFirewall (here) and EgressIP (egressip.go). The types and their JSON
+// EgressFirewall (here), EgressIP (egressip.go) and DNSNameResolver
+// (dnsnameresolver.go, ours: zone mode's relay of DNS answers). The first two
 // are upstream OVN-Kubernetes's, so that manifests written for it work
 // unchanged; the CustomResourceDefinitions are
-// dist/kubernetes/05-crd-egressfirewalls.yaml and 05-crd-egressips.yaml.
+// dist/kubernetes/05-crd-egressfirewalls.yaml, 05-crd-egressips.yaml and
+// 05-crd-dnsnameresolvers.yaml.
 // Objects come from the API server through the dynamic client
 // (NewEgressFirewallInformer, NewEgressIPInformer), converted into these
 // types; no generated clientset.

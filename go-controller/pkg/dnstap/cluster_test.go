@@ -1,4 +1,4 @@
-package master
+package dnstap
 
 import (
 	"net/netip"
@@ -25,7 +25,7 @@ func TestDNSTapSenders(t *testing.T) {
 	defer close(stop)
 	factory.Start(stop)
 	factory.WaitForCacheSync(stop)
-	allow := dnsEndpoint(lister, "kube-system", "kube-dns")
+	allow := ServiceEndpoints(lister, "kube-system", "kube-dns")
 	for addr, want := range map[string]bool{"10.244.1.5": true, "fd00:10:244:1::5": true, "::ffff:10.244.1.5": true,
 		"10.244.1.6": false, "10.244.1.7": false, "172.18.0.2": false} {
 		if got := allow(netip.MustParseAddr(addr)); got != want {
