@@ -177,3 +177,34 @@ func nbSnapshot(t *testing.T, c *cluster) ovndb.Snapshot {
 	defer nb.Close()
 	return ovndb.TakeSnapshot(nb)
 }
+
+// `ovnkube diff --zone` on a zone's own NB (zone mode: the zone's NB, SB,
+// northd and ovn-ic, its node's host subnet from the cluster manager) is in
+// sync while the zone's master runs, and reports a pod's port deleted by
+// hand while it is down: the same master, scoped to the zone, on a copy.
+func TestDiffZone(t *testing.T) {
+	c, _, startCM := newZoneCluster(t)
+	startCM("cluster-manager")
+	c.kube.EnsureNamespace(t, "ns")
+	c.createPod("ns", "a", "n1")
+	zone := []string{"--zone", "zone-n1"}
+	c.startMaster(append(zone, "--leader-elect=false")...)
+	c.waitSynced()
+	c.podNetwork("ns", "a")
+	c.waitPort("n1", "ns_a", nil)
+	harness.Eventually(t, 20*time.Second, "ovnkube diff --zone in sync while the zone's master runs", func() error {
+		if r, code := c.runDiff(zone...); code != 0 || !r.InSync {
+			return fmt.Errorf("exit %d: %q", code, diffLines(r))
+		}
+		return nil
+	})
+	c.master.Stop()
+	if out, err := c.ovn.NBCtl("lsp-del", "ns_a"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	r, code := c.runDiff(zone...)
+	want := "differs Logical_Switch n1 (ports)\nmissing Logical_Switch_Port ns_a"
+	if got := strings.Join(diffLines(r), "\n"); code != 1 || got != want {
+		t.Errorf("a pod's port deleted: exit %d, rows\n%s\nwant\n%s", code, got, want)
+	}
+}

@@ -104,30 +104,17 @@ func startCoreDNS(t *testing.T, dnsAddr, tap string, zones map[string]string) {
 // nothing (it starts from the objects), the zone keeps its set; an idle
 // restart of the zone's master writes nothing to its NB.
 func TestZoneWildcardFromClusterManager(t *testing.T) {
-	c := newCluster(t) // c.ovn: the zone's OVN
-	c.kube.InstallCRDs(t)
-	ic := harness.StartInterconnect(t)
-	c.ovn.Join(ic, "zone-n1")
-	if _, err := c.ovn.SBCtl("chassis-add", "chassis-n1", "geneve", "192.0.2.1", "--", "set", "chassis", "chassis-n1", "other_config:is-interconn=true"); err != nil {
-		t.Fatal(err)
-	}
+	c, tapSock, startCM := newZoneCluster(t)
 	dnsAddr := "127.0.0.1:" + strconv.Itoa(harness.FreePort(t))
-	tapSock := filepath.Join(t.TempDir(), "dnstap.sock")
-	startCM := func(name string) *harness.Process {
-		return harness.Start(t, c.logDir, name, harness.Binary(t, "ovnkube"), "--loglevel", "4", "cluster-manager",
-			"--kubeconfig", c.kube.Kubeconfig, "--ic-nb-address", "unix:"+ic.NBSock, "--leader-elect=false",
-			"--egressip-reachability-timeout", "0", "--dns-tap-address", "unix:"+tapSock)
-	}
 	cm := startCM("cluster-manager-1")
+	c.namespace("a", nil)
+	c.createPod("a", "client", "n1")
+	c.startMaster("--zone", "zone-n1", "--leader-elect=false", "--dns-servers", dnsAddr, "--dns-tap-address", "unix:"+tapSock)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("cluster manager log tail:\n%s", cm.Tail(30))
 		}
 	})
-	c.createNode("n1", map[string]string{annotations.NodeZone: "zone-n1", annotations.NodeChassisID: "chassis-n1"})
-	c.namespace("a", nil)
-	c.createPod("a", "client", "n1")
-	c.startMaster("--zone", "zone-n1", "--leader-elect=false", "--dns-servers", dnsAddr, "--dns-tap-address", "unix:"+tapSock)
 	if !ovndb.HasACLTiers(c.nb) {
 		t.Fatal("this NB has no ACL tiers: egress firewalls are not applied there; run this test on a stack with tiers")
 	}
@@ -203,4 +190,25 @@ func TestZoneWildcardFromClusterManager(t *testing.T) {
 	c.waitEFRows("the zone's set kept", "a", "*.wild.test", 2, "192.0.2.21")
 	c.idleRestartWritesNothing()
 	c.waitEFRows("the zone's set kept across its master's restart", "a", "*.wild.test", 2, "192.0.2.21")
+}
+
+// newZoneCluster is a cluster of one zone, zone-n1 (c.ovn: its NB, SB and
+// northd, with ovn-ic to the interconnection databases), and its node n1;
+// startCM starts a cluster manager taking the dnstap stream at tapSock.
+func newZoneCluster(t *testing.T) (c *cluster, tapSock string, startCM func(name string) *harness.Process) {
+	c = newCluster(t)
+	c.kube.InstallCRDs(t)
+	ic := harness.StartInterconnect(t)
+	c.ovn.Join(ic, "zone-n1")
+	if _, err := c.ovn.SBCtl("chassis-add", "chassis-n1", "geneve", "192.0.2.1", "--", "set", "chassis", "chassis-n1", "other_config:is-interconn=true"); err != nil {
+		t.Fatal(err)
+	}
+	tapSock = filepath.Join(t.TempDir(), "dnstap.sock")
+	startCM = func(name string) *harness.Process {
+		return harness.Start(t, c.logDir, name, harness.Binary(t, "ovnkube"), "--loglevel", "4", "cluster-manager",
+			"--kubeconfig", c.kube.Kubeconfig, "--ic-nb-address", "unix:"+ic.NBSock, "--leader-elect=false",
+			"--egressip-reachability-timeout", "0", "--dns-tap-address", "unix:"+tapSock)
+	}
+	c.createNode("n1", map[string]string{annotations.NodeZone: "zone-n1", annotations.NodeChassisID: "chassis-n1"})
+	return c, tapSock, startCM
 }
