@@ -51,6 +51,14 @@ func (c *Cluster) dnsTapTarget() string {
 	return net.JoinHostPort(topology.ManagementIP(subnets[0]).String(), fmt.Sprint(dnsTapPort))
 }
 
+// tapPath is how an answer CoreDNS gave a pod reaches the masters.
+func (c *Cluster) tapPath() string {
+	if c.zoned() {
+		return "CoreDNS → dnstap → cluster manager → DNSNameResolver → zone master"
+	}
+	return "CoreDNS → dnstap → master"
+}
+
 // corefile serves the external host's name (a hosts block: its address of
 // each family of the cluster), the cluster zone and the reverse zones;
 // there is no forward plugin, so other names outside the cluster are

@@ -128,7 +128,7 @@ func (c *Cluster) egressFirewall(ctx context.Context, r *report) error {
 		r.check(from(f), ext(f, externalWeb2), "EgressFirewall allow "+wild+", no name under it asked yet: deny", dropped(f, externalWeb2))
 	}
 	for _, f := range c.families() {
-		r.check(from(f), "http://"+hostPort(wildName, externalWeb2), "the pod resolves "+wildName+" (CoreDNS → dnstap → master): allowed", func() (string, error) {
+		r.check(from(f), "http://"+hostPort(wildName, externalWeb2), "the pod resolves "+wildName+" ("+c.tapPath()+"): allowed", func() (string, error) {
 			got, _, err := c.clientCurlHost(f, wildName, externalWeb2)
 			if node := f.node(c.Nodes[1]); err == nil && got != node {
 				err = fmt.Errorf("the external server saw %q, not node address %s", got, node)
