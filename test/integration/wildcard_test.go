@@ -50,15 +50,7 @@ func TestEgressFirewallWildcardFromCoreDNS(t *testing.T) {
 	c.efStatus("a", k8sovnv1.EgressFirewallApplied)
 	c.waitEFRows("no name under the wildcard asked yet: an empty set", "a", "*.wild.test", 2)
 
-	for _, name := range []string{"a.wild.test", "b.deep.wild.test", "wild.test"} {
-		harness.Eventually(t, 20*time.Second, "CoreDNS answering "+name, func() error {
-			r, err := dnsQuery(dnsAddr, name, dns.TypeA)
-			if err == nil && len(r.Answer) == 0 {
-				err = fmt.Errorf("no answer: %v", r)
-			}
-			return err
-		})
-	}
+	askCoreDNS(t, dnsAddr, "a.wild.test", "b.deep.wild.test", "wild.test")
 	// The apex is not under the wildcard.
 	c.waitEFRows("the names asked under the wildcard", "a", "*.wild.test", 2, "192.0.2.20", "192.0.2.21")
 	// a.wild.test's TTL (5 s) passes; b.deep's (the hosts default, 3600 s) does not.
@@ -137,15 +129,7 @@ func TestZoneWildcardFromClusterManager(t *testing.T) {
 		_, err := resolver()
 		return err
 	})
-	for _, name := range []string{"a.wild.test", "b.deep.wild.test", "wild.test"} {
-		harness.Eventually(t, 20*time.Second, "CoreDNS answering "+name, func() error {
-			r, err := dnsQuery(dnsAddr, name, dns.TypeA)
-			if err == nil && len(r.Answer) == 0 {
-				err = fmt.Errorf("no answer: %v", r)
-			}
-			return err
-		})
-	}
+	askCoreDNS(t, dnsAddr, "a.wild.test", "b.deep.wild.test", "wild.test")
 	c.waitEFRows("the names asked under the wildcard, relayed to the zone", "a", "*.wild.test", 2, "192.0.2.20", "192.0.2.21")
 	c.waitEFRows("a.wild.test's address gone with its TTL", "a", "*.wild.test", 2, "192.0.2.21")
 
@@ -211,4 +195,19 @@ func newZoneCluster(t *testing.T) (c *cluster, tapSock string, startCM func(name
 	}
 	c.createNode("n1", map[string]string{annotations.NodeZone: "zone-n1", annotations.NodeChassisID: "chassis-n1"})
 	return c, tapSock, startCM
+}
+
+// askCoreDNS asks the DNS server for each name's A records until it
+// answers with some.
+func askCoreDNS(t *testing.T, dnsAddr string, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		harness.Eventually(t, 20*time.Second, "CoreDNS answering "+name, func() error {
+			r, err := dnsQuery(dnsAddr, name, dns.TypeA)
+			if err == nil && len(r.Answer) == 0 {
+				err = fmt.Errorf("no answer: %v", r)
+			}
+			return err
+		})
+	}
 }

@@ -200,35 +200,31 @@ func (r *Resolver) Learn(name string, expiries map[netip.Addr]time.Time) {
 // Expiries is when each of name's current addresses expires: nil when the
 // name is not followed or has not resolved yet.
 func (r *Resolver) Expiries(name string) map[netip.Addr]time.Time {
+	var out map[netip.Addr]time.Time
+	r.withResolved(name, func(e *entry) { out = maps.Clone(e.expiry) })
+	return out
+}
+
+// withResolved calls f with name's entry, under the lock, when the name is
+// followed and has resolved.
+func (r *Resolver) withResolved(name string, f func(*entry)) {
 	name, ok := NormalizePattern(name)
 	if !ok {
-		return nil
+		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	e := r.names[name]
-	if e == nil || e.addrs == nil {
-		return nil
+	if e := r.names[name]; e != nil && e.addrs != nil {
+		f(e)
 	}
-	return maps.Clone(e.expiry)
 }
 
 // Addrs returns the current addresses of name, sorted, IPv4 first. It is nil
 // when the name is not followed or has not resolved yet, and non-nil (maybe
 // empty) once it has.
 func (r *Resolver) Addrs(name string) []netip.Addr {
-	name, ok := NormalizePattern(name)
-	if !ok {
-		return nil
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	e := r.names[name]
-	if e == nil || e.addrs == nil {
-		return nil
-	}
-	out := make([]netip.Addr, len(e.addrs))
-	copy(out, e.addrs)
+	var out []netip.Addr
+	r.withResolved(name, func(e *entry) { out = slices.Clone(e.addrs) })
 	return out
 }
 
