@@ -11,6 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
 
 const (
@@ -56,13 +58,7 @@ func (c *Cluster) Demo(ctx context.Context) (string, error) {
 	if err := c.northSouthPaths(ctx, r); err != nil {
 		return "", err
 	}
-	// ovnkube trace reads one NB and SB: central mode's. A zone's holds
-	// only its own nodes' ports, and a trace through its router is dropped
-	// (docs/operations.md, "Zone mode").
-	trace := "(central mode only)"
-	if !c.zoned() {
-		trace = c.demoTraces(r, svc, pods.Items)
-	}
+	trace := c.demoTraces(r, svc, pods.Items)
 	rows, failed := r.rows, r.failed
 	verdict := "all paths OK"
 	if failed {
@@ -134,9 +130,20 @@ func (c *Cluster) demoPaths(r *report, f ipFamily, svc *corev1.Service, pods []c
 // the external host. Each must be delivered out of the right port. It
 // returns the whole trace of the client to the web Service.
 func (c *Cluster) demoTraces(r *report, svc *corev1.Service, pods []corev1.Pod) string {
+	// The databases: central mode's on the control plane, in zone mode the
+	// client's zone's, on its node (node-local paths in each node's mounts).
+	cp, node := c.ControlPlane(), c.Nodes[1] // the client's
+	at := cp
+	if c.zoned() {
+		at = node
+	}
+	dbs := []string{"--nb-address", "unix:" + at.hostPath("/run/ovn/ovnnb_db.sock"), "--sb-address", "unix:" + at.hostPath("/run/ovn/ovnsb_db.sock")}
+	where := dbs
+	if at == node { // the client's port is on this host: its OVS too
+		where = append(append([]string{}, dbs...), "--ovs-vswitchd-ctl", ovsVswitchdCtl)
+	}
 	run := func(args ...string) (string, error) {
-		return c.Exec(c.ControlPlane(), append([]string{c.bin("ovnkube"), "--loglevel", "0", "trace", "--kubeconfig", Kubeconfig,
-			"--nb-address", "unix:/run/ovn/ovnnb_db.sock", "--sb-address", "unix:/run/ovn/ovnsb_db.sock"}, args...)...)
+		return c.Exec(at, append(append([]string{c.bin("ovnkube"), "--loglevel", "0", "trace", "--kubeconfig", cp.hostPath(Kubeconfig)}, where...), args...)...)
 	}
 	var whole string
 	check := func(to, wantPort string, args ...string) {
@@ -153,23 +160,26 @@ func (c *Cluster) demoTraces(r *report, svc *corev1.Service, pods []corev1.Pod) 
 		})
 	}
 	client := demoNS + "/client"
-	node := c.Nodes[1] // the client's
 	f := c.families()[0]
 	for _, p := range pods {
-		check(p.Name, demoNS+"_"+p.Name, client, demoNS+"/"+p.Name, "--tcp", "8080")
-		check("svc/demo/web → "+p.Name, demoNS+"_"+p.Name, client, "svc/"+demoNS+"/web", "--backend", hostPort(f.of(podIPs(p)), 8080))
+		// In zone mode a pod of another zone is reached at the transit
+		// switch's port of its node, where the packet leaves this zone.
+		out := demoNS + "_" + p.Name
+		if c.zoned() && p.Spec.NodeName != node.Name {
+			out = topology.TransitSwitchPort(p.Spec.NodeName)
+		}
+		check(p.Name, out, client, demoNS+"/"+p.Name, "--tcp", "8080")
+		check("svc/demo/web → "+p.Name, out, client, "svc/"+demoNS+"/web", "--backend", hostPort(f.of(podIPs(p)), 8080))
 	}
 	check("NodePort "+hostPort(f.node(node), svc.Spec.Ports[0].NodePort), demoNS+"_web", client, f.node(node), "--tcp", fmt.Sprint(svc.Spec.Ports[0].NodePort))
 	check("node/"+node.Name, "k8s-"+node.Name, client, "node/"+node.Name, "--tcp", "10250")
 	check("external "+f.external, gatewayBridge+"_"+node.Name+"_localnet", client, f.external, "--tcp", fmt.Sprint(externalWeb))
 	check("svc/demo/web", demoNS+"_web", client, "svc/"+demoNS+"/web")
 	// On the client's node, through its OVS too (ofproto/trace): the
-	// control plane's databases and kubeconfig by their host paths.
-	cp := c.ControlPlane()
+	// databases and kubeconfig by their host paths.
 	r.check("client (ovnkube trace on "+node.Name+")", pods[0].Name, "OVS delivers it", func() (string, error) {
-		out, err := c.Exec(node, c.bin("ovnkube"), "--loglevel", "0", "trace", "--kubeconfig", cp.hostPath(Kubeconfig),
-			"--nb-address", "unix:"+cp.hostPath("/run/ovn/ovnnb_db.sock"), "--sb-address", "unix:"+cp.hostPath("/run/ovn/ovnsb_db.sock"),
-			"--ovs-vswitchd-ctl", ovsVswitchdCtl, client, demoNS+"/"+pods[0].Name, "--tcp", "8080")
+		out, err := c.Exec(node, append(append([]string{c.bin("ovnkube"), "--loglevel", "0", "trace", "--kubeconfig", cp.hostPath(Kubeconfig)}, dbs...),
+			"--ovs-vswitchd-ctl", ovsVswitchdCtl, client, demoNS+"/"+pods[0].Name, "--tcp", "8080")...)
 		for _, line := range strings.Split(out, "\n") {
 			if strings.HasPrefix(line, "ofproto/trace") {
 				if !strings.Contains(line, ": DELIVERED") {

@@ -23,7 +23,7 @@ type OFProtoTrace struct {
 	// DatapathActions are the last actions OVS would take (after every
 	// conntrack recirculation): an output to a port, a tunnel, or drop.
 	DatapathActions string `json:"datapathActions"`
-	Verdict         string `json:"verdict"` // delivered (an output or a tunnel) or dropped
+	Verdict         string `json:"verdict"` // delivered (an output or a tunnel), dropped, or Unfollowed
 	Tunnel          string `json:"tunnel,omitempty"`
 	Raw             string `json:"raw,omitempty"`
 }
@@ -35,7 +35,16 @@ var (
 	// userspace one.
 	tunnelDst    = regexp.MustCompile(`(?:set\(tunnel\([^)]*\bdst=|tnl_push\(.*?\bipv[46]\(src=[^,]+,dst=)([0-9a-fA-F.:]+)`)
 	outputAction = regexp.MustCompile(`(^|,)\d+($|,)`) // a datapath port number
+	// A recirculation ofproto/trace does not follow (--ct-next follows
+	// conntrack's): a select group's dp_hash, a load balancer choosing a
+	// backend.
+	hashRecirc = regexp.MustCompile(`hash\([^)]*\)\),recirc\(0x[0-9a-f]+\)$`)
 )
+
+// Unfollowed is an ofproto/trace verdict: the packet recirculates after a
+// hash (a load balancer's select group), which ofproto/trace does not
+// follow; ovn-trace's verdict (--backend) stands alone.
+const Unfollowed = "not followed past a select group's hash"
 
 // ofprotoTrace runs ofproto/trace for the packet on the bridge of this
 // host's OVS, in at the OVS interface of the packet's logical port. Nil,
@@ -83,8 +92,11 @@ func parseOFProto(out string) (*OFProtoTrace, error) {
 	if m := tunnelDst.FindStringSubmatch(t.DatapathActions); m != nil {
 		t.Tunnel = m[1]
 	}
-	if t.Tunnel != "" || outputAction.MatchString(t.DatapathActions) {
+	switch {
+	case t.Tunnel != "" || outputAction.MatchString(t.DatapathActions):
 		t.Verdict = Delivered
+	case hashRecirc.MatchString(t.DatapathActions):
+		t.Verdict = Unfollowed
 	}
 	return t, nil
 }

@@ -77,8 +77,11 @@ func Run(ctx context.Context, opts Options, src, dst string) (Result, error) {
 		return Result{}, err
 	}
 	r.From, r.To = src, dst
+	if to.remote && r.Trace.Port == topology.TransitSwitchPort(to.node) {
+		r.Decisions = append(r.Decisions, Decision{Kind: "zone", Text: fmt.Sprintf("leaves this zone over the transit switch for node %s's zone, where %s/%s's port is: trace the rest there", to.node, to.pod.Namespace, to.pod.Name)})
+	}
 	if to.lsp == "" {
-		return r, nil // no port to answer from: an address, a node, a Service
+		return r, nil // no port to answer from: an address, a node, a Service, a pod of another zone
 	}
 	rp, err := replyPacket(ctx, opts, p, from, to)
 	if err != nil {
@@ -195,6 +198,7 @@ type end struct {
 	ips       []netip.Addr
 	port      int         // a Service's port of the protocol
 	pod       *corev1.Pod // a pod's
+	remote    bool        // a pod in another zone (no port here)
 }
 
 // isolatedBy names, on a namespace's default deny, the NetworkPolicies that
@@ -288,8 +292,37 @@ func podEnd(ctx context.Context, opts Options, ns, name string) (end, error) {
 		return end{}, fmt.Errorf("pod %s/%s is on its node's network, not the pod network", ns, name)
 	}
 	e, err := portEnd(ctx, opts.NB, pod.Spec.NodeName, topology.PodPort(ns, name))
+	if err != nil && remoteNode(ctx, opts.NB, pod.Spec.NodeName) {
+		err = fmt.Errorf("pod %s/%s runs on node %s, in another zone (zone mode): its port is in that zone's NB; trace from there (on node %s: --nb-address unix:/run/ovn/ovnnb_db.sock --sb-address unix:/run/ovn/ovnsb_db.sock)",
+			ns, name, pod.Spec.NodeName, pod.Spec.NodeName)
+	}
 	e.pod = pod
 	return e, err
+}
+
+// remoteNode says whether node is in another zone than this NB's (zone
+// mode): the transit switch holds its port as a remote one.
+func remoteNode(ctx context.Context, nb client.Client, node string) bool {
+	var lsps []nbdb.LogicalSwitchPort
+	err := nb.WhereCache(func(p *nbdb.LogicalSwitchPort) bool { return p.Name == topology.TransitSwitchPort(node) }).List(ctx, &lsps)
+	return err == nil && len(lsps) == 1 && lsps[0].Type == "remote"
+}
+
+// remotePod is a destination pod in another zone (zone mode): this NB has
+// no port of it, so its addresses are those its node's kubelet reports;
+// the trace ends where the packet leaves this zone, at the transit switch.
+func remotePod(ctx context.Context, opts Options, ns, name string) (end, bool) {
+	pod, err := opts.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil || pod.Spec.HostNetwork || !remoteNode(ctx, opts.NB, pod.Spec.NodeName) {
+		return end{}, false
+	}
+	e := end{node: pod.Spec.NodeName, pod: pod, remote: true}
+	for _, a := range pod.Status.PodIPs {
+		if ip, err := netip.ParseAddr(a.IP); err == nil {
+			e.ips = append(e.ips, ip)
+		}
+	}
+	return e, len(e.ips) > 0
 }
 
 func destination(ctx context.Context, opts Options, dst string) (end, error) {
@@ -341,6 +374,9 @@ func destination(ctx context.Context, opts Options, dst string) (end, error) {
 	ns, name, ok := strings.Cut(dst, "/")
 	if !ok {
 		return end{}, fmt.Errorf("destination %q: want NAMESPACE/POD, svc/NAMESPACE/NAME, node/NAME or an IP address", dst)
+	}
+	if e, ok := remotePod(ctx, opts, ns, name); ok {
+		return e, nil
 	}
 	return podEnd(ctx, opts, ns, name)
 }

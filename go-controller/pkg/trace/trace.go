@@ -171,7 +171,7 @@ type NB struct {
 // Decision is one step that decided where the packet went, in the
 // cluster's terms.
 type Decision struct {
-	Kind   string `json:"kind"` // datapath, tunnel, acl, balancer, route, snat
+	Kind   string `json:"kind"` // datapath, tunnel, acl, balancer, route, snat, zone
 	Text   string `json:"text"`
 	Object string `json:"object,omitempty"` // the owner: Service ns/name, NetworkPolicy ns/name, …
 	// ACL is the ACL of an acl decision.

@@ -165,13 +165,15 @@ func TestOpenFlow(t *testing.T) {
 }
 
 // ofproto/trace's last datapath actions decide: a tunnel or a port is
-// delivered, drop is dropped; no actions at all is an error.
+// delivered, drop is dropped, a select group's hash then a recirculation
+// is not followed (not dropped); no actions at all is an error.
 func TestParseOFProto(t *testing.T) {
 	for _, c := range []struct{ out, verdict, tunnel string }{
 		{"Datapath actions: ct(zone=5),recirc(0x1)\n===\nDatapath actions: set(tunnel(tun_id=0x2,dst=172.18.0.3,ttl=64,tp_dst=6081,geneve({class=0x102,type=0x80,len=4,0x10002}),flags(df|csum|key))),4\n", Delivered, "172.18.0.3"},
 		{"Datapath actions: ct(commit,zone=10,nat(src)),set(eth(src=0a:58:0a:f4:01:01,dst=0a:58:0a:f4:01:03)),tnl_push(tnl_port(5),header(size=58,type=5,eth(dst=02:ce:ff:42:de:4c,src=b2:6c:05:82:22:4d,dl_type=0x0800),ipv4(src=172.30.0.11,dst=172.30.0.12,proto=17,tos=0,ttl=64,frag=0x4000),udp(src=0,dst=6081,csum=0xffff),geneve(crit,vni=0x4,options({class=0x102,type=0x80,len=4,0x10003}))),out_port(1)),2\n", Delivered, "172.30.0.12"},
 		{"Datapath actions: ct(zone=5),recirc(0x1)\n===\nDatapath actions: 3\n", Delivered, ""},
 		{"Datapath actions: ct(zone=5),recirc(0x1)\n===\nDatapath actions: drop\n", Dropped, ""},
+		{"Datapath actions: ct(zone=5),recirc(0x1)\n===\nDatapath actions: hash(l4(0)),recirc(0x1c5)\n", Unfollowed, ""},
 	} {
 		got, err := parseOFProto(c.out)
 		if err != nil || got.Verdict != c.verdict || got.Tunnel != c.tunnel {
