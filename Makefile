@@ -124,7 +124,7 @@ fuzz:
 ## integration: tests against real ovsdb-server, ovn-northd, etcd, kube-apiserver, OVS and netns (INTEGRATION_RUN= selects by name)
 INTEGRATION_RUN ?=
 integration: build deps
-	$(GO) test -count=1 -p 1 -timeout 20m $(if $(INTEGRATION_RUN),-run '$(INTEGRATION_RUN)') ./test/integration/...
+	$(GO) test -count=1 -p 1 -timeout 35m -v $(if $(INTEGRATION_RUN),-run '$(INTEGRATION_RUN)') ./test/integration/...
 
 ## e2e: a whole cluster in a box (two nodes, pods via ovn_cni), traffic on every path (E2E_SKIP= leaves tests out by name, as go test -skip)
 E2E_SKIP ?=
