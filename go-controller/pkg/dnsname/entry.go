@@ -38,6 +38,15 @@ func (e *entry) earliestExpiry(o Options) time.Time {
 	return next
 }
 
+// dueByExpiry brings the name's next turn forward to its earliest expiry
+// after new addresses: a passive name expires them then, a plain one is
+// refreshed then, dropping what expired.
+func (e *entry) dueByExpiry(o Options) {
+	if exp := e.earliestExpiry(o); e.passive || exp.Before(e.next) {
+		e.next = exp
+	}
+}
+
 // update merges the addresses of a successful answer received at now, drops
 // the expired ones and keeps at most maxAddrs (the lowest). It reports
 // whether addrs changed and how many addresses the cap dropped.

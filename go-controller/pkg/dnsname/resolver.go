@@ -184,9 +184,7 @@ func (r *Resolver) Learn(name string, expiries map[netip.Addr]time.Time) {
 			}
 		}
 		changed, _ = e.merge(seen, now)
-		if exp := e.earliestExpiry(r.opts); e.passive || exp.Before(e.next) {
-			e.next = exp
-		}
+		e.dueByExpiry(r.opts)
 		if changed {
 			r.changed[name] = struct{}{}
 		}
@@ -260,9 +258,7 @@ func (r *Resolver) Observe(name string, answers []Answer) {
 			r.changed[pattern] = struct{}{}
 			changed = true
 		}
-		if exp := e.earliestExpiry(r.opts); e.passive || exp.Before(e.next) {
-			e.next = exp // a plain name is refreshed then, dropping what expired
-		}
+		e.dueByExpiry(r.opts)
 	}
 	r.mu.Unlock()
 	if changed {
