@@ -236,6 +236,7 @@ func statusesReported(c *cluster, i int) func() error {
 // one rule of its roles removed it does not (no rule is superfluous: the
 // k8s.ovn.org one on podnetworks and nodeallocations through the policies).
 func TestDistManifestsAndMasterRBAC(t *testing.T) {
+	t.Parallel() // wait-bound, on its own API server: beside the other RBAC tests
 	c := newCluster(t)
 	objs := distObjects(t)
 	applyObjects(t, c.kube, objs, true)
@@ -364,6 +365,7 @@ func dynamicFor(t *testing.T, cfg *rest.Config) dynamic.Interface {
 // DaemonSet pod's token on n1) and a user with no grant may do none of it:
 // only the master reports a policy's status.
 func TestDistPolicyAPIRBAC(t *testing.T) {
+	t.Parallel() // wait-bound, on its own API server: beside the other RBAC tests
 	kube := harness.StartKubeAPI(t)
 	c := &cluster{t: t, kube: kube}
 	ctx := context.Background()
@@ -546,6 +548,7 @@ func setRoleRules(t *testing.T, c *cluster, ns, name string, rules []rbacv1.Poli
 // flags: the gateway's address and next hop are read from the bridge, as on
 // every node of a DaemonSet.
 func TestNodeDaemonRBAC(t *testing.T) {
+	t.Parallel() // wait-bound, on its own API server: beside the other RBAC tests
 	c := newNodeCluster(t)
 	c.kube.InstallCRDs(t) // EgressIPs served: the daemon follows them
 	c.startMaster()
@@ -920,6 +923,7 @@ func egressFirewallAccess(ctx context.Context, t *testing.T, client, admin dynam
 // none of it: a namespace's tenant cannot loosen the firewall its admin set,
 // and only the master reports whether it is in force.
 func TestDistEgressFirewallRBAC(t *testing.T) {
+	t.Parallel() // wait-bound, on its own API server: beside the other RBAC tests
 	ids := newRBACIdentities(t)
 	ctx := context.Background()
 	gvr := k8sovnv1.EgressFirewallResource
@@ -1227,6 +1231,7 @@ func egressIPAccess(ctx context.Context, t *testing.T, client, admin dynamic.Int
 // source address of other namespaces' traffic, and only the master reports
 // where an egress IP is.
 func TestDistEgressIPRBAC(t *testing.T) {
+	t.Parallel() // wait-bound, on its own API server: beside the other RBAC tests
 	ids := newRBACIdentities(t)
 	ctx := context.Background()
 	gvr := k8sovnv1.EgressIPResource
@@ -1491,6 +1496,7 @@ func clusterManagerConverges(c *cluster, i int) func() error {
 // permissions (13-rbac-cluster-manager.yaml), the admission policies in
 // force, and works; with any one rule of its roles removed it does not.
 func TestDistClusterManagerRBAC(t *testing.T) {
+	t.Parallel() // wait-bound, on its own API server: beside the other RBAC tests
 	c := newCluster(t)
 	objs := distObjects(t)
 	c.kube.InstallCRDs(t)
@@ -1579,6 +1585,7 @@ func worksThenEachRuleNeeded(c *cluster, who string, roles []roleRef, run func()
 // podnetworks and nodeallocations (update-own-node) through the policies.
 // What the same token may not do on other nodes: TestAdmissionZoneMaster.
 func TestDistZoneMasterRBAC(t *testing.T) {
+	t.Parallel() // wait-bound, on its own API server: beside the other RBAC tests
 	c := newCluster(t)
 	objs := distObjects(t)
 	c.kube.InstallCRDs(t)
