@@ -86,10 +86,12 @@ func (c *Cluster) E2E(ctx context.Context, cfg E2EConfig) error {
 	defer f.Close()
 	cmd := c.Command(c.ControlPlane(), args...)
 	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // ginkgo and its e2e.test processes: one group
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	// On interrupt ginkgo gets SIGINT (it reports and cleans up), then SIGKILL.
+	// On interrupt ginkgo gets SIGINT (it reports and cleans up), then its
+	// whole group SIGKILL: no e2e.test process outlives the run.
 	stopped := make(chan struct{})
 	go func() {
 		select {
@@ -98,7 +100,7 @@ func (c *Cluster) E2E(ctx context.Context, cfg E2EConfig) error {
 			select {
 			case <-stopped:
 			case <-time.After(60 * time.Second):
-				_ = cmd.Process.Kill()
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			}
 		case <-stopped:
 		}

@@ -55,7 +55,8 @@ func (e *env) setTenant(name, value string) {
 // each path: pod to pod on one node and across nodes, ClusterIP (TCP, UDP,
 // hairpin), node to pod, a NodePort at the node's gateway address from the
 // external host, the node and a pod, a pod's egress to the external host
-// (seen there with the node's address), a NetworkPolicy's verdicts, and
+// (seen there with the node's address), an out-of-window segment from a
+// ClusterIP's backend dropped, a NetworkPolicy's verdicts, and
 // last, with the master restarted with --namespace-isolation, tenant
 // isolation both ways.
 func familyPaths(t *testing.T, o harness.ClusterOptions, families ...corev1.IPFamily) {
@@ -90,6 +91,8 @@ func familyPaths(t *testing.T, o harness.ClusterOptions, families ...corev1.IPFa
 	self := c.CreateService(ns, "self", webPorts, []*harness.Pod{a2})
 	np := c.CreateService(ns, "np", webPorts[:1], []*harness.Pod{b1}, func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeNodePort })
 	nodePort := int(np.Spec.Ports[0].NodePort)
+	boom := c.CreateService(ns, "boom", []harness.ServicePort{{Name: "tcp", Protocol: corev1.ProtocolTCP, Port: boomPort, TargetPort: boomPort}}, []*harness.Pod{b1})
+	boomListener := listenIn(t, b1, boomPort)
 	t.Logf("services: web %v, self %v, np %v (node port %d)", web.Spec.ClusterIPs, self.Spec.ClusterIPs, np.Spec.ClusterIPs, nodePort)
 	answers := func(t *testing.T, from harness.NetNS, addr, want string) {
 		t.Helper()
@@ -119,6 +122,9 @@ func familyPaths(t *testing.T, o harness.ClusterOptions, families ...corev1.IPFa
 		})
 		t.Run(string(f)+"/pod-to-clusterip/hairpin", func(t *testing.T) {
 			answers(t, a2.NS, vip(self, 80), "a2")
+		})
+		t.Run(string(f)+"/pod-to-clusterip/tcp/out-of-window-reply-dropped", func(t *testing.T) {
+			outOfWindowDropped(t, newBoomServer(t, boomListener, b1, a1, f), vip(boom, boomPort))
 		})
 		t.Run(string(f)+"/node-to-pod/mgmt-port", func(t *testing.T) {
 			ping(t, n1.NS, b1.Addr(f).String())

@@ -592,6 +592,7 @@ func (c *cluster) joinIP(node string) string {
 // NB snapshot (SNATs on two gateway routers, a reroute to two nodes), not
 // in the status.
 func TestEgressIPAcrossLeaderFailover(t *testing.T) {
+	t.Parallel() // wait-bound (leases, restarts), on its own API server and databases
 	c := newCluster(t)
 	c.kube.InstallCRDs(t)
 	dyn := dynamicFor(t, c.kube.Config)

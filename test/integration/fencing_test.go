@@ -30,6 +30,7 @@ func (c *cluster) nbLeaderEpoch() string {
 // a pod deleted meanwhile, which the new leader knows nothing of), and the
 // old leader, thawed, must exit.
 func TestDeposedLeadersDelayedTransactionCommitsNothing(t *testing.T) {
+	t.Parallel() // wait-bound (leases, restarts), on its own API server and databases
 	c := newCluster(t)
 	c.createNode("n1", nil)
 	proxy := ovndbtest.NewProxy(t, c.ovn.NBSock)

@@ -131,6 +131,7 @@ func (ch *churn) firstCreatedAfter(since time.Time) (string, bool) {
 // the NB and the annotations are exactly what the pods want: every pod its
 // own address and one port, nothing stale.
 func TestLeaderKilledMidChurnIsReplacedAndNothingIsDuplicated(t *testing.T) {
+	t.Parallel() // wait-bound (leases, restarts), on its own API server and databases
 	for _, replicas := range []int{2, 3} {
 		t.Run(fmt.Sprintf("%d-masters", replicas), func(t *testing.T) {
 			c := newCluster(t)
@@ -195,6 +196,7 @@ func TestLeaderKilledMidChurnIsReplacedAndNothingIsDuplicated(t *testing.T) {
 // a lease held by someone else (not expiring: renewed by the test) leaves
 // the NB and the API untouched, and takes over once the lease is released.
 func TestStandbyWritesNothingUntilItHoldsTheLease(t *testing.T) {
+	t.Parallel() // wait-bound (leases, restarts), on its own API server and databases
 	c := newCluster(t)
 	c.createNode("n1", nil)
 	// Someone else holds the lease and keeps renewing it.

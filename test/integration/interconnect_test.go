@@ -45,7 +45,7 @@ type zoneNode struct {
 // again sends nothing (the master does not fight ovn-ic's rows); and a node
 // subnet that goes is withdrawn from the other zone.
 func TestInterconnectJoinsZones(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cluster, err := config.ParseClusterSubnets([]string{"10.244.0.0/16/24,fd00:10:244::/48/64"})
 	if err != nil {
@@ -60,6 +60,13 @@ func TestInterconnectJoinsZones(t *testing.T) {
 		{name: "node-a", ovn: harness.StartOVNCentral(t), subnets: prefixes("10.244.0.0/24", "fd00:10:244:1::/64")},
 		{name: "node-b", ovn: harness.StartOVNCentral(t), subnets: prefixes("10.244.1.0/24", "fd00:10:244:2::/64")},
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, z := range zones {
+				t.Logf("%s's ovn-ic log tail:\n%s", z.name, z.ovn.ICTail(30))
+			}
+		}
+	})
 	hostIP := map[string]netip.Addr{"node-a": netip.MustParseAddr("192.0.2.1"), "node-b": netip.MustParseAddr("192.0.2.2")}
 	for _, z := range zones {
 		z.ovn.Join(ic, "az-"+z.name)
@@ -194,9 +201,11 @@ func prefixes(ss ...string) []netip.Prefix {
 
 // waitForCtl polls an ovn-nbctl or ovn-sbctl command until check accepts its
 // output, and reports the last output.
+// Its deadline is ovn-ic's: 20 s sufficed until one run of OVN 23.03's,
+// under make test's load, had not made a remote port after 20 s (2026-11-28).
 func waitForCtl(t *testing.T, what string, run func() (string, error), check func(string) bool) {
 	t.Helper()
-	harness.Eventually(t, 20*time.Second, what, func() error {
+	harness.Eventually(t, 60*time.Second, what, func() error {
 		out, err := run()
 		if err == nil && !check(out) {
 			err = fmt.Errorf("not yet: %q", out)

@@ -221,6 +221,7 @@ func scraperToken(t *testing.T, c *cluster, name, role string) string {
 // scrape in clear gets nothing. Each rule of ovnkube-metrics-auth is needed:
 // without it the authorized scrape is refused.
 func TestMetricsDelegatedAuthWithTheAPIServer(t *testing.T) {
+	t.Parallel() // wait-bound (leases, restarts), on its own API server and databases
 	c := newCluster(t)
 	kubeconfig := applyRBAC(t, c.kube, distObjects(t), "ovnkube-master")
 	pki := harness.NewPKI(t, "metrics-ca")
