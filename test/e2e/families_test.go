@@ -92,7 +92,7 @@ func familyPaths(t *testing.T, o harness.ClusterOptions, families ...corev1.IPFa
 	np := c.CreateService(ns, "np", webPorts[:1], []*harness.Pod{b1}, func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeNodePort })
 	nodePort := int(np.Spec.Ports[0].NodePort)
 	boom := c.CreateService(ns, "boom", []harness.ServicePort{{Name: "tcp", Protocol: corev1.ProtocolTCP, Port: boomPort, TargetPort: boomPort}}, []*harness.Pod{b1})
-	boomListener := listenIn(t, b1, boomPort)
+	boomListener := harness.ListenTCP(t, b1.NS, boomPort)
 	t.Logf("services: web %v, self %v, np %v (node port %d)", web.Spec.ClusterIPs, self.Spec.ClusterIPs, np.Spec.ClusterIPs, nodePort)
 	answers := func(t *testing.T, from harness.NetNS, addr, want string) {
 		t.Helper()

@@ -260,19 +260,3 @@ func outOfWindowDropped(t *testing.T, s *boomServer, vip string) {
 		t.Fatalf("control: the same segment in the window was not delivered to the client's socket (%v): the check proves nothing", err)
 	}
 }
-
-// listenIn listens on port, every family, in the pod's namespace.
-func listenIn(t *testing.T, pod *harness.Pod, port int) *net.TCPListener {
-	t.Helper()
-	var l net.Listener
-	err := cnins.WithNetNSPath(pod.NS.Path(), func(cnins.NetNS) error {
-		var err error
-		l, err = net.Listen("tcp", fmt.Sprintf(":%d", port))
-		return err
-	})
-	if err != nil {
-		t.Fatalf("listening on %d in %s: %v", port, pod.NS.Name, err)
-	}
-	t.Cleanup(func() { l.Close() })
-	return l.(*net.TCPListener)
-}

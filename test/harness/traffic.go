@@ -33,7 +33,9 @@ func ServeTCPPeer(t T, netns NetNS, port int) {
 	})
 }
 
-func serveTCP(t T, netns NetNS, port int, reply func(net.Conn) string) {
+// ListenTCP listens on port, every family, inside netns (closed at the
+// test's end).
+func ListenTCP(t T, netns NetNS, port int) *net.TCPListener {
 	t.Helper()
 	var l net.Listener
 	err := ns.WithNetNSPath(netns.Path(), func(ns.NetNS) error {
@@ -45,6 +47,12 @@ func serveTCP(t T, netns NetNS, port int, reply func(net.Conn) string) {
 		t.Fatalf("listening on %d in %s: %v", port, netns.Name, err)
 	}
 	t.Cleanup(func() { l.Close() })
+	return l.(*net.TCPListener)
+}
+
+func serveTCP(t T, netns NetNS, port int, reply func(net.Conn) string) {
+	t.Helper()
+	l := ListenTCP(t, netns, port)
 	go func() {
 		for {
 			conn, err := l.Accept()

@@ -2,6 +2,7 @@ package trace
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb/ovndbtest"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
+	"github.com/ovn-k8s/ovn-k8s/test/harness"
 )
 
 // In zone mode a pod of another zone is no source for this zone's NB: its
@@ -31,12 +33,12 @@ func TestSourceInAnotherZone(t *testing.T) {
 	if err := ovndb.Transact(ctx, nb, ops); err != nil {
 		t.Fatal(err)
 	}
-	for !remoteNode(ctx, nb, "n2") { // the cache catching up with the commit
-		if ctx.Err() != nil {
-			t.Fatal("n2's transit switch port never seen as remote")
+	harness.Eventually(t, 5*time.Second, "n2's transit switch port cached as remote", func() error {
+		if !remoteNode(ctx, nb, "n2") {
+			return fmt.Errorf("not yet")
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	pod := func(name, node string) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Spec: corev1.PodSpec{NodeName: node}}
 	}
