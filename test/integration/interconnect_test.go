@@ -187,8 +187,9 @@ func TestInterconnectJoinsZones(t *testing.T) {
 // NB_Global's route deny list: OVN 23.03's learns no IPv6 route at all
 // once the list holds one (ic-route-blacklist "100.64.0.0/16,fd98::/64",
 // or "fd98::/64" alone: no IPv6 route learned; "100.64.0.0/16" alone: the
-// IPv6 routes learned, fd98::/64 among them). Zone mode on 23.03 is IPv4
-// only until that is worked around (docs/design.md, "Zones").
+// IPv6 routes learned, fd98::/64 among them). OVN's defect, fixed by its
+// commit 78750699a in 23.03.3; Debian 12's 23.03.1 has it. Zone mode on it
+// is IPv4 only (docs/design.md, "Zones").
 func ovnICListsIPv6() bool { return harness.CurrentStack.Name != "23.03" }
 
 func prefixes(ss ...string) []netip.Prefix {
