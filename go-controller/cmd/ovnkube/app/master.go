@@ -28,6 +28,7 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/dnsname"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/egressip"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/hugeheap"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/leader"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/master"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/metrics"
@@ -123,7 +124,7 @@ func masterCommand() *cli.Command {
 			"(k8s.ovn.org/pod-networks) and a logical switch port, and every Service load balancers\n" +
 			"(Service_<ns>/<name>_<PROTO>_cluster in the clusterLBGroup). Restart-safe: state is rebuilt\n" +
 			"from annotations and the NB, and only rows ovn-k8s owns are ever deleted.",
-		Flags: append(append(masterSettingFlags(), leaderFlags(leader.DefaultLeaseName)...), metricsFlags("")...),
+		Flags: append(append(append(masterSettingFlags(), leaderFlags(leader.DefaultLeaseName)...), metricsFlags("")...), heapHugePagesFlag()),
 		Action: func(c *cli.Context) error {
 			cfg, err := masterConfig(c)
 			if err != nil {
@@ -149,9 +150,17 @@ func masterCommand() *cli.Command {
 			if os.Getenv("GOGC") == "" {
 				debug.SetGCPercent(50)
 			}
+			if c.Bool("heap-huge-pages") {
+				go hugeheap.Keep(ctx, 10*time.Second, log)
+			}
 			return runMaster(ctx, cfg, lcfg, elect, srv, log)
 		},
 	}
+}
+
+// heapHugePagesFlag: the master's heap in huge pages (package hugeheap).
+func heapHugePagesFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "heap-huge-pages", Value: true, Usage: "on a host whose transparent huge pages mode is madvise, put the Go heap's dense parts in huge pages (MADV_COLLAPSE of every 2 MiB range whose pages are all resident, every 10 s; the resident size never grows), as a host in mode always does: the garbage collector's cost per byte then stays flat as the heap grows to gigabytes (docs/performance.md, \"Scale\"); no effect in the other modes"}
 }
 
 // runMaster serves metrics and health, then runs the master: at once, or
