@@ -29,6 +29,8 @@ type testServer struct {
 	rcode     int                 // forced rcode when nonzero
 	delay     time.Duration       // before each answer
 	queries   map[string]int      // by lowercase qname
+	silent    bool                // read queries, answer none
+	swallowed int                 // queries read while silent
 	active    int
 	maxActive int
 }
@@ -81,6 +83,21 @@ func (ts *testServer) remove(owner string) {
 	delete(ts.records, strings.ToLower(dns.Fqdn(owner)))
 }
 
+// silence makes the server swallow every query from now on, as a server
+// that went away with something else on its port would; unlike stopping it
+// and listening again, the port is never free for another socket to take.
+func (ts *testServer) silence() {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	ts.silent = true
+}
+
+func (ts *testServer) swallowedQueries() int {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.swallowed
+}
+
 func (ts *testServer) setRcode(rcode int) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
@@ -114,6 +131,11 @@ func (ts *testServer) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	}
 	q := req.Question[0]
 	ts.mu.Lock()
+	if ts.silent {
+		ts.swallowed++
+		ts.mu.Unlock()
+		return // no reply: the query is lost
+	}
 	ts.queries[strings.ToLower(q.Name)]++
 	ts.active++
 	ts.maxActive = max(ts.maxActive, ts.active)
