@@ -212,10 +212,11 @@ func startBlackHole(t *testing.T, addr string) *blackHole {
 	return bh
 }
 
-// closedPort returns a 127.0.0.1 UDP address where nothing listens.
+// closedPort returns a UDP address where nothing listens: on 127.0.0.2,
+// where no other test's server binds, so the port freed here stays free.
 func closedPort(t *testing.T) string {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	pc, err := net.ListenPacket("udp", "127.0.0.2:0")
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
