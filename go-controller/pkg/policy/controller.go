@@ -985,12 +985,12 @@ func (c *Controller) syncNamespace(ctx context.Context, ns string) error {
 	nps, _ := c.npLister.NetworkPolicies(ns).List(labels.Everything())
 	var in, eg []labels.Selector
 	for _, np := range nps {
-		rows := Policy(np, noResolve, Logging{}, c.fams)
-		if rows.Ingress {
-			in = append(in, rows.PodSelector)
+		sel, ingress, egress, _ := Isolates(np) // a malformed selector: Policy's status says so
+		if ingress {
+			in = append(in, sel)
 		}
-		if rows.Egress {
-			eg = append(eg, rows.PodSelector)
+		if egress {
+			eg = append(eg, sel)
 		}
 	}
 	t := ovndb.NewTxn(c.nb)
@@ -1013,8 +1013,6 @@ func (c *Controller) syncNamespace(ctx context.Context, ns string) error {
 	}
 	return nil
 }
-
-func noResolve(PeerSet, string, corev1.Protocol) []int32 { return nil }
 
 // logging is a namespace's ACL logging, from its k8s.ovn.org/acl-logging
 // annotation; a malformed one logs nothing and says why.

@@ -280,13 +280,11 @@ func Policy(np *networkingv1.NetworkPolicy, resolve Resolver, log Logging, fams 
 	pg := PolicyPortGroup(np.Namespace, np.Name)
 	key := np.Namespace + "/" + np.Name
 	r := Rows{PortGroup: &nbdb.PortGroup{Name: pg, ExternalIDs: topology.Owner{Type: OwnerPolicy, Name: key}.ExternalIDs()}}
-	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+	sel, in, eg, err := Isolates(np)
 	if err != nil {
 		r.Problems = append(r.Problems, fmt.Sprintf("podSelector: %v", err))
-		sel = labels.Nothing()
 	}
-	r.PodSelector = sel
-	r.Ingress, r.Egress = directions(np)
+	r.PodSelector, r.Ingress, r.Egress = sel, in, eg
 	if why := tooLarge(np); why != "" {
 		r.refuse(why)
 		return r
@@ -312,6 +310,19 @@ func Policy(np *networkingv1.NetworkPolicy, resolve Resolver, log Logging, fams 
 
 // directions applies the API's defaults: Ingress always, Egress when the
 // policy has egress rules, unless policyTypes says otherwise.
+// Isolates is what a policy isolates whatever its rules say: the pods its
+// selector picks (none, and the error, when the selector is malformed) in
+// each direction. The namespace's default-deny groups need only this, not
+// the policy's rows (Policy).
+func Isolates(np *networkingv1.NetworkPolicy) (pods labels.Selector, ingress, egress bool, err error) {
+	pods, err = metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+	if err != nil {
+		pods = labels.Nothing()
+	}
+	ingress, egress = directions(np)
+	return pods, ingress, egress, err
+}
+
 func directions(np *networkingv1.NetworkPolicy) (ingress, egress bool) {
 	if len(np.Spec.PolicyTypes) == 0 {
 		return true, len(np.Spec.Egress) > 0

@@ -17,6 +17,39 @@ import (
 
 func ptr[T any](v T) *T { return &v }
 
+func noResolve(PeerSet, string, corev1.Protocol) []int32 { return nil }
+
+// TestIsolates: what a namespace's default-deny groups read of a policy
+// (its selector and directions, the rows aside) is what Policy says.
+func TestIsolates(t *testing.T) {
+	web := metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+	bad := metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Near"}}}
+	egress := []networkingv1.NetworkPolicyEgressRule{{}}
+	for _, tc := range []struct {
+		name         string
+		spec         networkingv1.NetworkPolicySpec
+		in, eg, fail bool
+		picksWeb     bool
+	}{
+		{name: "no policyTypes, no egress rules: ingress only", spec: networkingv1.NetworkPolicySpec{PodSelector: web}, in: true, picksWeb: true},
+		{name: "no policyTypes, egress rules: both", spec: networkingv1.NetworkPolicySpec{PodSelector: web, Egress: egress}, in: true, eg: true, picksWeb: true},
+		{name: "Egress only", spec: networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}}, eg: true, picksWeb: true},
+		{name: "malformed selector picks nothing", spec: networkingv1.NetworkPolicySpec{PodSelector: bad}, in: true, fail: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := np(tc.spec)
+			sel, in, eg, err := Isolates(p)
+			if in != tc.in || eg != tc.eg || (err != nil) != tc.fail || sel.Matches(labels.Set{"app": "web"}) != tc.picksWeb {
+				t.Fatalf("Isolates = %v ingress %v egress %v error %v; want ingress %v egress %v failing %v picking app=web %v", sel, in, eg, err, tc.in, tc.eg, tc.fail, tc.picksWeb)
+			}
+			r := Policy(p, noResolve, Logging{}, topology.IPv4Only)
+			if r.Ingress != in || r.Egress != eg || r.PodSelector.String() != sel.String() || (len(r.Problems) > 0) != tc.fail {
+				t.Fatalf("Policy says ingress %v egress %v selector %v problems %v; Isolates ingress %v egress %v selector %v", r.Ingress, r.Egress, r.PodSelector, r.Problems, in, eg, sel)
+			}
+		})
+	}
+}
+
 func np(spec networkingv1.NetworkPolicySpec) *networkingv1.NetworkPolicy {
 	return &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "web-ns", Name: "allow-db"}, Spec: spec}
 }
