@@ -79,7 +79,9 @@ func processName(pid int, comm string) string {
 		}
 		return comm
 	}
-	if args := strings.Split(string(cmdline), "\x00"); len(args) > 1 {
+	if args := strings.Split(string(cmdline), "\x00"); len(args) > 1 && strings.HasPrefix(args[1], "relay:") {
+		return comm + "-relay" // every SB relay of the scale scenario, as one
+	} else if len(args) > 1 {
 		return comm + "-" + strings.TrimSuffix(filepath.Base(args[1]), ".db")
 	}
 	return comm

@@ -53,6 +53,7 @@ type options struct {
 	scaleNodeMaxRSS          int
 	scaleMinFree             int
 	scaleMonitors            int
+	scaleRelays              int
 	scaleZones               bool
 }
 
@@ -110,6 +111,7 @@ func main() {
 	flag.IntVar(&o.scaleNodeMaxRSS, "scale-node-max-rss", 8192, "MiB of RSS of node0000's ovn-controller and ovs-vswitchd together at which both are stopped (its figures end there): the control plane measured keeps the machine's memory")
 	flag.IntVar(&o.scaleMinFree, "scale-min-free", 1536, "MiB of available memory below which the scale scenario stops, as an interrupt would (the steps done are written)")
 	flag.IntVar(&o.scaleMonitors, "scale-monitors", 0, "SB clients monitoring every table in the scale scenario (ovsdb-client, updates discarded): the SB server's fan-out to that many more nodes")
+	flag.IntVar(&o.scaleRelays, "scale-relays", 0, "SB relays (ovsdb-server relay:OVN_Southbound) the -scale-monitors connect to, spread evenly, instead of the SB server itself: the central SB's fan-out taken by relays")
 	flag.BoolVar(&o.scaleZones, "scale-zones", false, "the scale scenario in zone mode (OVN interconnection, a zone per node): the master is node0000's zone's, the cluster manager allocates the subnets, "+
 		"and every other node is a simulated zone (its rows in the IC SB as its ovn-ic writes them, its pods' addresses as its master writes them)")
 	flag.StringVar(&o.families, "ip-families", "ipv4", "the master's IP families: ipv4, dual (dual-stack: an address of each family per pod), or both comma-separated, "+

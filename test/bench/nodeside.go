@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -367,6 +368,7 @@ func (b *bench) startMonitors(n int) {
 			tables[t] = []struct{}{{}}
 		}
 	}
+	socks := b.startRelays(b.o.scaleRelays)
 	for i := 0; i < n; i++ {
 		req, err := json.Marshal(map[string]any{"id": i, "method": "monitor_cond_since",
 			"params": []any{"OVN_Southbound", fmt.Sprintf("m%d", i), tables, "00000000-0000-0000-0000-000000000000"}})
@@ -375,7 +377,7 @@ func (b *bench) startMonitors(n int) {
 		}
 		var conn net.Conn
 		for try := 0; try < 500; try++ { // the server's listen backlog may be full a moment
-			if conn, err = net.Dial("unix", b.ovn.SBSock); err == nil || !errors.Is(err, syscall.EAGAIN) {
+			if conn, err = net.Dial("unix", socks[i%len(socks)]); err == nil || !errors.Is(err, syscall.EAGAIN) {
 				break
 			}
 			time.Sleep(10 * time.Millisecond)
@@ -389,7 +391,39 @@ func (b *bench) startMonitors(n int) {
 		go func() { _, _ = io.Copy(io.Discard, conn) }()
 		b.s.Cleanup(func() { _ = conn.Close() })
 	}
-	say("   %d SB monitors of every table connected (one per simulated node's ovn-controller; %d tables); the SB server: %s", n, len(tables), b.sbSessions())
+	say("   %d SB monitors of every table connected (one per simulated node's ovn-controller; %d tables) to %s; the SB server: %s", n, len(tables), relayText(b.o.scaleRelays), b.sbSessions())
+}
+
+func relayText(n int) string {
+	if n == 0 {
+		return "the SB server"
+	}
+	return fmt.Sprintf("%d SB relays", n)
+}
+
+// startRelays starts n SB relays (ovsdb-server relay:OVN_Southbound, as OVN
+// deployments put in front of a central SB for its nodes) and returns the
+// sockets the monitors connect to: the SB server's own when n is 0. A relay
+// keeps one monitor of the SB and serves its own clients from its copy.
+func (b *bench) startRelays(n int) []string {
+	if n == 0 {
+		return []string{b.ovn.SBSock}
+	}
+	var socks []string
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("sb-relay%d", i)
+		sock := filepath.Join(b.ovn.Dir, name+".sock")
+		p := harness.Start(b.s, b.ovn.Dir, name, "ovsdb-server", "relay:OVN_Southbound:unix:"+b.ovn.SBSock,
+			"--remote=punix:"+sock, "--unixctl="+filepath.Join(b.ovn.Dir, name+".ctl"), "--no-chdir")
+		harness.Eventually(b.s, 10*time.Second, name+" socket", func() error {
+			if _, err := os.Stat(sock); err != nil {
+				return fmt.Errorf("%v (log: %s)", err, p.Tail(5))
+			}
+			return nil
+		})
+		socks = append(socks, sock)
+	}
+	return socks
 }
 
 // sbSessions is the SB server's own count of its monitors and sessions.

@@ -479,8 +479,11 @@ func (b *bench) scaleMeasure(st *scaleStep) {
 		say("   %s: ovn-controller RSS %.0f MiB, %d OpenFlow flows, %d Geneve tunnels; CPU per pod created elsewhere: ovn-controller %.2f ms, its ovs-vswitchd %.2f ms",
 			realNode, st.ControllerKiB/1024, st.NodeFlows, st.NodeTunnels, st.ControllerCPUMsPerChange, st.CPUMsPerChange["ovs-vswitchd"])
 	}
-	if b.o.scaleMonitors > 0 {
+	if b.o.scaleMonitors > 0 && b.o.scaleRelays == 0 {
 		say("   the SB server's clients: %s (%d of them the benchmark's monitors)", b.sbSessions(), b.o.scaleMonitors)
+	} else if b.o.scaleMonitors > 0 {
+		say("   the SB server's clients: %s; the %d relays' CPU per probe pod %.2f ms in all (the benchmark's %d monitors are theirs)",
+			b.sbSessions(), b.o.scaleRelays, st.CPUMsPerChange["ovsdb-server-relay"], b.o.scaleMonitors)
 	}
 	st.SBFlows = b.sbLogicalFlows()
 }
