@@ -88,6 +88,10 @@ type scaleStep struct {
 	MasterSyncsPerPod map[string]float64 `json:"master_syncs_per_pod"`
 	// RSS (KiB) of every process once settled.
 	RSS map[string]float64 `json:"rss_kib"`
+	// PeakRSS (KiB) of every process since it started (VmHWM): what a
+	// burst took before it drained (the SB server's backlog to its monitors),
+	// which RSS, read once settled, may no longer show.
+	PeakRSS map[string]float64 `json:"peak_rss_kib"`
 	// The databases: rows ovn-k8s's tables hold in the NB, logical flows in
 	// the SB, both files' sizes once compacted.
 	NBRows    int     `json:"nb_rows"`
@@ -175,6 +179,7 @@ func (b *bench) scale() Result {
 		say("   master %.2f ms CPU per pod added, %.2f KiB per pod held; NB %d rows (%.1f MiB), SB %d logical flows (%.1f MiB); probe p99 %.0f ms; restart %.2f s, cold %.2f s",
 			st.MasterCPUMsPerPod, st.MasterKiBPerPod, st.NBRows, st.NBFileMiB, st.SBFlows, st.SBFileMiB, st.AnnotationP99Ms, st.RestartS, st.ColdS)
 		say("   RSS: %s", describeRSS(st.RSS))
+		say("   peak RSS since each process started: %s", describeRSS(st.PeakRSS))
 		b.writeScale(steps) // after every step: a run stopped later keeps what it measured
 	}
 	report := scaleReport(steps, b.o.scaleRate, machineMemKiB())
@@ -462,10 +467,11 @@ func (b *bench) northdRecomputes() map[string]int {
 func (b *bench) scaleMeasure(st *scaleStep) {
 	st.NBFileMiB, st.SBFileMiB = b.compactedMiB("nb"), b.compactedMiB("sb")
 	time.Sleep(2 * time.Second) // let the Go runtimes settle before reading RSS
-	st.RSS = map[string]float64{}
+	st.RSS, st.PeakRSS = map[string]float64{}, map[string]float64{}
 	for pid, p := range cpuSnapshot() {
 		if pid > 0 {
 			st.RSS[p.name] += procStatus(pid, "VmRSS")
+			st.PeakRSS[p.name] += procStatus(pid, "VmHWM")
 		}
 	}
 	st.MasterKiBPerPod = (procStatus(b.master.Cmd.Process.Pid, "VmRSS") - b.idleRSS) / float64(b.podCount)
