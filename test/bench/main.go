@@ -241,6 +241,9 @@ func (o options) checkScale() error {
 		return fmt.Errorf("-scale-pods %d and %d probes of -scale-probe %d over -scale-nodes %d: %d pods per node; give at most %d per node",
 			o.scalePods, len(steps), o.scaleProbe, o.scaleNodes, perNode, scaleMaxPodsPerNode)
 	}
+	if o.scaleMonitors < 0 || o.scaleRelays < 0 || o.scaleRelays > 0 && o.scaleMonitors == 0 {
+		return fmt.Errorf("-scale-monitors %d, -scale-relays %d: give 0 or more monitors, and relays only with monitors to serve", o.scaleMonitors, o.scaleRelays)
+	}
 	if o.families != "ipv4" || o.stacks != harness.CurrentStack.Name {
 		return fmt.Errorf("-scenarios scale runs on the current stack (%s) in IPv4 only: leave -stacks and -ip-families alone", harness.CurrentStack.Name)
 	}

@@ -308,8 +308,6 @@ func Policy(np *networkingv1.NetworkPolicy, resolve Resolver, log Logging, fams 
 	return r
 }
 
-// directions applies the API's defaults: Ingress always, Egress when the
-// policy has egress rules, unless policyTypes says otherwise.
 // Isolates is what a policy isolates whatever its rules say: the pods its
 // selector picks (none, and the error, when the selector is malformed) in
 // each direction. The namespace's default-deny groups need only this, not
@@ -323,6 +321,8 @@ func Isolates(np *networkingv1.NetworkPolicy) (pods labels.Selector, ingress, eg
 	return pods, ingress, egress, err
 }
 
+// directions applies the API's defaults: Ingress always, Egress when the
+// policy has egress rules, unless policyTypes says otherwise.
 func directions(np *networkingv1.NetworkPolicy) (ingress, egress bool) {
 	if len(np.Spec.PolicyTypes) == 0 {
 		return true, len(np.Spec.Egress) > 0
