@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -401,27 +400,15 @@ func relayText(n int) string {
 	return fmt.Sprintf("%d SB relays", n)
 }
 
-// startRelays starts n SB relays (ovsdb-server relay:OVN_Southbound, as OVN
-// deployments put in front of a central SB for its nodes) and returns the
-// sockets the monitors connect to: the SB server's own when n is 0. A relay
-// keeps one monitor of the SB and serves its own clients from its copy.
+// startRelays starts n SB relays (harness.StartSBRelay) and returns the
+// sockets the monitors connect to: the SB server's own when n is 0.
 func (b *bench) startRelays(n int) []string {
 	if n == 0 {
 		return []string{b.ovn.SBSock}
 	}
 	var socks []string
 	for i := 0; i < n; i++ {
-		name := fmt.Sprintf("sb-relay%d", i)
-		sock := filepath.Join(b.ovn.Dir, name+".sock")
-		p := harness.Start(b.s, b.ovn.Dir, name, "ovsdb-server", "relay:OVN_Southbound:unix:"+b.ovn.SBSock,
-			"--remote=punix:"+sock, "--unixctl="+filepath.Join(b.ovn.Dir, name+".ctl"), "--no-chdir")
-		harness.Eventually(b.s, 10*time.Second, name+" socket", func() error {
-			if _, err := os.Stat(sock); err != nil {
-				return fmt.Errorf("%v (log: %s)", err, p.Tail(5))
-			}
-			return nil
-		})
-		socks = append(socks, sock)
+		socks = append(socks, b.ovn.StartSBRelay(fmt.Sprintf("sb-relay%d", i)))
 	}
 	return socks
 }

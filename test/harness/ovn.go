@@ -77,8 +77,23 @@ func (o *OVNCentral) StartNB() { o.nb = o.startDB("nb") }
 func (o *OVNCentral) StopNB() { o.nb.Kill(); _ = os.Remove(o.NBSock) }
 
 func (o *OVNCentral) startDB(name string) *Process {
+	return o.startServer(name, filepath.Join(o.Dir, name+".db"))
+}
+
+// StartSBRelay starts an SB relay (ovsdb-server relay:OVN_Southbound, which
+// keeps one monitor of the SB and serves its own clients from its copy, as
+// OVN deployments put between a central SB and its nodes) and returns its
+// socket. It is stopped with the test.
+func (o *OVNCentral) StartSBRelay(name string) string {
+	o.startServer(name, "relay:OVN_Southbound:unix:"+o.SBSock)
+	return filepath.Join(o.Dir, name+".sock")
+}
+
+// startServer starts an ovsdb-server on db (a file or a relay: source) at
+// Dir/name.sock and waits for its socket.
+func (o *OVNCentral) startServer(name, db string) *Process {
 	sock := filepath.Join(o.Dir, name+".sock")
-	p := Start(o.t, o.Dir, name, "ovsdb-server", filepath.Join(o.Dir, name+".db"),
+	p := Start(o.t, o.Dir, name, "ovsdb-server", db,
 		"--remote=punix:"+sock, "--unixctl="+filepath.Join(o.Dir, name+".ctl"), "--no-chdir")
 	Eventually(o.t, 10*time.Second, name+" ovsdb-server socket", func() error {
 		if _, err := os.Stat(sock); err != nil {
