@@ -28,6 +28,7 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/dnsname"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/egressip"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/gcbudget"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/hugeheap"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/leader"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/master"
@@ -124,7 +125,7 @@ func masterCommand() *cli.Command {
 			"(k8s.ovn.org/pod-networks) and a logical switch port, and every Service load balancers\n" +
 			"(Service_<ns>/<name>_<PROTO>_cluster in the clusterLBGroup). Restart-safe: state is rebuilt\n" +
 			"from annotations and the NB, and only rows ovn-k8s owns are ever deleted.",
-		Flags: append(append(append(masterSettingFlags(), leaderFlags(leader.DefaultLeaseName)...), metricsFlags("")...), heapHugePagesFlag()),
+		Flags: append(append(append(masterSettingFlags(), leaderFlags(leader.DefaultLeaseName)...), metricsFlags("")...), heapHugePagesFlag(), gcBudgetFlag()),
 		Action: func(c *cli.Context) error {
 			cfg, err := masterConfig(c)
 			if err != nil {
@@ -146,9 +147,17 @@ func masterCommand() *cli.Command {
 			log := logger().WithName("master")
 			// The master's heap is mostly long-lived caches (informers, the NB
 			// client's): collecting at 50% growth instead of 100% keeps RSS near
-			// the live heap for little CPU. GOGC in the environment still wins.
+			// the live heap while collections are cheap; as the heap grows and
+			// each byte marked costs more, GOGC rises to hold the collector's
+			// share of the CPU (package gcbudget). GOGC in the environment wins.
 			if os.Getenv("GOGC") == "" {
-				debug.SetGCPercent(50)
+				b := gcbudget.Default
+				b.Share = float64(c.Int("gc-cpu-budget")) / 100
+				if b.Share == 0 {
+					debug.SetGCPercent(b.Min)
+				} else {
+					go gcbudget.Keep(ctx, 10*time.Second, b, log)
+				}
 			}
 			if c.Bool("heap-huge-pages") {
 				go hugeheap.Keep(ctx, 10*time.Second, log)
@@ -156,6 +165,16 @@ func masterCommand() *cli.Command {
 			return runMaster(ctx, cfg, lcfg, elect, srv, log)
 		},
 	}
+}
+
+// gcBudgetFlag: the collector's share of the master's CPU (package gcbudget).
+func gcBudgetFlag() cli.Flag {
+	return &cli.IntFlag{Name: "gc-cpu-budget", Value: int(gcbudget.Default.Share * 100), Usage: "percent of the master's CPU the Go garbage collector may take: every 10 s (once two collections have run) GOGC moves between 50 and 400 to hold it, spending heap where each byte marked costs more, as in large clusters (docs/performance.md, \"Scale\"); GOMEMLIMIT, when set, still bounds the heap; 0: GOGC fixed at 50; GOGC in the environment overrides both", Action: func(_ *cli.Context, v int) error {
+		if v < 0 || v >= 100 {
+			return flagError("gc-cpu-budget", fmt.Errorf("%d: want a percent from 0 (GOGC fixed at 50) to 99", v))
+		}
+		return nil
+	}}
 }
 
 // heapHugePagesFlag: the master's heap in huge pages (package hugeheap).

@@ -60,6 +60,16 @@ func TestDNSTapFlagsRefusedNamingTheFlag(t *testing.T) {
 	}
 }
 
+// A --gc-cpu-budget outside 0–99 exits 2 naming the flag.
+func TestGCBudgetFlagRefusedNamingTheFlag(t *testing.T) {
+	for _, v := range []string{"-1", "100", "x"} {
+		status, out := runMain(t, 10*time.Second, "master", "--kubeconfig", "/nonexistent", "--nb-address", "unix:/nonexistent", "--gc-cpu-budget", v)
+		if status != exitUsage || !strings.Contains(out, "gc-cpu-budget") {
+			t.Errorf("--gc-cpu-budget %s: exit %d, output %q; want 2 naming the flag", v, status, out)
+		}
+	}
+}
+
 // Bad zone mode flags exit 2 naming the flag.
 func TestZoneFlagsRefusedNamingTheFlag(t *testing.T) {
 	for _, tc := range []struct {

@@ -1,0 +1,141 @@
+// Package gcbudget keeps the garbage collector's share of the process's CPU
+// within a budget by moving GOGC between a floor and a ceiling, the way the
+// JVM's GCTimeRatio grows a heap whose collections cost too much.
+//
+// A collection's work goes as the live heap and collections come after each
+// GOGC percent of it allocated, so with a fixed GOGC the marking per object
+// changed would be flat if marking cost the same per byte at every size. It
+// does not: the master's cost per byte marked grows with its heap (span
+// metadata missing the CPU caches; from 10,000 to 150,000 pods the marking
+// per pod added went ×2.3 while the master's own work went ×1.1,
+// docs/performance.md, "Scale"). Raising GOGC as that share grows holds the
+// CPU per change flat and spends heap instead, which is what a large cluster's
+// master can afford: GOGC stays at the floor (the master's fixed 50 before
+// this package) while collections are cheap, so a small cluster's RSS does
+// not change, and GOMEMLIMIT, when set, still bounds the heap whatever GOGC
+// says (the runtime collects at the limit).
+package gcbudget
+
+import (
+	"context"
+	"math"
+	"runtime/debug"
+	"runtime/metrics"
+	"time"
+
+	"github.com/go-logr/logr"
+)
+
+// Budget is what Keep holds the collector to.
+type Budget struct {
+	// Share is the collector's share of the CPU the process used (0–1).
+	Share float64
+	// Min and Max bound GOGC (percent).
+	Min, Max int
+}
+
+// Default: a quarter of the CPU for the collector (its own pacer's target
+// while marking), GOGC from 50 (the master's long-standing setting) to 400.
+var Default = Budget{Share: 0.25, Min: 50, Max: 400}
+
+// Window is what the runtime spent between two readings.
+type Window struct {
+	GC, User float64 // CPU seconds: collection (all its classes), the program
+	Cycles   uint64  // collections completed
+}
+
+// Enough says whether a window is long enough to judge: two completed
+// collections and a second of CPU. The runtime updates its CPU classes at the
+// end of each collection only, so a window spans whole cycles; an idle
+// master collects rarely and keeps its GOGC.
+func (w Window) Enough() bool { return w.Cycles >= 2 && w.GC+w.User >= 1 }
+
+// Next is the GOGC that would have given the window's work the budget's
+// share: the marking per byte allocated goes as 1/GOGC, so with the
+// collector's share s at GOGC p, share b needs p·(s/(1−s))·((1−b)/b).
+// It moves at most ×2 or ÷2 at a time, stays within [Min, Max], and keeps p
+// when the change would be under a tenth of it.
+func (b Budget) Next(p int, w Window) int {
+	busy := w.GC + w.User
+	if busy <= 0 || w.User <= 0 || b.Share <= 0 || b.Share >= 1 {
+		return clamp(p, b.Min, b.Max)
+	}
+	s := w.GC / busy
+	want := float64(p) * (s / (1 - s)) * ((1 - b.Share) / b.Share)
+	want = math.Max(float64(p)/2, math.Min(want, float64(p)*2))
+	next := clamp(int(math.Round(want)), b.Min, b.Max)
+	if abs(next-p)*10 < p && p >= b.Min && p <= b.Max {
+		return p
+	}
+	return next
+}
+
+func clamp(v, lo, hi int) int { return max(lo, min(v, hi)) }
+
+func abs(v int) int {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+var names = []string{
+	"/cpu/classes/gc/total:cpu-seconds",
+	"/cpu/classes/user:cpu-seconds",
+	"/gc/cycles/total:gc-cycles",
+}
+
+// reading is the runtime's counters at one time.
+type reading struct {
+	gc, user float64
+	cycles   uint64
+}
+
+func read() reading {
+	s := make([]metrics.Sample, len(names))
+	for i, n := range names {
+		s[i].Name = n
+	}
+	metrics.Read(s)
+	var r reading
+	if s[0].Value.Kind() == metrics.KindFloat64 {
+		r.gc = s[0].Value.Float64()
+	}
+	if s[1].Value.Kind() == metrics.KindFloat64 {
+		r.user = s[1].Value.Float64()
+	}
+	if s[2].Value.Kind() == metrics.KindUint64 {
+		r.cycles = s[2].Value.Uint64()
+	}
+	return r
+}
+
+// Keep sets GOGC to the budget's floor, then every interval looks at what
+// the runtime spent since the last decision and, once that is Enough, sets
+// GOGC to Next of it, until ctx is done. A change is logged at V(1); the
+// current GOGC is also the go_gc_gogc_percent metric.
+func Keep(ctx context.Context, every time.Duration, b Budget, log logr.Logger) {
+	p := b.Min
+	debug.SetGCPercent(p)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	last := read()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := read()
+		w := Window{GC: now.gc - last.gc, User: now.user - last.user, Cycles: now.cycles - last.cycles}
+		if !w.Enough() {
+			continue
+		}
+		last = now
+		if next := b.Next(p, w); next != p {
+			log.V(1).Info("GOGC moved to hold the collector's CPU share", "gogc", next, "was", p, "gcShare", math.Round(w.GC/(w.GC+w.User)*1000)/1000, "budget", b.Share)
+			debug.SetGCPercent(next)
+			p = next
+		}
+	}
+}
