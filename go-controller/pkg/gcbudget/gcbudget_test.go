@@ -18,21 +18,25 @@ func TestNext(t *testing.T) {
 		w    Window
 		want int
 	}{
-		// s = 0.5 at p = 50: p·(0.5/0.5)·(0.75/0.25) = 150, capped at ×2.
-		{"half the CPU: doubled at most", 50, Window{GC: 1, User: 1, Cycles: 5}, 100},
-		// s = 0.4: 100·(0.4/0.6)·3 = 200.
+		// p·(s/(1−s))·((1−b)/b): s = 0.5 at 50: 150, doubled at most.
+		{"half the CPU at 50: doubled at most", 50, Window{GC: 1, User: 1, Cycles: 5}, 100},
+		// s = 0.4 at 100: 200.
 		{"share 0.4 at 100: 200", 100, Window{GC: 0.4, User: 0.6, Cycles: 5}, 200},
-		// s = 0.3: 100·(0.3/0.7)·3 = 128.6.
+		// s = 0.3 at 100: 128.6.
 		{"share 0.3 at 100: 129", 100, Window{GC: 0.3, User: 0.7, Cycles: 5}, 129},
+		// s = 0.9 at 100: 2,700, doubled at most.
+		{"share 0.9: doubled at most", 100, Window{GC: 0.9, User: 0.1, Cycles: 5}, 200},
 		{"at the budget: kept", 120, Window{GC: 0.25, User: 0.75, Cycles: 5}, 120},
-		// s = 0.26: 120·(0.26/0.74)·3 = 126.5, within a tenth: kept.
+		// s = 0.26 at 120: 126.5, within a tenth: kept.
 		{"near the budget: kept", 120, Window{GC: 0.26, User: 0.74, Cycles: 5}, 120},
-		// s = 0.1: 300·(0.1/0.9)·3 = 100, halved at most: 150.
-		{"cheap: lowered, halved at most", 300, Window{GC: 0.1, User: 0.9, Cycles: 5}, 150},
+		// s = 0.2 at 300: 225.
+		{"cheap: lowered", 300, Window{GC: 0.2, User: 0.8, Cycles: 5}, 225},
+		// s = 0.1 at 300: 100, halved at most.
+		{"very cheap: halved at most", 300, Window{GC: 0.1, User: 0.9, Cycles: 5}, 150},
 		{"cheap at the floor: floor", 50, Window{GC: 0.01, User: 0.99, Cycles: 5}, 50},
 		{"dear at the ceiling: ceiling", 400, Window{GC: 0.9, User: 0.1, Cycles: 5}, 400},
-		{"nothing but GC: doubled", 60, Window{GC: 1, User: 0, Cycles: 5}, 60},
-		{"out of bounds: brought in", 20, Window{GC: 0.25, User: 0.75, Cycles: 5}, 50},
+		{"nothing but GC: kept (no program time to judge by)", 60, Window{GC: 1, User: 0, Cycles: 5}, 60},
+		{"below the floor: brought in", 20, Window{GC: 0.25, User: 0.75, Cycles: 5}, 50},
 		{"above the ceiling: brought in", 1000, Window{GC: 0.25, User: 0.75, Cycles: 5}, 400},
 	} {
 		if got := b.Next(c.p, c.w); got != c.want {
