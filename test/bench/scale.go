@@ -79,6 +79,11 @@ type scaleStep struct {
 	// its RSS above idle per pod held.
 	MasterCPUMsPerPod float64 `json:"master_cpu_ms_per_pod"`
 	MasterKiBPerPod   float64 `json:"master_kib_per_pod"`
+	// MachineWorkMs is the machine's speed at this step: the CPU of a
+	// fixed piece of work (machineWork), the mean of its readings before the
+	// growth and after the probe. The master's CPU per pod over it is
+	// what the machine's drift between steps does not move.
+	MachineWorkMs float64 `json:"machine_work_ms"`
 	// The master's Go runtime while growing (its /metrics): bytes allocated
 	// per pod added, garbage collections, and its heap in use at the end.
 	MasterAllocKiBPerPod float64 `json:"master_alloc_kib_per_pod"`
@@ -157,8 +162,11 @@ func (b *bench) scale() Result {
 	for i, f := range fractions {
 		to := largest.times(f)
 		say("-- step %d: %s", i+1, to)
+		before := machineWork()
 		st := b.scaleTo(cur, to, i)
 		cur = to
+		st.Size.Pods, st.MachineWorkMs = b.podCount, before
+		b.writeSteps(append(steps, st)) // the growth kept if the rest of the step runs out of memory
 		b.growZones(to.Nodes)
 		if b.nodeSide != nil {
 			start, cpu := time.Now(), cpuSnapshot()
@@ -172,12 +180,13 @@ func (b *bench) scale() Result {
 			b.s.Fatal(fmt.Errorf("step %d: %s exited (the kernel's OOM killer, if the machine ran out of memory: dmesg); the steps before are in scale.txt", i+1, gone))
 		}
 		st.Size.Pods = b.podCount
+		st.MachineWorkMs = (before + machineWork()) / 2
 		b.scaleMeasure(&st)
 		b.writeScale(append(steps, st)) // the growth and probe kept if a restart runs out of memory
 		b.scaleRestarts(&st)
 		steps = append(steps, st)
-		say("   master %.2f ms CPU per pod added, %.2f KiB per pod held; NB %d rows (%.1f MiB), SB %d logical flows (%.1f MiB); probe p99 %.0f ms; restart %.2f s, cold %.2f s",
-			st.MasterCPUMsPerPod, st.MasterKiBPerPod, st.NBRows, st.NBFileMiB, st.SBFlows, st.SBFileMiB, st.AnnotationP99Ms, st.RestartS, st.ColdS)
+		say("   master %.2f ms CPU per pod added (a fixed piece of work took %.0f ms), %.2f KiB per pod held; NB %d rows (%.1f MiB), SB %d logical flows (%.1f MiB); probe p99 %.0f ms; restart %.2f s, cold %.2f s",
+			st.MasterCPUMsPerPod, st.MachineWorkMs, st.MasterKiBPerPod, st.NBRows, st.NBFileMiB, st.SBFlows, st.SBFileMiB, st.AnnotationP99Ms, st.RestartS, st.ColdS)
 		say("   RSS: %s", describeRSS(st.RSS))
 		say("   peak RSS since each process started: %s", describeRSS(st.PeakRSS))
 		b.writeScale(steps) // after every step: a run stopped later keeps what it measured
@@ -190,12 +199,18 @@ func (b *bench) scale() Result {
 
 // writeScale writes the steps so far: scale-steps.json, scale.txt, scale.png.
 func (b *bench) writeScale(steps []scaleStep) {
-	data, _ := json.MarshalIndent(steps, "", "  ")
-	_ = os.WriteFile(filepath.Join(b.o.out, "scale-steps.json"), append(data, '\n'), 0o644)
+	b.writeSteps(steps)
 	_ = os.WriteFile(filepath.Join(b.o.out, "scale.txt"), []byte(scaleReport(steps, b.o.scaleRate, machineMemKiB())), 0o644)
 	if err := plotScale(filepath.Join(b.o.out, "scale.png"), steps); err != nil {
 		say("  plot: %v", err)
 	}
+}
+
+// writeSteps writes the steps so far to scale-steps.json only: the last
+// one may be a growth not yet measured further (no RSS, no probe).
+func (b *bench) writeSteps(steps []scaleStep) {
+	data, _ := json.MarshalIndent(steps, "", "  ")
+	_ = os.WriteFile(filepath.Join(b.o.out, "scale-steps.json"), append(data, '\n'), 0o644)
 }
 
 // describeRSS lists the processes by RSS, largest first, in MiB.
@@ -221,7 +236,7 @@ func scaleMetrics(steps []scaleStep) map[string]float64 {
 		p := fmt.Sprintf("s%d_", i+1)
 		for k, v := range map[string]float64{"nodes": float64(st.Size.Nodes), "pods": float64(st.Size.Pods), "namespaces": float64(st.Size.Namespaces),
 			"services": float64(st.Size.Services), "policies": float64(st.Size.Policies),
-			"master_cpu_ms_per_pod": st.MasterCPUMsPerPod, "master_kib_per_pod": st.MasterKiBPerPod, "nb_rows": float64(st.NBRows),
+			"master_cpu_ms_per_pod": st.MasterCPUMsPerPod, "machine_work_ms": st.MachineWorkMs, "master_kib_per_pod": st.MasterKiBPerPod, "nb_rows": float64(st.NBRows),
 			"sb_logical_flows": float64(st.SBFlows), "nb_file_mib": st.NBFileMiB, "sb_file_mib": st.SBFileMiB,
 			"annotation_p99_ms": st.AnnotationP99Ms, "restart_s": st.RestartS, "restart_nb_transactions": st.RestartNBTxns, "cold_s": st.ColdS,
 			"northd_cpu_ms_per_change": st.ProbeNorthdCPUMs, "sb_server_cpu_ms_per_change": st.ProbeSBServerCPUs, "master_cpu_ms_per_change": st.ProbeMasterCPUMs,
@@ -552,7 +567,7 @@ func (b *bench) watchMemory() func() {
 				return
 			case <-tick.C:
 				if avail := meminfo("MemAvailable"); avail > 0 && avail < float64(b.o.scaleMinFree)*1024 {
-					msg := fmt.Sprintf("stopped: this machine had %.0f MiB of memory left (-scale-min-free %d) at %d nodes and %d pods; the steps before are in scale.txt",
+					msg := fmt.Sprintf("stopped: this machine had %.0f MiB of memory left (-scale-min-free %d) at %d nodes and %d pods; the steps before are in scale.txt, this step's growth (when it ended) in scale-steps.json",
 						avail/1024, b.o.scaleMinFree, len(b.scaleLoad), b.podCount)
 					say("   %s", msg)
 					f, err := os.OpenFile(filepath.Join(b.o.out, "scale.txt"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)

@@ -12,38 +12,63 @@ import (
 
 func TestNext(t *testing.T) {
 	b := Budget{Share: 0.25, Min: 50, Max: 400}
+	// one is a single window run under GOGC p.
+	one := func(p int, gc, user float64) []Window {
+		return []Window{{GC: gc, User: user, Cycles: 5, GOGC: p}}
+	}
 	for _, c := range []struct {
 		name string
 		p    int
-		w    Window
+		ws   []Window
 		want int
 	}{
 		// p·(s/(1−s))·((1−b)/b): s = 0.5 at 50: 150, doubled at most.
-		{"half the CPU at 50: doubled at most", 50, Window{GC: 1, User: 1, Cycles: 5}, 100},
+		{"half the CPU at 50: doubled at most", 50, one(50, 1, 1), 100},
 		// s = 0.4 at 100: 200.
-		{"share 0.4 at 100: 200", 100, Window{GC: 0.4, User: 0.6, Cycles: 5}, 200},
+		{"share 0.4 at 100: 200", 100, one(100, 0.4, 0.6), 200},
 		// s = 0.3 at 100: 128.6.
-		{"share 0.3 at 100: 129", 100, Window{GC: 0.3, User: 0.7, Cycles: 5}, 129},
+		{"share 0.3 at 100: 129", 100, one(100, 0.3, 0.7), 129},
 		// s = 0.9 at 100: 2,700, doubled at most.
-		{"share 0.9: doubled at most", 100, Window{GC: 0.9, User: 0.1, Cycles: 5}, 200},
-		{"at the budget: kept", 120, Window{GC: 0.25, User: 0.75, Cycles: 5}, 120},
+		{"share 0.9: doubled at most", 100, one(100, 0.9, 0.1), 200},
+		{"at the budget: kept", 120, one(120, 0.25, 0.75), 120},
 		// s = 0.26 at 120: 126.5, within a tenth: kept.
-		{"near the budget: kept", 120, Window{GC: 0.26, User: 0.74, Cycles: 5}, 120},
+		{"near the budget: kept", 120, one(120, 0.26, 0.74), 120},
 		// s = 0.2 at 300: 225.
-		{"cheap: lowered", 300, Window{GC: 0.2, User: 0.8, Cycles: 5}, 225},
+		{"cheap: lowered", 300, one(300, 0.2, 0.8), 225},
 		// s = 0.1 at 300: 100, halved at most.
-		{"very cheap: halved at most", 300, Window{GC: 0.1, User: 0.9, Cycles: 5}, 150},
-		{"cheap at the floor: floor", 50, Window{GC: 0.01, User: 0.99, Cycles: 5}, 50},
-		{"dear at the ceiling: ceiling", 400, Window{GC: 0.9, User: 0.1, Cycles: 5}, 400},
-		{"nothing but GC: kept (no program time to judge by)", 60, Window{GC: 1, User: 0, Cycles: 5}, 60},
-		{"below the floor: brought in", 20, Window{GC: 0.25, User: 0.75, Cycles: 5}, 50},
-		{"above the ceiling: brought in", 1000, Window{GC: 0.25, User: 0.75, Cycles: 5}, 400},
+		{"very cheap: halved at most", 300, one(300, 0.1, 0.9), 150},
+		{"cheap at the floor: floor", 50, one(50, 0.01, 0.99), 50},
+		{"dear at the ceiling: ceiling", 400, one(400, 0.9, 0.1), 400},
+		{"nothing but GC: kept (no program time to judge by)", 60, one(60, 1, 0), 60},
+		{"no window: kept", 60, nil, 60},
+		{"below the floor: brought in", 20, one(20, 0.25, 0.75), 50},
+		{"above the ceiling: brought in", 1000, one(1000, 0.25, 0.75), 400},
+		// Σ GC·GOGC / Σ User = (40 + 20) / 1.4 = 42.86, ×3: 128.6; the
+		// first window alone would say 200, the second 75.
+		{"two windows weighed together", 100, []Window{
+			{GC: 0.4, User: 0.6, Cycles: 2, GOGC: 100},
+			{GC: 0.2, User: 0.8, Cycles: 2, GOGC: 100},
+		}, 129},
+		// (0.5·50 + 0.25·100) / (0.5 + 0.75) = 40, ×3: 120. Each window's
+		// cost counts under its own GOGC: read at 100, the first would
+		// say 300.
+		{"windows under different GOGC values", 100, []Window{
+			{GC: 0.5, User: 0.5, Cycles: 2, GOGC: 50},
+			{GC: 0.25, User: 0.75, Cycles: 2, GOGC: 100},
+		}, 120},
+		// Weighed by program CPU: (0.5·100 + 0.5·100) / (1.5 + 0.5) = 50,
+		// ×3: 150; the plain mean of the windows' costs (33.3 and 100)
+		// would give 200.
+		{"windows weighed by their program CPU", 100, []Window{
+			{GC: 0.5, User: 1.5, Cycles: 2, GOGC: 100},
+			{GC: 0.5, User: 0.5, Cycles: 2, GOGC: 100},
+		}, 150},
 	} {
-		if got := b.Next(c.p, c.w); got != c.want {
-			t.Errorf("%s: Next(%d, %+v) = %d, want %d", c.name, c.p, c.w, got, c.want)
+		if got := b.Next(c.p, c.ws); got != c.want {
+			t.Errorf("%s: Next(%d, %+v) = %d, want %d", c.name, c.p, c.ws, got, c.want)
 		}
 	}
-	if got := (Budget{Share: 0, Min: 50, Max: 400}).Next(80, Window{GC: 1, User: 1, Cycles: 5}); got != 80 {
+	if got := (Budget{Share: 0, Min: 50, Max: 400}).Next(80, one(80, 1, 1)); got != 80 {
 		t.Errorf("a zero share must not move GOGC: got %d", got)
 	}
 }

@@ -36,6 +36,11 @@ type Txn struct {
 	// children indexes, per parent set field seen by EnsureChild, its cached
 	// rows by external_ids[idKey] (built once per field and transaction).
 	children map[childKey]childIndex
+	// read holds the copies of child rows read by UUID (childIndex,
+	// EnsureChild, ChildrenWhere), so that a sync ensuring a group's ACLs
+	// and removing the extra ones copies each row once, not three times.
+	// The copies are only compared, never handed out.
+	read map[string]model.Model
 }
 
 type childKey struct {
@@ -472,8 +477,7 @@ func (t *Txn) EnsureChild(parent model.Model, childField any, idKey string, want
 		return ""
 	}
 	if uuid, ok := t.childIndex(parent, childField, idKey, rc)[ExternalIDs(want)[idKey]]; ok {
-		// rc.Row hands out a copy already.
-		if row := rc.Row(uuid); row != nil {
+		if row := t.row(rc, uuid); row != nil {
 			if !t.updateChanged(row, want, uuid, fields) {
 				return ""
 			}
@@ -513,7 +517,7 @@ func (t *Txn) childIndex(parent model.Model, childField any, idKey string, rc *c
 	uuids := reflect.ValueOf(childField).Elem().Interface().([]string)
 	byID := make(map[string]string, len(uuids))
 	for _, uuid := range uuids {
-		if row := rc.Row(uuid); row != nil {
+		if row := t.row(rc, uuid); row != nil {
 			if id, ok := ExternalIDs(row)[idKey]; ok && byID[id] == "" {
 				byID[id] = uuid
 			}
@@ -524,6 +528,23 @@ func (t *Txn) childIndex(parent model.Model, childField any, idKey string, rc *c
 	}
 	t.children[k] = childIndex{parent: parent, byID: byID}
 	return byID
+}
+
+// row is the cached row with this UUID (a copy: rc.Row hands out copies),
+// read once per transaction.
+func (t *Txn) row(rc *cache.RowCache, uuid string) model.Model {
+	if r, ok := t.read[uuid]; ok {
+		return r
+	}
+	r := rc.Row(uuid)
+	if r == nil {
+		return nil // not remembered: a row created meanwhile is found later
+	}
+	if t.read == nil {
+		t.read = map[string]model.Model{}
+	}
+	t.read[uuid] = r
+	return r
 }
 
 // Create inserts a new nameless row (an ACL) and returns the named UUID to
@@ -575,7 +596,7 @@ func (t *Txn) ChildrenWhere(uuids []string, pick func(ids map[string]string) boo
 	}
 	var out []string
 	for _, uuid := range uuids {
-		if row := rc.Row(uuid); row != nil && pick(ExternalIDs(row)) {
+		if row := t.row(rc, uuid); row != nil && pick(ExternalIDs(row)) {
 			out = append(out, uuid)
 		}
 	}

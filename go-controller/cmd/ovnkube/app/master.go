@@ -170,7 +170,7 @@ func masterCommand() *cli.Command {
 
 // gcBudgetFlag: the collector's share of the master's CPU (package gcbudget).
 func gcBudgetFlag() cli.Flag {
-	return &cli.IntFlag{Name: "gc-cpu-budget", Value: int(math.Round(gcbudget.Default.Share * 100)), Usage: "percent of the master's CPU the Go garbage collector may take: every 10 s (once two collections have run) GOGC moves between 50 and 400 to hold it, spending heap where each byte marked costs more, as in large clusters (docs/performance.md, \"Scale\"); GOMEMLIMIT, when set, still bounds the heap; 0: GOGC fixed at 50; GOGC in the environment overrides both", Action: func(_ *cli.Context, v int) error {
+	return &cli.IntFlag{Name: "gc-cpu-budget", Value: int(math.Round(gcbudget.Default.Share * 100)), Usage: "percent of the master's CPU the Go garbage collector may take: every 10 s once two collections have run, judged over the last four such windows, GOGC moves between 50 and 400 to hold it, spending heap where each byte marked costs more, as in large clusters (docs/performance.md, \"Scale\"); GOMEMLIMIT, when set, still bounds the heap; 0: GOGC fixed at 50; GOGC in the environment overrides both", Action: func(_ *cli.Context, v int) error {
 		if v < 0 || v >= 100 {
 			return flagError("gc-cpu-budget", fmt.Errorf("%d: want a percent from 0 (GOGC fixed at 50) to 99", v))
 		}
