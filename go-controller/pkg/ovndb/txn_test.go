@@ -65,13 +65,7 @@ func TestEnsureChildrenInOneTxn(t *testing.T) {
 	}
 	txn.Ensure(pg, nil, nil)
 	commit(t, c, txn)
-	harness.Eventually(t, 5*time.Second, "three ACLs in the cache", func() error {
-		got, err := priorities(c)
-		if err == nil && !slices.Equal(got, []string{"1=1000", "2=1001", "3=1002"}) {
-			err = fmt.Errorf("%v", got)
-		}
-		return err
-	})
+	waitACLs(t, c, "three ACLs in the cache", "1=1000", "2=1001", "3=1002")
 
 	txn = ovndb.NewTxn(c)
 	cached := ovndb.Lookup(txn, &nbdb.PortGroup{Name: "pg"})
@@ -87,9 +81,15 @@ func TestEnsureChildrenInOneTxn(t *testing.T) {
 		return ids["id"] == "3"
 	}, &nbdb.ACL{})...)
 	commit(t, c, txn)
-	harness.Eventually(t, 5*time.Second, "ACL 2 updated, 4 created, 3 removed", func() error {
+	waitACLs(t, c, "ACL 2 updated, 4 created, 3 removed", "1=1000", "2=2001", "4=1004")
+}
+
+// waitACLs waits until the group's ACLs in the cache are want (id=priority).
+func waitACLs(t *testing.T, c client.Client, what string, want ...string) {
+	t.Helper()
+	harness.Eventually(t, 5*time.Second, what, func() error {
 		got, err := priorities(c)
-		if err == nil && !slices.Equal(got, []string{"1=1000", "2=2001", "4=1004"}) {
+		if err == nil && !slices.Equal(got, want) {
 			err = fmt.Errorf("%v", got)
 		}
 		return err
