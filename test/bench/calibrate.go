@@ -3,6 +3,7 @@ package main
 import (
 	"runtime"
 	"slices"
+	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -41,7 +42,7 @@ func machineWorkOnce() {
 	next := func() uint64 { x ^= x << 13; x ^= x >> 7; x ^= x << 17; return x }
 	m := make(map[string]*[4]uint64, n)
 	for i := range keys {
-		keys[i] = string(rune('a'+i%26)) + uitoa(next())
+		keys[i] = string(rune('a'+i%26)) + strconv.FormatUint(next(), 10)
 		m[keys[i]] = &[4]uint64{uint64(i)}
 	}
 	hits := 0
@@ -51,18 +52,6 @@ func machineWorkOnce() {
 		}
 	}
 	machineWorkSink += hits
-}
-
-func uitoa(v uint64) string {
-	var b [20]byte
-	i := len(b)
-	for {
-		i--
-		b[i] = byte('0' + v%10)
-		if v /= 10; v == 0 {
-			return string(b[i:])
-		}
-	}
 }
 
 // threadCPU is the calling thread's CPU time.

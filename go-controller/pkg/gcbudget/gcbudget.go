@@ -76,11 +76,7 @@ const Windows = 4
 // a time, stays within [Min, Max], and keeps p when the change would be under
 // a tenth of it.
 func (b Budget) Next(p int, ws []Window) int {
-	var cost, user float64
-	for _, w := range ws {
-		cost += w.GC * float64(w.GOGC)
-		user += w.User
-	}
+	cost, _, user := totals(ws)
 	if user <= 0 || cost <= 0 || b.Share <= 0 || b.Share >= 1 {
 		return clamp(p, b.Min, b.Max)
 	}
@@ -171,10 +167,17 @@ func Keep(ctx context.Context, every time.Duration, b Budget, log logr.Logger) {
 
 // share is the collector's share of the windows' CPU, to three places.
 func share(ws []Window) float64 {
-	var gc, user float64
+	_, gc, user := totals(ws)
+	return math.Round(gc/(gc+user)*1000) / 1000
+}
+
+// totals sums the windows: the collector's CPU times the GOGC it ran under
+// (the cost Next weighs), the collector's CPU, the program's.
+func totals(ws []Window) (cost, gc, user float64) {
 	for _, w := range ws {
+		cost += w.GC * float64(w.GOGC)
 		gc += w.GC
 		user += w.User
 	}
-	return math.Round(gc/(gc+user)*1000) / 1000
+	return cost, gc, user
 }
