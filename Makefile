@@ -106,7 +106,7 @@ lint:
 
 ## unit: pure and in-memory tests
 unit:
-	$(GO) test -count=1 ./go-controller/... ./test/harness/ ./test/cluster/... ./hack/...
+	$(GO) test -count=1 ./go-controller/... ./test/harness/ ./test/bench/ ./test/cluster/... ./hack/...
 
 ## fuzz: a short run of every fuzz target (seed corpora in testdata/fuzz; FUZZTIME=1000000x for longer)
 # A count, not a duration: with a duration, Go 1.26's fuzz coordinator can report

@@ -62,3 +62,81 @@ func threadCPU() time.Duration {
 	}
 	return time.Duration(ts.Nano())
 }
+
+// speedEvery is how often speedWatch times the fixed work while a step
+// grows: about 2 s of one core's CPU a minute, under 2 % of the machine.
+const speedEvery = time.Minute
+
+// speedReading is one timing of the fixed work and the master's CPU
+// seconds (since the watch began) when it ended.
+type speedReading struct {
+	MasterCPU float64 `json:"master_cpu_s"`
+	WorkMs    float64 `json:"work_ms"`
+}
+
+// speedWatch times the fixed work at the start, every speedEvery and at the
+// end of a step's growth: a reading taken only before the growth missed the
+// machine slowing down during it (docs/performance.md, "Decided over four
+// windows").
+type speedWatch struct {
+	stop chan struct{}
+	done chan []speedReading
+}
+
+// watchSpeed starts the readings; masterCPU is the master's CPU seconds so
+// far.
+func watchSpeed(masterCPU func() float64) *speedWatch {
+	w := &speedWatch{stop: make(chan struct{}), done: make(chan []speedReading, 1)}
+	read := func() speedReading {
+		ms := machineWork()
+		return speedReading{MasterCPU: masterCPU(), WorkMs: ms}
+	}
+	first := read()
+	go func() {
+		readings := []speedReading{first}
+		tick := time.NewTicker(speedEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				readings = append(readings, read())
+			case <-w.stop:
+				w.done <- append(readings, read())
+				return
+			}
+		}
+	}()
+	return w
+}
+
+// end takes the last reading and returns them all.
+func (w *speedWatch) end() []speedReading {
+	close(w.stop)
+	return <-w.done
+}
+
+// weighSpeed is the fixed work's time over the readings, each interval
+// (the mean of its two ends) weighed by the master's CPU in it: the
+// harmonic mean that makes the master's CPU over it the sum of each
+// interval's CPU over that interval's speed. Without master CPU between
+// the readings it is their plain mean.
+func weighSpeed(rs []speedReading) float64 {
+	var cpu, norm, sum float64
+	for i, r := range rs {
+		sum += r.WorkMs
+		if i == 0 {
+			continue
+		}
+		if d := r.MasterCPU - rs[i-1].MasterCPU; d > 0 {
+			cpu += d
+			norm += d / ((r.WorkMs + rs[i-1].WorkMs) / 2)
+		}
+	}
+	switch {
+	case norm > 0:
+		return cpu / norm
+	case len(rs) > 0:
+		return sum / float64(len(rs))
+	}
+	return 0
+}

@@ -79,11 +79,13 @@ type scaleStep struct {
 	// its RSS above idle per pod held.
 	MasterCPUMsPerPod float64 `json:"master_cpu_ms_per_pod"`
 	MasterKiBPerPod   float64 `json:"master_kib_per_pod"`
-	// MachineWorkMs is the machine's speed at this step: the CPU of a
-	// fixed piece of work (machineWork), the mean of its readings before the
-	// growth and after the probe. The master's CPU per pod over it is
-	// what the machine's drift between steps does not move.
-	MachineWorkMs float64 `json:"machine_work_ms"`
+	// MachineWorkMs is the machine's speed during this step's growth: the
+	// CPU of a fixed piece of work (machineWork) timed at its start, every
+	// speedEvery and at its end (MachineWork), each interval weighed by
+	// the master's CPU in it (weighSpeed). The master's CPU per pod over it
+	// is what the machine's drift does not move.
+	MachineWorkMs float64        `json:"machine_work_ms"`
+	MachineWork   []speedReading `json:"machine_work_readings"`
 	// The master's Go runtime while growing (its /metrics): bytes allocated
 	// per pod added, garbage collections, and its heap in use at the end.
 	MasterAllocKiBPerPod float64 `json:"master_alloc_kib_per_pod"`
@@ -162,10 +164,9 @@ func (b *bench) scale() Result {
 	for i, f := range fractions {
 		to := largest.times(f)
 		say("-- step %d: %s", i+1, to)
-		before := machineWork()
 		st := b.scaleTo(cur, to, i)
 		cur = to
-		st.Size.Pods, st.MachineWorkMs = b.podCount, before
+		st.Size.Pods = b.podCount
 		b.writeSteps(append(steps, st)) // the growth kept if the rest of the step runs out of memory
 		b.growZones(to.Nodes)
 		if b.nodeSide != nil {
@@ -180,7 +181,6 @@ func (b *bench) scale() Result {
 			b.s.Fatal(fmt.Errorf("step %d: %s exited (the kernel's OOM killer, if the machine ran out of memory: dmesg); the steps before are in scale.txt", i+1, gone))
 		}
 		st.Size.Pods = b.podCount
-		st.MachineWorkMs = (before + machineWork()) / 2
 		b.scaleMeasure(&st)
 		b.writeScale(append(steps, st)) // the growth and probe kept if a restart runs out of memory
 		b.scaleRestarts(&st)
@@ -260,6 +260,8 @@ func (b *bench) scaleTo(cur, to scaleSize, step int) scaleStep {
 	defer stopProfile()
 	stopAllocs := b.allocations(fmt.Sprintf("scale-grow-%d", step+1))
 	defer stopAllocs()
+	base := cpuSnapshot()
+	speed := watchSpeed(func() float64 { return cpuSnapshot().since(base)["ovnkube"] })
 	start, cpu, metrics := time.Now(), cpuSnapshot(), b.scrapeMaster()
 	parallel(to.Nodes-cur.Nodes, b.o.workers, func(i int) {
 		n := cur.Nodes + i
@@ -331,6 +333,8 @@ func (b *bench) scaleTo(cur, to scaleSize, step int) scaleStep {
 	st.GrowS = time.Since(start).Seconds()
 	used := cpuSnapshot().since(cpu)
 	st.GrowCPU = used
+	st.MachineWork = speed.end()
+	st.MachineWorkMs = weighSpeed(st.MachineWork)
 	st.MasterCPUMsPerPod = 1000 * used["ovnkube"] / float64(len(keys))
 	after, pods := b.scrapeMaster(), float64(len(keys))
 	st.MasterAllocKiBPerPod = after.delta(metrics, "go_memstats_alloc_bytes_total") / 1024 / pods
@@ -343,6 +347,11 @@ func (b *bench) scaleTo(cur, to scaleSize, step int) scaleStep {
 		syncs = append(syncs, fmt.Sprintf("%s %.2f", q, n/pods))
 	}
 	sort.Strings(syncs)
+	var work []string
+	for _, r := range st.MachineWork {
+		work = append(work, strconv.FormatFloat(r.WorkMs, 'f', 0, 64))
+	}
+	say("   the fixed piece of work during the growth: %s ms, %.0f ms weighed by the master's CPU", strings.Join(work, ", "), st.MachineWorkMs)
 	say("   grown in %.1f s (nodes annotated after %.1f s); CPU: %s; the master allocated %.1f KiB per pod added in %.0f garbage collections, heap in use %.0f MiB; syncs per pod added: %s",
 		st.GrowS, st.NodesAnnotatedS, used.describe(st.GrowS), st.MasterAllocKiBPerPod, st.MasterGCs, st.MasterHeapMiB, strings.Join(syncs, ", "))
 	return st
