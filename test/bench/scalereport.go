@@ -166,7 +166,7 @@ func scaleReport(steps []scaleStep, rate int, memKiB float64) string {
 	}{
 		{"master CPU per pod added", func(st scaleStep) float64 { return st.MasterCPUMsPerPod }},
 		{"  over the machine's speed (below)", func(st scaleStep) float64 { return st.MasterCPUMsPerPod / st.MachineWorkMs }},
-		{"the machine: a fixed piece of work's CPU while growing", func(st scaleStep) float64 { return st.MachineWorkMs }},
+		{"the machine: fixed work's CPU, growing", func(st scaleStep) float64 { return st.MachineWorkMs }},
 		{"master bytes allocated per pod added", func(st scaleStep) float64 { return st.MasterAllocKiBPerPod }},
 		{"master RSS per pod held", func(st scaleStep) float64 { return st.MasterKiBPerPod }},
 		{"all processes' RSS per pod", func(st scaleStep) float64 { return systemRSS(st) / pods(st) }},
