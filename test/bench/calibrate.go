@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -79,8 +80,10 @@ type speedReading struct {
 // machine slowing down during it (docs/performance.md, "Decided over four
 // windows").
 type speedWatch struct {
-	stop chan struct{}
-	done chan []speedReading
+	stop     chan struct{}
+	done     chan []speedReading
+	once     sync.Once
+	readings []speedReading
 }
 
 // watchSpeed starts the readings; masterCPU is the master's CPU seconds so
@@ -109,10 +112,14 @@ func watchSpeed(masterCPU func() float64) *speedWatch {
 	return w
 }
 
-// end takes the last reading and returns them all.
+// end takes the last reading and returns them all; later calls return the
+// same (a deferred end stops the watch of a step that failed).
 func (w *speedWatch) end() []speedReading {
-	close(w.stop)
-	return <-w.done
+	w.once.Do(func() {
+		close(w.stop)
+		w.readings = <-w.done
+	})
+	return w.readings
 }
 
 // weighSpeed is the fixed work's time over the readings, each interval

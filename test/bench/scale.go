@@ -262,6 +262,7 @@ func (b *bench) scaleTo(cur, to scaleSize, step int) scaleStep {
 	defer stopAllocs()
 	base := cpuSnapshot()
 	speed := watchSpeed(func() float64 { return cpuSnapshot().since(base)["ovnkube"] })
+	defer speed.end()
 	start, cpu, metrics := time.Now(), cpuSnapshot(), b.scrapeMaster()
 	parallel(to.Nodes-cur.Nodes, b.o.workers, func(i int) {
 		n := cur.Nodes + i
