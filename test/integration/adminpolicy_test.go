@@ -115,6 +115,12 @@ func TestOVNTraceAdminTiers(t *testing.T) {
 	}
 	tr.expect("Admin Deny over a NetworkPolicy allow: client → server:8080 dropped", tr.to("client", "server", 8080), false)
 	c.cnpCondition(np, "deny-b", policy.ReasonProgrammed)
+	// A pod relabelled into the subject joins its port group, and leaves
+	// it relabelled back (the members alone are synced for a pod change).
+	c.relabelPod("a", "plain", "app", "server")
+	tr.expect("a pod relabelled into the Admin Deny's subject: client → plain:8080 dropped", tr.to("client", "plain", 8080), false)
+	c.relabelPod("a", "plain", "app", "plain")
+	tr.expect("relabelled out of it again: client → plain:8080 allowed", tr.to("client", "plain", 8080), true)
 
 	// ACL logging: the policy's own annotation, a severity per action.
 	cur, err := np.PolicyV1alpha2().ClusterNetworkPolicies().Get(c.ctx(), "deny-b", metav1.GetOptions{})

@@ -45,6 +45,19 @@ func withLabels(kv ...string) func(*corev1.Pod) {
 	}
 }
 
+// relabelPod sets a pod's labels to kv.
+func (c *cluster) relabelPod(ns, name string, kv ...string) {
+	c.t.Helper()
+	pod, err := c.kube.Client.CoreV1().Pods(ns).Get(c.ctx(), name, metav1.GetOptions{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	withLabels(kv...)(pod)
+	if _, err := c.kube.Client.CoreV1().Pods(ns).Update(c.ctx(), pod, metav1.UpdateOptions{}); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
 func withNamedPort(name string, n int32) func(*corev1.Pod) {
 	return func(p *corev1.Pod) {
 		p.Spec.Containers[0].Ports = append(p.Spec.Containers[0].Ports, corev1.ContainerPort{Name: name, ContainerPort: n, Protocol: corev1.ProtocolTCP})

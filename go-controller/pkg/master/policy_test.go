@@ -305,6 +305,67 @@ func TestNetworkPolicyRestartAndRepair(t *testing.T) {
 	})
 }
 
+// A pod moving into a policy's selection changes the members of the
+// policy's and the namespace's port groups and nothing else: an ACL edited
+// by hand stays as it is (the policy's rows are not built again for a pod),
+// until a resync's full sync repairs it.
+func TestPodChangeSetsOnlyPortGroupMembers(t *testing.T) {
+	e := startDBFrontEnv(t)
+	e.createPod("db", "db1", "n1", labelled("app", "db"))
+	e.createPod("db", "web", "n1", labelled("app", "web"))
+	e.createPolicy("db", "from-team-a", fromTeamA)
+	pg := e.waitPortGroup(policy.PolicyPortGroup("db", "from-team-a"), "db_db1")
+	e.waitPortGroup(policy.DefaultDenyPortGroup("db", policy.Ingress), "db_db1")
+	if len(pg.ACLs) == 0 {
+		t.Fatal("the policy's port group has no ACLs")
+	}
+	acl := &nbdb.ACL{UUID: pg.ACLs[0]}
+	if err := e.nb.Get(context.Background(), acl); err != nil {
+		t.Fatal(err)
+	}
+	want := acl.Match
+	acl.Match = "1 == 0 && " + want
+	ops, err := e.nb.Where(acl).Update(acl, &acl.Match)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.nb.Transact(context.Background(), ops...); err != nil {
+		t.Fatal(err)
+	}
+	match := func() string {
+		a := &nbdb.ACL{UUID: acl.UUID}
+		if err := e.nb.Get(context.Background(), a); err != nil {
+			return err.Error()
+		}
+		return a.Match
+	}
+
+	before := e.m.Committer().Operations()
+	e.labelPod("db", "web", map[string]string{"app": "db"})
+	e.waitPortGroup(policy.PolicyPortGroup("db", "from-team-a"), "db_db1", "db_web")
+	e.waitPortGroup(policy.DefaultDenyPortGroup("db", policy.Ingress), "db_db1", "db_web")
+	harness.Eventually(t, 5*time.Second, "policy queues idle", func() error {
+		if !e.m.Idle() {
+			return fmt.Errorf("busy")
+		}
+		return nil
+	})
+	if got := match(); got != "1 == 0 && "+want {
+		t.Errorf("after a pod's label change the edited ACL's match is %q; want it left as edited (only members set)", got)
+	}
+	if ops := e.m.Committer().Operations() - before; ops != 2 {
+		t.Errorf("a pod's label change sent %d operations; want 2 (a mutation of each of its two port groups)", ops)
+	}
+
+	e.m.resync(context.Background(), "test")
+	harness.Eventually(t, 10*time.Second, "the edited ACL repaired by the resync", func() error {
+		if got := match(); got != want {
+			return fmt.Errorf("match %q, want %q", got, want)
+		}
+		return nil
+	})
+}
+
 // A namespace's k8s.ovn.org/acl-logging annotation turns logging on for its
 // policies' allow ACLs and its default deny, through the cluster's meter;
 // changing it re-writes them, a malformed one logs nothing.

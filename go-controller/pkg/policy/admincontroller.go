@@ -381,6 +381,7 @@ func (c *Controller) syncAdmin(ctx context.Context, key string) error {
 		rows.dropCollisions(collisions)
 	}
 	members := memberMemo{}
+	unlock := c.groups.lock(adminKey + key)
 	err := c.commitBuilt(ctx, func(t *ovndb.Txn) {
 		if rows == nil {
 			if pg := ovndb.Lookup(t, &nbdb.PortGroup{Name: AdminPortGroup(kind, name)}); pg != nil && topology.OwnedBy(pg.ExternalIDs, owner) {
@@ -391,6 +392,7 @@ func (c *Controller) syncAdmin(ctx context.Context, key string) error {
 		c.ensureSets(t, rows, members)
 		c.ensurePortGroup(t, rows.PortGroup, rows.ACLs, c.subjectPorts(t, *rows.Subject))
 	})
+	unlock()
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", kind, name, err)
 	}
@@ -563,12 +565,12 @@ func (c *Controller) subjectPorts(t *ovndb.Txn, s PeerSet) []string {
 	return out
 }
 
-// adminPodChanged queues the admin policies whose subject holds the pod
-// before or after the change (c.mu held for reading).
+// adminPodChanged queues the members of the admin policies whose subject
+// holds the pod before or after the change (c.mu held for reading).
 func (c *Controller) adminPodChanged(old, cur *slim.Pod, nsLabels labels.Set) {
 	for key, e := range c.admins {
 		if old != nil && e.subject.Selects(old, nsLabels) || cur != nil && e.subject.Selects(cur, nsLabels) {
-			c.queue.Add(adminKey + key)
+			c.queue.Add(membersKey + adminKey + key)
 		}
 	}
 }

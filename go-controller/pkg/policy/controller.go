@@ -148,6 +148,8 @@ type Controller struct {
 	// setLocks hold a mutex per address set name, taken by the
 	// transactions creating that set (commitBuilt).
 	setLocks sync.Map
+	// groups serialize each port group's full and members syncs (portgroups.go).
+	groups groupLocks
 }
 
 // setEntry is a shared address set some policies name: what it holds and
@@ -360,13 +362,15 @@ func (c *Controller) enqueueAll(add func(string)) int {
 	return n
 }
 
-// queues route each key to its queue: address sets (peers/, nodes/) have
-// their own, so that a pod or label change reaches the sets without
-// waiting behind the policies' port group syncs it also queues.
+// queues route each key to its queue: the members of sets and groups
+// (peers/, nodes/, domains/, members/) have their own, so that a pod or
+// label change reaches them without waiting behind the full syncs of
+// policies.
 type queues struct{ rows, sets *controller.Queue }
 
 func (q *queues) pick(key string) *controller.Queue {
-	if strings.HasPrefix(key, peersKey) || strings.HasPrefix(key, nodesKey) || strings.HasPrefix(key, domainsKey) {
+	if strings.HasPrefix(key, peersKey) || strings.HasPrefix(key, nodesKey) || strings.HasPrefix(key, domainsKey) ||
+		strings.HasPrefix(key, membersKey) {
 		return q.sets
 	}
 	return q.rows
@@ -409,6 +413,8 @@ func ownerKey(ids map[string]string) (string, bool) {
 
 func (c *Controller) sync(ctx context.Context, key string) error {
 	switch {
+	case strings.HasPrefix(key, membersKey):
+		return c.syncMembers(ctx, strings.TrimPrefix(key, membersKey))
 	case strings.HasPrefix(key, policyKey):
 		return c.syncPolicy(ctx, strings.TrimPrefix(key, policyKey))
 	case strings.HasPrefix(key, peersKey):
@@ -587,7 +593,10 @@ func (c *Controller) syncPolicy(ctx context.Context, key string) error {
 			}))
 		}
 	}
-	if err := c.commitBuilt(ctx, build); err != nil {
+	unlock := c.groups.lock(policyKey + key)
+	err = c.commitBuilt(ctx, build)
+	unlock()
+	if err != nil {
 		return fmt.Errorf("network policy %s: %w", key, err)
 	}
 	for _, k := range unused {
@@ -918,102 +927,6 @@ func podIPs(p *slim.Pod, v6 bool) []string {
 	return out
 }
 
-// selectedPorts are the UUIDs of the ports of the namespace's pods that
-// match, among those whose port exists.
-func (c *Controller) selectedPorts(t *ovndb.Txn, ns string, match func(*slim.Pod) bool) []string {
-	var out []string
-	lsps := c.nb.Cache().Table(nbdb.LogicalSwitchPortTable)
-	for _, p := range c.podLister.List(ns, labels.Everything()) {
-		// The port's existence (its add event queues what selects the pod)
-		// says the pod is networked; its annotation need not be parsed.
-		if !match(p) || !p.Networked() {
-			continue
-		}
-		key := p.Namespace + "/" + p.Name
-		if uuid, ok := c.podPorts.Load(key); ok && lsps != nil && lsps.HasRow(uuid.(string)) {
-			out = append(out, uuid.(string))
-			continue
-		}
-		lsp := ovndb.Lookup(t, &nbdb.LogicalSwitchPort{Name: topology.PodPort(p.Namespace, p.Name)})
-		if lsp != nil && topology.OwnedBy(lsp.ExternalIDs, topology.Owner{Type: topology.OwnerPod, Name: key}) {
-			c.podPorts.Store(key, lsp.UUID)
-			out = append(out, lsp.UUID)
-		}
-	}
-	return out
-}
-
-// ensurePortGroup makes a port group exist with exactly these ports and
-// ACLs of ours (ACLs found by their id; stale ones removed, which deletes them).
-func (c *Controller) ensurePortGroup(t *ovndb.Txn, want *nbdb.PortGroup, acls []*nbdb.ACL, ports []string) {
-	// The transaction writes UUIDs into the rows it is given: it gets
-	// copies, so that the desired rows can be built into another one.
-	want = want.DeepCopy()
-	acls = slices.Clone(acls)
-	for i, a := range acls {
-		acls[i] = a.DeepCopy()
-	}
-	cached := ovndb.Lookup(t, &nbdb.PortGroup{Name: want.Name})
-	if t.Err() != nil {
-		return
-	}
-	if cached == nil {
-		for _, a := range acls {
-			want.ACLs = append(want.ACLs, t.Create(a))
-		}
-		want.Ports = ports
-		t.Ensure(want, []any{&want.ExternalIDs}, nil)
-		return
-	}
-	if t.Ensure(want, []any{&want.ExternalIDs}, nil); t.Err() != nil {
-		return
-	}
-	ids := map[string]bool{}
-	for _, a := range acls {
-		ids[a.ExternalIDs[ACLIDKey]] = true
-		t.EnsureChild(cached, &cached.ACLs, ACLIDKey, a, topology.ACLColumns(a))
-	}
-	t.RemoveChildren(cached, &cached.ACLs, t.ChildrenWhere(cached.ACLs, func(m map[string]string) bool {
-		return !ids[m[ACLIDKey]]
-	}, &nbdb.ACL{})...)
-	t.SetMembers(cached, &cached.Ports, ports)
-}
-
-// syncNamespace makes the namespace's default-deny port groups hold the pods
-// some policy selects for each direction (deleting a group no policy needs).
-func (c *Controller) syncNamespace(ctx context.Context, ns string) error {
-	nps, _ := c.npLister.NetworkPolicies(ns).List(labels.Everything())
-	var in, eg []labels.Selector
-	for _, np := range nps {
-		sel, ingress, egress, _ := Isolates(np) // a malformed selector: Policy's status says so
-		if ingress {
-			in = append(in, sel)
-		}
-		if egress {
-			eg = append(eg, sel)
-		}
-	}
-	t := ovndb.NewTxn(c.nb)
-	log := c.logging(ns)
-	for d, sels := range map[Direction][]labels.Selector{Ingress: in, Egress: eg} {
-		if len(sels) == 0 {
-			if pg := ovndb.Lookup(t, &nbdb.PortGroup{Name: DefaultDenyPortGroup(ns, d)}); pg != nil &&
-				topology.OwnedBy(pg.ExternalIDs, topology.Owner{Type: OwnerNamespace, Name: ns}) {
-				t.Delete(pg)
-			}
-			continue
-		}
-		pg, acls := DefaultDeny(ns, d, log, c.fams)
-		c.ensurePortGroup(t, pg, acls, c.selectedPorts(t, ns, func(p *slim.Pod) bool {
-			return slices.ContainsFunc(sels, func(s labels.Selector) bool { return s.Matches(labels.Set(p.Labels)) })
-		}))
-	}
-	if err := c.commitTxn(ctx, t); err != nil {
-		return fmt.Errorf("namespace %s: %w", ns, err)
-	}
-	return nil
-}
-
 // logging is a namespace's ACL logging, from its k8s.ovn.org/acl-logging
 // annotation; a malformed one logs nothing and says why.
 func (c *Controller) logging(namespace string) Logging {
@@ -1040,9 +953,10 @@ func (c *Controller) policyChanged(obj any) {
 }
 
 // podChanged queues the keys whose rows a pod change can alter: the
-// policies of its namespace selecting it (before or after), its
-// namespace's default-deny groups, and the peer sets it enters, leaves or
-// changes the address of.
+// members of the port groups of the policies of its namespace selecting it
+// (before or after) and of its namespace's default-deny groups, the
+// policies naming a port it declares, and the peer sets it enters, leaves
+// or changes the address of.
 func (c *Controller) podChanged(old, cur *slim.Pod) {
 	pod := cur
 	if pod == nil {
@@ -1066,9 +980,9 @@ func (c *Controller) podChanged(old, cur *slim.Pod) {
 	nsQueued := false
 	for key := range c.nsPolicies[pod.Namespace] {
 		if p := c.policies[key]; selects(p.pods, old) || selects(p.pods, cur) {
-			c.queue.Add(policyKey + key)
+			c.queue.Add(membersKey + policyKey + key)
 			if !nsQueued {
-				c.queue.Add(namespaceKey + pod.Namespace)
+				c.queue.Add(membersKey + namespaceKey + pod.Namespace)
 				nsQueued = true
 			}
 		}
