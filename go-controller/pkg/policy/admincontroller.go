@@ -381,8 +381,7 @@ func (c *Controller) syncAdmin(ctx context.Context, key string) error {
 		rows.dropCollisions(collisions)
 	}
 	members := memberMemo{}
-	unlock := c.groups.lock(adminKey + key)
-	err := c.commitBuilt(ctx, func(t *ovndb.Txn) {
+	err := c.commitGroup(ctx, adminKey+key, func(t *ovndb.Txn) {
 		if rows == nil {
 			if pg := ovndb.Lookup(t, &nbdb.PortGroup{Name: AdminPortGroup(kind, name)}); pg != nil && topology.OwnedBy(pg.ExternalIDs, owner) {
 				t.Delete(pg) // its ACLs go with it
@@ -392,7 +391,6 @@ func (c *Controller) syncAdmin(ctx context.Context, key string) error {
 		c.ensureSets(t, rows, members)
 		c.ensurePortGroup(t, rows.PortGroup, rows.ACLs, c.subjectPorts(t, *rows.Subject))
 	})
-	unlock()
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", kind, name, err)
 	}

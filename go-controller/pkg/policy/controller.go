@@ -593,10 +593,7 @@ func (c *Controller) syncPolicy(ctx context.Context, key string) error {
 			}))
 		}
 	}
-	unlock := c.groups.lock(policyKey + key)
-	err = c.commitBuilt(ctx, build)
-	unlock()
-	if err != nil {
+	if err := c.commitGroup(ctx, policyKey+key, build); err != nil {
 		return fmt.Errorf("network policy %s: %w", key, err)
 	}
 	for _, k := range unused {

@@ -45,6 +45,12 @@ func (l *groupLocks) lock(key string) func() {
 	return m.Unlock
 }
 
+// commitGroup is commitBuilt under the lock of the port group of a full key.
+func (c *Controller) commitGroup(ctx context.Context, full string, build func(*ovndb.Txn)) error {
+	defer c.groups.lock(full)()
+	return c.commitBuilt(ctx, build)
+}
+
 // syncMembers sets the ports of the group(s) of a full key to the pods its
 // registered selector picks now, or queues the full key when that cannot
 // be done alone.
