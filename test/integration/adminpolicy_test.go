@@ -121,6 +121,13 @@ func TestOVNTraceAdminTiers(t *testing.T) {
 	tr.expect("a pod relabelled into the Admin Deny's subject: client → plain:8080 dropped", tr.to("client", "plain", 8080), false)
 	c.relabelPod("a", "plain", "app", "plain")
 	tr.expect("relabelled out of it again: client → plain:8080 allowed", tr.to("client", "plain", 8080), true)
+	// A namespace relabelled out of the subject takes its pods out of the
+	// port group, and relabelled back puts them in again (a namespace move
+	// syncs the subject's members alone too).
+	c.namespace("a", map[string]string{"tenant": "x"})
+	tr.expect("namespace a relabelled out of the Admin Deny's subject: client → server:8080 allowed", tr.to("client", "server", 8080), true)
+	c.namespace("a", map[string]string{"tenant": "a"})
+	tr.expect("relabelled back into it: client → server:8080 dropped", tr.to("client", "server", 8080), false)
 
 	// ACL logging: the policy's own annotation, a severity per action.
 	cur, err := np.PolicyV1alpha2().ClusterNetworkPolicies().Get(c.ctx(), "deny-b", metav1.GetOptions{})

@@ -97,7 +97,7 @@ type Master struct {
 // slim.Pods (slim.NewListWatch): decoding whole pods was the largest part of
 // a lone pod's cost to the master after the NB and HTTP/2 (docs/performance.md).
 func NewInformers(kube kubernetes.Interface) informers.SharedInformerFactory {
-	factory := informers.NewSharedInformerFactory(kube, 0)
+	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(slim.DropManagedFields))
 	if rc, ok := kube.CoreV1().RESTClient().(*rest.RESTClient); ok && rc != nil {
 		factory.InformerFor(&corev1.Pod{}, func(_ kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 			return cache.NewSharedIndexInformer(slim.NewListWatch(rc), &slim.Pod{}, resync,
@@ -105,7 +105,8 @@ func NewInformers(kube kubernetes.Interface) informers.SharedInformerFactory {
 		})
 	}
 	// Fake clientsets (unit tests) have no REST client: their pods are trimmed
-	// by the transform.
+	// by the transform. The other kinds are kept whole, less their
+	// managedFields (slim.DropManagedFields).
 	pods := factory.Core().V1().Pods().Informer()
 	_ = pods.SetTransform(slim.Transform)
 	_ = pods.AddIndexers(cache.Indexers{podNodeIndex: func(obj any) ([]string, error) {

@@ -25,6 +25,7 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/metrics"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovs"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/services"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/slim"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
 
@@ -47,7 +48,7 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 		default:
 		}
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0,
+	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(slim.DropManagedFields),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.NodeName).String()
 		}))
@@ -70,7 +71,7 @@ func Run(ctx context.Context, cfg Config, sw *ovs.Client, kube kubernetes.Interf
 		// Services drive the bridge's flows and the host's NodePort chain;
 		// services and their EndpointSlices drive the health checks.
 		hcKick := make(chan struct{}, 1)
-		svcFactory := informers.NewSharedInformerFactory(kube, 0)
+		svcFactory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(slim.DropManagedFields))
 		inf := svcFactory.Core().V1().Services()
 		_, _ = inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { poke(gwKick); poke(hcKick); poke(ctKick) },

@@ -49,7 +49,7 @@ type AdminAPI struct {
 // DiscoverAdminAPI asks the API server which admin policy kinds it serves
 // (their CRDs are installed); a kind it does not serve is not followed.
 func DiscoverAdminAPI(d discovery.DiscoveryInterface, client npclient.Interface, dyn dynamic.Interface) *AdminAPI {
-	a := &AdminAPI{Client: client, Factory: npinformers.NewSharedInformerFactory(client, 0), Dynamic: dyn}
+	a := &AdminAPI{Client: client, Factory: npinformers.NewSharedInformerFactoryWithOptions(client, 0, npinformers.WithTransform(slim.DropManagedFields)), Dynamic: dyn}
 	if dyn != nil && k8sovnv1.ServesEgressFirewall(d) {
 		a.EFInformer = k8sovnv1.NewEgressFirewallInformer(dyn, 0)
 	}
@@ -573,12 +573,19 @@ func (c *Controller) adminPodChanged(old, cur *slim.Pod, nsLabels labels.Set) {
 	}
 }
 
-// adminNamespaceChanged queues the admin policies whose subject a
-// namespace's label change moves it into or out of (c.mu held for reading).
+// adminNamespaceChanged queues the members of the admin policies whose
+// subject a namespace's label change moves it into or out of: their ACLs
+// do not depend on which pods the subject holds, unless they name ports,
+// which the subject's pods resolve (the full sync) (c.mu held for reading).
 func (c *Controller) adminNamespaceChanged(oldL, curL labels.Set) {
 	for key, e := range c.admins {
-		if e.subject.Namespace == "" && e.subject.Namespaces.Matches(oldL) != e.subject.Namespaces.Matches(curL) {
+		if e.subject.Namespace != "" || e.subject.Namespaces.Matches(oldL) == e.subject.Namespaces.Matches(curL) {
+			continue
+		}
+		if p := c.policies[adminKey+key]; p != nil && len(p.namedPorts) > 0 {
 			c.queue.Add(adminKey + key)
+		} else {
+			c.queue.Add(membersKey + adminKey + key)
 		}
 	}
 }

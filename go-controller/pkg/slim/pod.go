@@ -186,3 +186,23 @@ func (l Lister) ByIndex(index, value string) []*Pod {
 	}
 	return out
 }
+
+// lastApplied is kubectl apply's copy of the whole object, which no
+// controller of ours reads.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+// DropManagedFields is the informer transform for the objects the
+// controllers keep whole: it drops the server-side apply bookkeeping
+// (metadata.managedFields, often larger than the object) and kubectl apply's
+// copy of the object, which no controller reads. An update sent with the
+// cached object (a status) carries no managedFields, and the API server
+// then keeps the ones it has.
+func DropManagedFields(obj any) (any, error) {
+	if o, ok := obj.(metav1.Object); ok {
+		o.SetManagedFields(nil)
+		if a := o.GetAnnotations(); a != nil {
+			delete(a, lastApplied)
+		}
+	}
+	return obj, nil
+}

@@ -194,3 +194,24 @@ func TestAddressesOnlyForThePodTheyWereWrittenFor(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// DropManagedFields empties managedFields and drops kubectl apply's copy of
+// the object, keeping every other annotation; what is no object passes
+// unchanged.
+func TestDropManagedFields(t *testing.T) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a",
+		Annotations:   map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{}", "keep": "1"},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply}},
+	}}
+	out, err := slim.DropManagedFields(ns)
+	if err != nil || out != ns {
+		t.Fatalf("DropManagedFields(ns) = %v, %v; want the same object", out, err)
+	}
+	if ns.ManagedFields != nil || !reflect.DeepEqual(ns.Annotations, map[string]string{"keep": "1"}) {
+		t.Fatalf("after DropManagedFields: managedFields %v, annotations %v", ns.ManagedFields, ns.Annotations)
+	}
+	tomb := cache.DeletedFinalStateUnknown{Key: "a"}
+	if out, err := slim.DropManagedFields(tomb); err != nil || out != tomb {
+		t.Fatalf("DropManagedFields(tombstone) = %v, %v", out, err)
+	}
+}
