@@ -41,23 +41,29 @@ const adminRules = 10
 // adminTracker follows, from the benchmark's NB watcher, when each admin
 // policy's port group appears with all its ACLs (created in one
 // transaction), and when a relabelled namespace's pod addresses reach every
-// peer address set its new labels put them in.
+// peer address set its new labels put them in, and its pods' ports every
+// subject port group they enter or leave.
 type adminTracker struct {
-	mu    sync.Mutex
-	want  map[string]int        // ClusterNetworkPolicy name → the ACLs its port group carries
-	seen  map[string]time.Time  // name → its port group first seen with all of them
-	waits map[string][]*setWait // address set name → namespace moves waiting for addresses in it
-	moves map[*nsMove]struct{}  // moves not done yet
-	byNS  map[string]*nsMove    // namespace → its latest move
+	mu         sync.Mutex
+	want       map[string]int          // ClusterNetworkPolicy name → the ACLs its port group carries
+	seen       map[string]time.Time    // name → its port group first seen with all of them
+	waits      map[string][]*setWait   // address set name → namespace moves waiting for addresses in it
+	groupWaits map[string][]*groupWait // port group name → namespace moves waiting for its ports
+	moves      map[*nsMove]struct{}    // moves not done yet
+	byNS       map[string]*nsMove      // namespace → its latest move
 }
 
-// nsMove is one namespace's label change: done when every peer set its new
-// labels put it in holds its pods' addresses.
+// nsMove is one namespace's label change: its sets done when every peer set
+// its new labels put it in holds its pods' addresses, its groups when every
+// subject port group it enters holds its pods' ports and every one it
+// leaves holds none.
 type nsMove struct {
 	ns          string
 	team        string // its new team label
 	sets        int    // address sets still to receive the addresses
+	groups      int    // port groups still to change
 	start, done time.Time
+	groupsDone  time.Time
 	watched     time.Time // the benchmark's namespace informer told of the new label
 }
 
@@ -66,8 +72,24 @@ type setWait struct {
 	addrs []string
 }
 
+// groupWait is a port group a move makes its pods' ports enter (in) or
+// leave.
+type groupWait struct {
+	move  *nsMove
+	ports []string
+	in    bool
+}
+
 func newAdminTracker() *adminTracker {
-	return &adminTracker{want: map[string]int{}, seen: map[string]time.Time{}, waits: map[string][]*setWait{}, moves: map[*nsMove]struct{}{}, byNS: map[string]*nsMove{}}
+	return &adminTracker{want: map[string]int{}, seen: map[string]time.Time{}, waits: map[string][]*setWait{},
+		groupWaits: map[string][]*groupWait{}, moves: map[*nsMove]struct{}{}, byNS: map[string]*nsMove{}}
+}
+
+// settled ends a move whose sets and groups are all done (a.mu held).
+func (a *adminTracker) settled(mv *nsMove) {
+	if mv.sets == 0 && mv.groups == 0 {
+		delete(a.moves, mv)
+	}
 }
 
 func (a *adminTracker) row(row model.Model) {
@@ -79,12 +101,13 @@ func (a *adminTracker) row(row model.Model) {
 		}
 		now := time.Now()
 		a.mu.Lock()
+		defer a.mu.Unlock()
 		if want, ok := a.want[o.Name]; ok && len(r.ACLs) >= want {
 			if _, seen := a.seen[o.Name]; !seen {
 				a.seen[o.Name] = now
 			}
 		}
-		a.mu.Unlock()
+		a.groupChanged(r, now)
 	case *nbdb.AddressSet:
 		now := time.Now()
 		a.mu.Lock()
@@ -105,7 +128,7 @@ func (a *adminTracker) row(row model.Model) {
 			}
 			if w.move.sets--; w.move.sets == 0 {
 				w.move.done = now
-				delete(a.moves, w.move)
+				a.settled(w.move)
 			}
 		}
 		if len(left) == 0 {
@@ -113,6 +136,34 @@ func (a *adminTracker) row(row model.Model) {
 		} else {
 			a.waits[r.Name] = left
 		}
+	}
+}
+
+// groupChanged checks the moves waiting for a port group (a.mu held).
+func (a *adminTracker) groupChanged(r *nbdb.PortGroup, now time.Time) {
+	waits := a.groupWaits[r.Name]
+	if len(waits) == 0 {
+		return
+	}
+	have := make(map[string]bool, len(r.Ports))
+	for _, p := range r.Ports {
+		have[p] = true
+	}
+	var left []*groupWait
+	for _, w := range waits {
+		if w.in && !containsAll(have, w.ports) || !w.in && slices.ContainsFunc(w.ports, func(p string) bool { return have[p] }) {
+			left = append(left, w)
+			continue
+		}
+		if w.move.groups--; w.move.groups == 0 {
+			w.move.groupsDone = now
+			a.settled(w.move)
+		}
+	}
+	if len(left) == 0 {
+		delete(a.groupWaits, r.Name)
+	} else {
+		a.groupWaits[r.Name] = left
 	}
 }
 
@@ -125,15 +176,20 @@ func containsAll(have map[string]bool, addrs []string) bool {
 	return true
 }
 
-// expect starts a namespace move: the addresses each named set must receive.
-func (a *adminTracker) expect(mv *nsMove, sets map[string][]string) {
+// expect starts a namespace move: the addresses each named set must
+// receive, the ports each named port group must gain or lose.
+func (a *adminTracker) expect(mv *nsMove, sets map[string][]string, groups map[string]*groupWait) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	mv.start, mv.sets = time.Now(), len(sets)
+	mv.start, mv.sets, mv.groups = time.Now(), len(sets), len(groups)
 	a.moves[mv] = struct{}{}
 	a.byNS[mv.ns] = mv
 	for name, addrs := range sets {
 		a.waits[name] = append(a.waits[name], &setWait{move: mv, addrs: addrs})
+	}
+	for name, w := range groups {
+		w.move = mv
+		a.groupWaits[name] = append(a.groupWaits[name], w)
 	}
 }
 
@@ -387,7 +443,7 @@ func (b *bench) adminPolicies() Result {
 	m0 := map[string]float64{}
 	probe := describeProbe(m0, "create_", stopProbe())
 	northd := describeNorthd(m0, "create_", b.northdStats(false))
-	breakdown := masterBreakdown(m0, "create_", scraped, b.scrapeMaster(), "networkpolicies", "policyaddresssets", "adminpolicystatus")
+	breakdown := masterBreakdown(m0, "create_", scraped, b.scrapeMaster(), "networkpolicies", "policyaddresssets", "policyportgroups", "adminpolicystatus")
 	sort.Float64s(createCall)
 	m := map[string]float64{"admin_policies": float64(n), "rules": float64(n * adminRules), "pods": float64(b.podCount), "rate_per_s": float64(b.o.policyRate),
 		"admin_tier": float64(n - baseline), "baseline_tier": float64(baseline),
@@ -551,8 +607,9 @@ func (b *bench) moveNamespaces(m map[string]float64, sets map[string]policy.Peer
 		}
 		nsLabels[i] = labels.Set(ns.Labels)
 	}
-	var moves []*nsMove
-	setsMoved := 0
+	var moves, groupMoves []*nsMove
+	setsMoved, groupsMoved := 0, 0
+	subjects := b.benchSubjects()
 	scraped := b.scrapeMaster()
 	stopProbe := b.probeNB(20 * time.Millisecond)
 	b.northdStats(true)
@@ -577,18 +634,23 @@ func (b *bench) moveNamespaces(m map[string]float64, sets map[string]policy.Peer
 					}
 				}
 			}
+			groups := b.subjectMoves(ns, old, cur, subjects)
 			mv := &nsMove{ns: ns, team: cur["team"]}
 			if len(want) > 0 {
 				moves = append(moves, mv)
 				setsMoved += len(want)
+			}
+			if len(groups) > 0 {
+				groupMoves = append(groupMoves, mv)
+				groupsMoved += len(groups)
 			}
 			patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{"team":%q}}}`, cur["team"]))
 			time.Sleep(time.Until(start.Add(time.Duration(i) * interval)))
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if len(want) > 0 {
-					b.adminTrack.expect(mv, want)
+				if len(want) > 0 || len(groups) > 0 {
+					b.adminTrack.expect(mv, want, groups)
 				}
 				if _, err := cl.Patch(ctx, ns, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 					b.s.Fatal(err)
@@ -600,7 +662,7 @@ func (b *bench) moveNamespaces(m map[string]float64, sets map[string]policy.Peer
 			b.adminTrack.mu.Lock()
 			defer b.adminTrack.mu.Unlock()
 			if left := len(b.adminTrack.moves); left > 0 {
-				return fmt.Errorf("%d namespaces not yet in all their sets", left)
+				return fmt.Errorf("%d namespaces not yet in all their sets and port groups", left)
 			}
 			return nil
 		})
@@ -609,7 +671,7 @@ func (b *bench) moveNamespaces(m map[string]float64, sets map[string]policy.Peer
 	movesUsed, movesWall := cpuSnapshot().since(movesCPU), time.Since(movesStart).Seconds()
 	probe := describeProbe(m, "moves_", stopProbe())
 	northd := describeNorthd(m, "moves_", b.northdStats(false))
-	breakdown := masterBreakdown(m, "moves_", scraped, b.scrapeMaster(), "networkpolicies", "policyaddresssets")
+	breakdown := masterBreakdown(m, "moves_", scraped, b.scrapeMaster(), "networkpolicies", "policyaddresssets", "policyportgroups")
 	if len(moves) == 0 {
 		say("  namespace moves: none changed the members of a peer set (no pods with addresses?)")
 		return
@@ -640,6 +702,19 @@ func (b *bench) moveNamespaces(m map[string]float64, sets map[string]policy.Peer
 		say("    of which the API server's (PATCH → the benchmark's namespace informer told): p50 %.0f ms, p99 %.0f ms; informer told → sets updated (the master and the NB): p50 %.0f ms, p99 %.0f ms",
 			m["ns_label_to_watch_p50_ms"], m["ns_label_to_watch_p99_ms"], m["ns_watch_to_address_sets_p50_ms"], m["ns_watch_to_address_sets_p99_ms"])
 	}
+	if len(groupMoves) > 0 {
+		var glat []float64
+		b.adminTrack.mu.Lock()
+		for _, mv := range groupMoves {
+			glat = append(glat, float64(mv.groupsDone.Sub(mv.start).Microseconds())/1000)
+		}
+		b.adminTrack.mu.Unlock()
+		sort.Float64s(glat)
+		m["groups_per_move"] = float64(groupsMoved) / float64(len(glat))
+		m["ns_label_to_subject_groups_p50_ms"], m["ns_label_to_subject_groups_p99_ms"], m["ns_label_to_subject_groups_max_ms"] = pct(glat, 0.5), pct(glat, 0.99), glat[len(glat)-1]
+		say("  namespace label change → every subject port group its pods enter or leave updated (%.1f groups per move; reported): p50 %.0f ms, p99 %.0f ms, max %.0f ms (%d moves)",
+			m["groups_per_move"], m["ns_label_to_subject_groups_p50_ms"], m["ns_label_to_subject_groups_p99_ms"], m["ns_label_to_subject_groups_max_ms"], len(glat))
+	}
 	if breakdown != "" {
 		say("    inside the master meanwhile: %s", breakdown)
 	}
@@ -650,6 +725,64 @@ func (b *bench) moveNamespaces(m map[string]float64, sets map[string]policy.Peer
 		m["moves_"+cpuMetric(name)] = v
 	}
 	m["moves_wall_s"] = movesWall
+}
+
+// adminSubject is a benchmark policy's subject and its port group.
+type adminSubject struct {
+	group      string
+	namespaces labels.Selector
+	pods       labels.Selector
+}
+
+// benchSubjects are the subjects of the -admin-policies benchmark policies.
+func (b *bench) benchSubjects() []adminSubject {
+	var out []adminSubject
+	for k := range b.o.adminPolicies {
+		p := benchCNP(k)
+		ns, err := metav1.LabelSelectorAsSelector(&p.Spec.Subject.Pods.NamespaceSelector)
+		if err != nil {
+			b.s.Fatal(err)
+		}
+		pods, err := metav1.LabelSelectorAsSelector(&p.Spec.Subject.Pods.PodSelector)
+		if err != nil {
+			b.s.Fatal(err)
+		}
+		out = append(out, adminSubject{group: policy.AdminPortGroup(policy.KindCNP, p.Name), namespaces: ns, pods: pods})
+	}
+	return out
+}
+
+// subjectMoves are the port groups a namespace's move from old to cur
+// labels makes its pods' ports enter or leave.
+func (b *bench) subjectMoves(ns string, old, cur labels.Set, subjects []adminSubject) map[string]*groupWait {
+	out := map[string]*groupWait{}
+	for _, s := range subjects {
+		was, is := s.namespaces.Matches(old), s.namespaces.Matches(cur)
+		if was == is {
+			continue
+		}
+		if ports := b.portsIn(ns, s.pods); len(ports) > 0 {
+			out[s.group] = &groupWait{ports: ports, in: is}
+		}
+	}
+	return out
+}
+
+// portsIn are the UUIDs of the ports of a namespace's pods that match a
+// selector, from the benchmark's NB cache.
+func (b *bench) portsIn(ns string, sel labels.Selector) []string {
+	pods, err := b.pods.Pods(ns).List(sel)
+	if err != nil {
+		b.s.Fatal(err)
+	}
+	var out []string
+	for _, p := range pods {
+		lsp := &nbdb.LogicalSwitchPort{Name: topology.PodPort(ns, p.Name)}
+		if err := b.nb.Get(context.Background(), lsp); err == nil {
+			out = append(out, lsp.UUID)
+		}
+	}
+	return out
 }
 
 // addressesIn are the IPv4 addresses of a namespace's annotated pods that
