@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,8 +20,13 @@ func TestOwnAnnotationEchoIsRecognised(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !e.m.annotationIsHeld(slim.FromPod(pod)) {
+	echo := slim.FromPod(pod)
+	if !e.m.annotationIsHeld(echo) {
 		t.Fatalf("the annotation the master wrote (%s) is not recognised as its own", pod.Annotations[annotations.PodNetworks])
+	}
+	// The echo's addresses, known without parsing, are what parsing gives.
+	if known, parsed := echo.Addresses(), slim.FromPod(pod).Addresses(); len(known) == 0 || !slices.Equal(known, parsed) {
+		t.Errorf("the echo's known addresses %v, parsed %v", known, parsed)
 	}
 	edited := pn
 	edited.Routes = nil
@@ -33,8 +39,12 @@ func TestOwnAnnotationEchoIsRecognised(t *testing.T) {
 	} {
 		p := pod.DeepCopy()
 		change(p)
-		if e.m.annotationIsHeld(slim.FromPod(p)) {
+		sp := slim.FromPod(p)
+		if e.m.annotationIsHeld(sp) {
 			t.Errorf("%s: taken for the master's own annotation", name)
+		}
+		if got, want := sp.Addresses(), slim.FromPod(p).Addresses(); !slices.Equal(got, want) {
+			t.Errorf("%s: addresses %v after the check, %v parsed", name, got, want)
 		}
 	}
 }

@@ -1,6 +1,9 @@
 package policy
 
 import (
+	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -9,6 +12,10 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/ovn-org/libovsdb/ovsdb"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb/ovndbtest"
 )
 
@@ -44,5 +51,45 @@ func TestNamespaceMoveQueuesAdminMembers(t *testing.T) {
 					members, tc.members, c.queue.sets.Idle(), c.queue.rows.Idle())
 			}
 		})
+	}
+}
+
+// Syncs creating the same address set at once insert it once, and none of
+// them fails: each insert goes under the set name's lock, after a look at
+// the cache the previous holder's commit has filled.
+func TestConcurrentSyncsCreateASharedSetOnce(t *testing.T) {
+	nb := ovndbtest.Connect(t, ovndbtest.NewServer(t))
+	var inserts atomic.Int64
+	commit := func(ctx context.Context, ops []ovsdb.Operation) error {
+		for _, op := range ops {
+			if op.Op == ovsdb.OperationInsert && op.Table == nbdb.AddressSetTable {
+				inserts.Add(1)
+			}
+		}
+		return ovndb.Transact(ctx, nb, ops)
+	}
+	c := New(informers.NewSharedInformerFactory(fake.NewClientset(), 0), nb, commit, Options{}, logr.Discard(), time.Second)
+	const syncs = 8
+	errs := make(chan error, syncs)
+	for i := range syncs {
+		go func() {
+			txn := ovndb.NewTxn(nb)
+			for _, name := range []string{"shared", fmt.Sprintf("own-%d", i)} {
+				ensureAddressSet(txn, nil, &nbdb.AddressSet{Name: name, ExternalIDs: map[string]string{PeersKey: name}})
+			}
+			errs <- c.createSets(context.Background(), setInserts(txn))
+		}()
+	}
+	for range syncs {
+		if err := <-errs; err != nil {
+			t.Errorf("a sync creating the shared set failed: %v", err)
+		}
+	}
+	var sets []nbdb.AddressSet
+	if err := nb.List(context.Background(), &sets); err != nil {
+		t.Fatal(err)
+	}
+	if len(sets) != syncs+1 || inserts.Load() != syncs+1 {
+		t.Errorf("%d address sets in the NB after %d inserts; want %d of each (one shared, one per sync)", len(sets), inserts.Load(), syncs+1)
 	}
 }

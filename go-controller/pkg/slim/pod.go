@@ -7,6 +7,7 @@ package slim
 
 import (
 	"net/netip"
+	"slices"
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
@@ -67,6 +68,15 @@ func (p *Pod) Addresses() []netip.Addr {
 		return nil
 	}
 	return n.addrs
+}
+
+// KnowAddresses records the pod UID and addresses its pod-networks
+// annotation holds, for a caller that knows them without parsing it: the
+// master, seeing the echo of the annotation it wrote (exactly the text it
+// would write for uid and addrs). Addresses then answers without parsing;
+// a pod already parsed keeps its answer.
+func (p *Pod) KnowAddresses(uid string, addrs []netip.Addr) {
+	p.parsed.CompareAndSwap(nil, &parsedNetworks{uid: uid, addrs: slices.Clone(addrs)})
 }
 
 // NamedPort is a container port with a name, which NetworkPolicies may use.

@@ -215,3 +215,29 @@ func TestDropManagedFields(t *testing.T) {
 		t.Fatalf("DropManagedFields(tombstone) = %v, %v", out, err)
 	}
 }
+
+// Addresses made known answer without parsing, for the pod's own UID only;
+// a pod already parsed keeps what its annotation says.
+func TestKnowAddresses(t *testing.T) {
+	ip := netip.MustParseAddr("10.128.0.5")
+	p := slim.FromPod(fullPod())
+	p.Networks = "not parsed: known"
+	p.KnowAddresses(string(p.UID), []netip.Addr{ip})
+	if got := p.Addresses(); !slices.Equal(got, []netip.Addr{ip}) {
+		t.Errorf("known addresses: %v", got)
+	}
+	other := slim.FromPod(fullPod())
+	other.KnowAddresses("another-uid", []netip.Addr{ip})
+	if got := other.Addresses(); got != nil {
+		t.Errorf("addresses known for another UID answered: %v", got)
+	}
+	mac, _ := net.ParseMAC("0a:58:0a:80:00:06")
+	parsed := slim.FromPod(fullPod())
+	parsed.Networks = annotations.FormatPodNetworks(annotations.PodNetwork{PodUID: "uid-1", MAC: mac,
+		IPs: []netip.Prefix{netip.MustParsePrefix("10.128.0.6/24")}})
+	want := parsed.Addresses()
+	parsed.KnowAddresses(string(parsed.UID), []netip.Addr{ip})
+	if got := parsed.Addresses(); !slices.Equal(got, want) || len(want) != 1 {
+		t.Errorf("a parsed pod's addresses %v became %v", want, got)
+	}
+}
