@@ -44,14 +44,16 @@ const adminRules = 10
 // peer address set its new labels put them in, and its pods' ports every
 // subject port group they enter or leave.
 type adminTracker struct {
-	mu         sync.Mutex
-	want       map[string]int          // ClusterNetworkPolicy name → the ACLs its port group carries
-	seen       map[string]time.Time    // name → its port group first seen with all of them
-	waits      map[string][]*setWait   // address set name → namespace moves waiting for addresses in it
-	groupWaits map[string][]*groupWait // port group name → namespace moves waiting for its ports
-	moves      map[*nsMove]struct{}    // moves not done yet
-	byNS       map[string]*nsMove      // namespace → its latest move
+	mu    sync.Mutex
+	want  map[string]int        // ClusterNetworkPolicy name → the ACLs its port group carries
+	seen  map[string]time.Time  // name → its port group first seen with all of them
+	waits map[rowKey][]*rowWait // an address set or port group → namespace moves waiting for it
+	moves map[*nsMove]struct{}  // moves not done yet
+	byNS  map[string]*nsMove    // namespace → its latest move
 }
+
+// rowKey names an address set or a port group (table, name).
+type rowKey struct{ table, name string }
 
 // nsMove is one namespace's label change: its sets done when every peer set
 // its new labels put it in holds its pods' addresses, its groups when every
@@ -67,29 +69,17 @@ type nsMove struct {
 	watched     time.Time // the benchmark's namespace informer told of the new label
 }
 
-type setWait struct {
+// rowWait is a move waiting for a row's column (an address set's
+// addresses, a port group's ports) to hold all of items (in) or none.
+type rowWait struct {
 	move  *nsMove
-	addrs []string
-}
-
-// groupWait is a port group a move makes its pods' ports enter (in) or
-// leave.
-type groupWait struct {
-	move  *nsMove
-	ports []string
+	items []string
 	in    bool
 }
 
 func newAdminTracker() *adminTracker {
-	return &adminTracker{want: map[string]int{}, seen: map[string]time.Time{}, waits: map[string][]*setWait{},
-		groupWaits: map[string][]*groupWait{}, moves: map[*nsMove]struct{}{}, byNS: map[string]*nsMove{}}
-}
-
-// settled ends a move whose sets and groups are all done (a.mu held).
-func (a *adminTracker) settled(mv *nsMove) {
-	if mv.sets == 0 && mv.groups == 0 {
-		delete(a.moves, mv)
-	}
+	return &adminTracker{want: map[string]int{}, seen: map[string]time.Time{}, waits: map[rowKey][]*rowWait{},
+		moves: map[*nsMove]struct{}{}, byNS: map[string]*nsMove{}}
 }
 
 func (a *adminTracker) row(row model.Model) {
@@ -107,63 +97,49 @@ func (a *adminTracker) row(row model.Model) {
 				a.seen[o.Name] = now
 			}
 		}
-		a.groupChanged(r, now)
+		a.rowChanged(rowKey{nbdb.PortGroupTable, r.Name}, r.Ports, now)
 	case *nbdb.AddressSet:
 		now := time.Now()
 		a.mu.Lock()
 		defer a.mu.Unlock()
-		waits := a.waits[r.Name]
-		if len(waits) == 0 {
-			return
-		}
-		have := make(map[string]bool, len(r.Addresses))
-		for _, addr := range r.Addresses {
-			have[addr] = true
-		}
-		var left []*setWait
-		for _, w := range waits {
-			if !containsAll(have, w.addrs) {
-				left = append(left, w)
-				continue
-			}
-			if w.move.sets--; w.move.sets == 0 {
-				w.move.done = now
-				a.settled(w.move)
-			}
-		}
-		if len(left) == 0 {
-			delete(a.waits, r.Name)
-		} else {
-			a.waits[r.Name] = left
-		}
+		a.rowChanged(rowKey{nbdb.AddressSetTable, r.Name}, r.Addresses, now)
 	}
 }
 
-// groupChanged checks the moves waiting for a port group (a.mu held).
-func (a *adminTracker) groupChanged(r *nbdb.PortGroup, now time.Time) {
-	waits := a.groupWaits[r.Name]
+// rowChanged checks the moves waiting for a row whose column now holds
+// items; a move's sets (or groups) are done with the last of them (a.mu
+// held).
+func (a *adminTracker) rowChanged(k rowKey, items []string, now time.Time) {
+	waits := a.waits[k]
 	if len(waits) == 0 {
 		return
 	}
-	have := make(map[string]bool, len(r.Ports))
-	for _, p := range r.Ports {
-		have[p] = true
+	have := make(map[string]bool, len(items))
+	for _, it := range items {
+		have[it] = true
 	}
-	var left []*groupWait
+	var left []*rowWait
 	for _, w := range waits {
-		if w.in && !containsAll(have, w.ports) || !w.in && slices.ContainsFunc(w.ports, func(p string) bool { return have[p] }) {
+		if w.in && !containsAll(have, w.items) || !w.in && slices.ContainsFunc(w.items, func(it string) bool { return have[it] }) {
 			left = append(left, w)
 			continue
 		}
-		if w.move.groups--; w.move.groups == 0 {
-			w.move.groupsDone = now
-			a.settled(w.move)
+		mv := w.move
+		if k.table == nbdb.AddressSetTable {
+			if mv.sets--; mv.sets == 0 {
+				mv.done = now
+			}
+		} else if mv.groups--; mv.groups == 0 {
+			mv.groupsDone = now
+		}
+		if mv.sets == 0 && mv.groups == 0 {
+			delete(a.moves, mv)
 		}
 	}
 	if len(left) == 0 {
-		delete(a.groupWaits, r.Name)
+		delete(a.waits, k)
 	} else {
-		a.groupWaits[r.Name] = left
+		a.waits[k] = left
 	}
 }
 
@@ -178,18 +154,20 @@ func containsAll(have map[string]bool, addrs []string) bool {
 
 // expect starts a namespace move: the addresses each named set must
 // receive, the ports each named port group must gain or lose.
-func (a *adminTracker) expect(mv *nsMove, sets map[string][]string, groups map[string]*groupWait) {
+func (a *adminTracker) expect(mv *nsMove, sets map[string][]string, groups map[string]*rowWait) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	mv.start, mv.sets, mv.groups = time.Now(), len(sets), len(groups)
 	a.moves[mv] = struct{}{}
 	a.byNS[mv.ns] = mv
 	for name, addrs := range sets {
-		a.waits[name] = append(a.waits[name], &setWait{move: mv, addrs: addrs})
+		k := rowKey{nbdb.AddressSetTable, name}
+		a.waits[k] = append(a.waits[k], &rowWait{move: mv, items: addrs, in: true})
 	}
 	for name, w := range groups {
 		w.move = mv
-		a.groupWaits[name] = append(a.groupWaits[name], w)
+		k := rowKey{nbdb.PortGroupTable, name}
+		a.waits[k] = append(a.waits[k], w)
 	}
 }
 
@@ -754,15 +732,15 @@ func (b *bench) benchSubjects() []adminSubject {
 
 // subjectMoves are the port groups a namespace's move from old to cur
 // labels makes its pods' ports enter or leave.
-func (b *bench) subjectMoves(ns string, old, cur labels.Set, subjects []adminSubject) map[string]*groupWait {
-	out := map[string]*groupWait{}
+func (b *bench) subjectMoves(ns string, old, cur labels.Set, subjects []adminSubject) map[string]*rowWait {
+	out := map[string]*rowWait{}
 	for _, s := range subjects {
 		was, is := s.namespaces.Matches(old), s.namespaces.Matches(cur)
 		if was == is {
 			continue
 		}
 		if ports := b.portsIn(ns, s.pods); len(ports) > 0 {
-			out[s.group] = &groupWait{ports: ports, in: is}
+			out[s.group] = &rowWait{items: ports, in: is}
 		}
 	}
 	return out
