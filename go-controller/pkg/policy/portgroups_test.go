@@ -17,6 +17,7 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb/ovndbtest"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
 
 // A namespace moved into an admin policy's subject queues the policy's
@@ -74,8 +75,14 @@ func TestConcurrentSyncsCreateASharedSetOnce(t *testing.T) {
 	for i := range syncs {
 		go func() {
 			txn := ovndb.NewTxn(nb)
-			for _, name := range []string{"shared", fmt.Sprintf("own-%d", i)} {
-				ensureAddressSet(txn, nil, &nbdb.AddressSet{Name: name, ExternalIDs: map[string]string{PeersKey: name}})
+			shared := PeerSet{Namespaces: labels.SelectorFromSet(labels.Set{"team": "a"}), Pods: labels.Everything()}
+			own := PeerSet{Namespace: fmt.Sprintf("ns-%d", i), Pods: labels.Everything()}
+			for _, s := range []PeerSet{shared, own} {
+				ensureAddressSet(txn, ovndb.Lookup(txn, &nbdb.AddressSet{Name: topology.FamilySetName(s.Name(), false)}), s.AddressSet(false, nil))
+			}
+			if _, err := txn.Ops(); err != nil {
+				errs <- err
+				return
 			}
 			errs <- c.createSets(context.Background(), setInserts(txn))
 		}()
