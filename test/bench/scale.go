@@ -79,6 +79,11 @@ type scaleStep struct {
 	// its RSS above idle per pod held.
 	MasterCPUMsPerPod float64 `json:"master_cpu_ms_per_pod"`
 	MasterKiBPerPod   float64 `json:"master_kib_per_pod"`
+	// MasterPeakKiBPerPod is its peak RSS (VmHWM) above idle per pod held:
+	// the RSS read once settled lands anywhere in a collection cycle (runs
+	// whose live heaps matched gave ×0.99 and ×1.27 between steps), the
+	// peak at the top of one.
+	MasterPeakKiBPerPod float64 `json:"master_peak_kib_per_pod"`
 	// MachineWorkMs is the machine's speed during this step's growth: the
 	// CPU of a fixed piece of work (machineWork) timed at its start, every
 	// speedEvery and at its end (MachineWork), each interval weighed by
@@ -236,7 +241,7 @@ func scaleMetrics(steps []scaleStep) map[string]float64 {
 		p := fmt.Sprintf("s%d_", i+1)
 		for k, v := range map[string]float64{"nodes": float64(st.Size.Nodes), "pods": float64(st.Size.Pods), "namespaces": float64(st.Size.Namespaces),
 			"services": float64(st.Size.Services), "policies": float64(st.Size.Policies),
-			"master_cpu_ms_per_pod": st.MasterCPUMsPerPod, "machine_work_ms": st.MachineWorkMs, "master_kib_per_pod": st.MasterKiBPerPod, "nb_rows": float64(st.NBRows),
+			"master_cpu_ms_per_pod": st.MasterCPUMsPerPod, "machine_work_ms": st.MachineWorkMs, "master_kib_per_pod": st.MasterKiBPerPod, "master_peak_kib_per_pod": st.MasterPeakKiBPerPod, "nb_rows": float64(st.NBRows),
 			"sb_logical_flows": float64(st.SBFlows), "nb_file_mib": st.NBFileMiB, "sb_file_mib": st.SBFileMiB,
 			"annotation_p99_ms": st.AnnotationP99Ms, "restart_s": st.RestartS, "restart_nb_transactions": st.RestartNBTxns, "cold_s": st.ColdS,
 			"northd_cpu_ms_per_change": st.ProbeNorthdCPUMs, "sb_server_cpu_ms_per_change": st.ProbeSBServerCPUs, "master_cpu_ms_per_change": st.ProbeMasterCPUMs,
@@ -500,6 +505,7 @@ func (b *bench) scaleMeasure(st *scaleStep) {
 		}
 	}
 	st.MasterKiBPerPod = (procStatus(b.master.Cmd.Process.Pid, "VmRSS") - b.idleRSS) / float64(b.podCount)
+	st.MasterPeakKiBPerPod = (procStatus(b.master.Cmd.Process.Pid, "VmHWM") - b.idleRSS) / float64(b.podCount)
 	st.NBRows = b.nbRows()
 	if b.nodeSide != nil && !b.nodeSide.running() {
 		st.NodeStopped = b.nodeSide.stopped

@@ -169,6 +169,7 @@ func scaleReport(steps []scaleStep, rate int, memKiB float64) string {
 		{"the machine: fixed work's CPU, growing", func(st scaleStep) float64 { return st.MachineWorkMs }},
 		{"master bytes allocated per pod added", func(st scaleStep) float64 { return st.MasterAllocKiBPerPod }},
 		{"master RSS per pod held", func(st scaleStep) float64 { return st.MasterKiBPerPod }},
+		{"  at its peak (VmHWM)", func(st scaleStep) float64 { return st.MasterPeakKiBPerPod }},
 		{"all processes' RSS per pod", func(st scaleStep) float64 { return systemRSS(st) / pods(st) }},
 		{"NB rows per pod", func(st scaleStep) float64 { return float64(st.NBRows) / pods(st) }},
 		{"NB file per pod", func(st scaleStep) float64 { return st.NBFileMiB / pods(st) }},
