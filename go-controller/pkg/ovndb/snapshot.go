@@ -22,6 +22,9 @@ type Snapshot map[string]map[string]model.Model
 func TakeSnapshot(c client.Client) Snapshot {
 	s := Snapshot{}
 	tc := c.Cache()
+	if tc == nil { // closed
+		return s
+	}
 	for _, table := range tc.Tables() {
 		rows := tc.Table(table).Rows()
 		if len(rows) > 0 {

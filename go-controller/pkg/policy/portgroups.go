@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	ovsdbcache "github.com/ovn-org/libovsdb/cache"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
@@ -187,7 +188,12 @@ func (c *Controller) syncNamespace(ctx context.Context, ns string) error {
 // match, among those whose port exists.
 func (c *Controller) selectedPorts(t *ovndb.Txn, ns string, match func(*slim.Pod) bool) []string {
 	var out []string
-	lsps := c.nb.Cache().Table(nbdb.LogicalSwitchPortTable)
+	// The client's cache is nil once it is closed (the master stopping
+	// while a worker syncs): then the lookup below fails the transaction.
+	var lsps *ovsdbcache.RowCache
+	if tc := c.nb.Cache(); tc != nil {
+		lsps = tc.Table(nbdb.LogicalSwitchPortTable)
+	}
 	for _, p := range c.podLister.List(ns, labels.Everything()) {
 		// The port's existence (its add event queues what selects the pod)
 		// says the pod is networked; its annotation need not be parsed.

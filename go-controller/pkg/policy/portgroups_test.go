@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
@@ -17,6 +19,7 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb/ovndbtest"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/slim"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
 
@@ -98,5 +101,37 @@ func TestConcurrentSyncsCreateASharedSetOnce(t *testing.T) {
 	}
 	if len(sets) != syncs+1 || inserts.Load() != syncs+1 {
 		t.Errorf("%d address sets in the NB after %d inserts; want %d of each (one shared, one per sync)", len(sets), inserts.Load(), syncs+1)
+	}
+}
+
+// A sync still running when the NB client is closed (the master stopping)
+// gets an error from its transaction, not a panic on the nil cache.
+func TestSelectedPortsAfterTheClientCloses(t *testing.T) {
+	cs := fake.NewClientset(&corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"},
+		Spec:       corev1.PodSpec{NodeName: "node1"},
+	})
+	f := informers.NewSharedInformerFactory(cs, 0)
+	_ = f.Core().V1().Pods().Informer().SetTransform(slim.Transform)
+	nb := ovndbtest.Connect(t, ovndbtest.NewServer(t))
+	c := New(f, nb, nil, Options{}, logr.Discard(), time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f.Start(ctx.Done())
+	f.WaitForCacheSync(ctx.Done())
+	nb.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for nb.Cache() != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the closed client still has a cache after 10 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	txn := ovndb.NewTxn(nb)
+	if got := c.selectedPorts(txn, "ns", func(*slim.Pod) bool { return true }); len(got) != 0 {
+		t.Errorf("ports selected with no NB: %v", got)
+	}
+	if _, err := txn.Ops(); err == nil {
+		t.Error("the transaction of a sync on a closed client did not fail")
 	}
 }
