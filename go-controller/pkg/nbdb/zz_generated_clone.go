@@ -2,7 +2,11 @@
 
 package nbdb
 
-import "github.com/ovn-org/libovsdb/model"
+import (
+	"github.com/ovn-org/libovsdb/model"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/intern"
+)
 
 // DeepCopyInto copies a into b, sharing nothing.
 func (a *ACL) DeepCopyInto(b *ACL) {
@@ -10,7 +14,7 @@ func (a *ACL) DeepCopyInto(b *ACL) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.Meter != nil {
@@ -24,7 +28,7 @@ func (a *ACL) DeepCopyInto(b *ACL) {
 	if a.Options != nil {
 		b.Options = make(map[string]string, len(a.Options))
 		for k, v := range a.Options {
-			b.Options[k] = v
+			b.Options[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.Severity != nil {
@@ -56,7 +60,7 @@ func (a *AddressSet) DeepCopyInto(b *AddressSet) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 }
@@ -84,7 +88,7 @@ func (a *BFD) DeepCopyInto(b *BFD) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.MinRx != nil {
@@ -98,7 +102,7 @@ func (a *BFD) DeepCopyInto(b *BFD) {
 	if a.Options != nil {
 		b.Options = make(map[string]string, len(a.Options))
 		for k, v := range a.Options {
-			b.Options[k] = v
+			b.Options[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.Status != nil {
@@ -126,13 +130,13 @@ func (a *ChassisTemplateVar) DeepCopyInto(b *ChassisTemplateVar) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.Variables != nil {
 		b.Variables = make(map[string]string, len(a.Variables))
 		for k, v := range a.Variables {
-			b.Variables[k] = v
+			b.Variables[intern.String(k)] = intern.String(v)
 		}
 	}
 }
@@ -156,7 +160,7 @@ func (a *Connection) DeepCopyInto(b *Connection) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.InactivityProbe != nil {
@@ -170,13 +174,13 @@ func (a *Connection) DeepCopyInto(b *Connection) {
 	if a.OtherConfig != nil {
 		b.OtherConfig = make(map[string]string, len(a.OtherConfig))
 		for k, v := range a.OtherConfig {
-			b.OtherConfig[k] = v
+			b.OtherConfig[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.Status != nil {
 		b.Status = make(map[string]string, len(a.Status))
 		for k, v := range a.Status {
-			b.Status[k] = v
+			b.Status[intern.String(k)] = intern.String(v)
 		}
 	}
 }
@@ -200,13 +204,13 @@ func (a *Copp) DeepCopyInto(b *Copp) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.Meters != nil {
 		b.Meters = make(map[string]string, len(a.Meters))
 		for k, v := range a.Meters {
-			b.Meters[k] = v
+			b.Meters[intern.String(k)] = intern.String(v)
 		}
 	}
 }
@@ -230,13 +234,13 @@ func (a *DHCPOptions) DeepCopyInto(b *DHCPOptions) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.Options != nil {
 		b.Options = make(map[string]string, len(a.Options))
 		for k, v := range a.Options {
-			b.Options[k] = v
+			b.Options[intern.String(k)] = intern.String(v)
 		}
 	}
 }
@@ -260,13 +264,13 @@ func (a *DNS) DeepCopyInto(b *DNS) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.Records != nil {
 		b.Records = make(map[string]string, len(a.Records))
 		for k, v := range a.Records {
-			b.Records[k] = v
+			b.Records[intern.String(k)] = intern.String(v)
 		}
 	}
 }
@@ -294,7 +298,7 @@ func (a *ForwardingGroup) DeepCopyInto(b *ForwardingGroup) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 }
@@ -318,13 +322,13 @@ func (a *GatewayChassis) DeepCopyInto(b *GatewayChassis) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.Options != nil {
 		b.Options = make(map[string]string, len(a.Options))
 		for k, v := range a.Options {
-			b.Options[k] = v
+			b.Options[intern.String(k)] = intern.String(v)
 		}
 	}
 }
@@ -348,7 +352,7 @@ func (a *HAChassis) DeepCopyInto(b *HAChassis) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 }
@@ -372,7 +376,7 @@ func (a *HAChassisGroup) DeepCopyInto(b *HAChassisGroup) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.HaChassis != nil {
@@ -400,7 +404,7 @@ func (a *LoadBalancer) DeepCopyInto(b *LoadBalancer) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.HealthCheck != nil {
@@ -410,13 +414,13 @@ func (a *LoadBalancer) DeepCopyInto(b *LoadBalancer) {
 	if a.IPPortMappings != nil {
 		b.IPPortMappings = make(map[string]string, len(a.IPPortMappings))
 		for k, v := range a.IPPortMappings {
-			b.IPPortMappings[k] = v
+			b.IPPortMappings[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.Options != nil {
 		b.Options = make(map[string]string, len(a.Options))
 		for k, v := range a.Options {
-			b.Options[k] = v
+			b.Options[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.Protocol != nil {
@@ -430,7 +434,7 @@ func (a *LoadBalancer) DeepCopyInto(b *LoadBalancer) {
 	if a.Vips != nil {
 		b.Vips = make(map[string]string, len(a.Vips))
 		for k, v := range a.Vips {
-			b.Vips[k] = v
+			b.Vips[intern.String(k)] = intern.String(v)
 		}
 	}
 }
@@ -476,13 +480,13 @@ func (a *LoadBalancerHealthCheck) DeepCopyInto(b *LoadBalancerHealthCheck) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.Options != nil {
 		b.Options = make(map[string]string, len(a.Options))
 		for k, v := range a.Options {
-			b.Options[k] = v
+			b.Options[intern.String(k)] = intern.String(v)
 		}
 	}
 }
@@ -516,7 +520,7 @@ func (a *LogicalRouter) DeepCopyInto(b *LogicalRouter) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.LoadBalancer != nil {
@@ -534,7 +538,7 @@ func (a *LogicalRouter) DeepCopyInto(b *LogicalRouter) {
 	if a.Options != nil {
 		b.Options = make(map[string]string, len(a.Options))
 		for k, v := range a.Options {
-			b.Options[k] = v
+			b.Options[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.Policies != nil {
@@ -570,7 +574,7 @@ func (a *LogicalRouterPolicy) DeepCopyInto(b *LogicalRouterPolicy) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.Nexthop != nil {
@@ -584,7 +588,7 @@ func (a *LogicalRouterPolicy) DeepCopyInto(b *LogicalRouterPolicy) {
 	if a.Options != nil {
 		b.Options = make(map[string]string, len(a.Options))
 		for k, v := range a.Options {
-			b.Options[k] = v
+			b.Options[intern.String(k)] = intern.String(v)
 		}
 	}
 }
@@ -612,7 +616,7 @@ func (a *LogicalRouterPort) DeepCopyInto(b *LogicalRouterPort) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.GatewayChassis != nil {
@@ -630,7 +634,7 @@ func (a *LogicalRouterPort) DeepCopyInto(b *LogicalRouterPort) {
 	if a.Ipv6RaConfigs != nil {
 		b.Ipv6RaConfigs = make(map[string]string, len(a.Ipv6RaConfigs))
 		for k, v := range a.Ipv6RaConfigs {
-			b.Ipv6RaConfigs[k] = v
+			b.Ipv6RaConfigs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.Networks != nil {
@@ -640,7 +644,7 @@ func (a *LogicalRouterPort) DeepCopyInto(b *LogicalRouterPort) {
 	if a.Options != nil {
 		b.Options = make(map[string]string, len(a.Options))
 		for k, v := range a.Options {
-			b.Options[k] = v
+			b.Options[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.Peer != nil {
@@ -672,13 +676,13 @@ func (a *LogicalRouterStaticRoute) DeepCopyInto(b *LogicalRouterStaticRoute) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.Options != nil {
 		b.Options = make(map[string]string, len(a.Options))
 		for k, v := range a.Options {
-			b.Options[k] = v
+			b.Options[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.OutputPort != nil {
@@ -724,7 +728,7 @@ func (a *LogicalSwitch) DeepCopyInto(b *LogicalSwitch) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.ForwardingGroups != nil {
@@ -742,7 +746,7 @@ func (a *LogicalSwitch) DeepCopyInto(b *LogicalSwitch) {
 	if a.OtherConfig != nil {
 		b.OtherConfig = make(map[string]string, len(a.OtherConfig))
 		for k, v := range a.OtherConfig {
-			b.OtherConfig[k] = v
+			b.OtherConfig[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.Ports != nil {
@@ -794,7 +798,7 @@ func (a *LogicalSwitchPort) DeepCopyInto(b *LogicalSwitchPort) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.HaChassisGroup != nil {
@@ -808,7 +812,7 @@ func (a *LogicalSwitchPort) DeepCopyInto(b *LogicalSwitchPort) {
 	if a.Options != nil {
 		b.Options = make(map[string]string, len(a.Options))
 		for k, v := range a.Options {
-			b.Options[k] = v
+			b.Options[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.ParentName != nil {
@@ -856,7 +860,7 @@ func (a *Meter) DeepCopyInto(b *Meter) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.Fair != nil {
@@ -884,7 +888,7 @@ func (a *MeterBand) DeepCopyInto(b *MeterBand) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 }
@@ -908,7 +912,7 @@ func (a *Mirror) DeepCopyInto(b *Mirror) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 }
@@ -940,7 +944,7 @@ func (a *NAT) DeepCopyInto(b *NAT) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.ExternalMAC != nil {
@@ -958,7 +962,7 @@ func (a *NAT) DeepCopyInto(b *NAT) {
 	if a.Options != nil {
 		b.Options = make(map[string]string, len(a.Options))
 		for k, v := range a.Options {
-			b.Options[k] = v
+			b.Options[intern.String(k)] = intern.String(v)
 		}
 	}
 }
@@ -986,13 +990,13 @@ func (a *NBGlobal) DeepCopyInto(b *NBGlobal) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.Options != nil {
 		b.Options = make(map[string]string, len(a.Options))
 		for k, v := range a.Options {
-			b.Options[k] = v
+			b.Options[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.SSL != nil {
@@ -1024,7 +1028,7 @@ func (a *PortGroup) DeepCopyInto(b *PortGroup) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.Ports != nil {
@@ -1064,7 +1068,7 @@ func (a *QoS) DeepCopyInto(b *QoS) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 }
@@ -1088,7 +1092,7 @@ func (a *SSL) DeepCopyInto(b *SSL) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/intern"
 )
 
 // The API server's protobuf, read straight into Pods: what FromPod keeps of
@@ -84,6 +85,13 @@ func (f field) str() (string, error) {
 	return string(b), err
 }
 
+// shared is str for a value many pods repeat (namespace, node, phase, label
+// keys and values, port names): one copy for all (package intern).
+func (f field) shared() (string, error) {
+	b, err := f.bytesOf()
+	return intern.Bytes(b), err
+}
+
 // unwrap strips the magic and the runtime.Unknown envelope of an object of
 // kind want that the API server encoded, returning the object's own bytes.
 func unwrap(b []byte, want string) (raw []byte, err error) {
@@ -139,7 +147,7 @@ func decodePod(b []byte, p *Pod) error {
 			err = each(v, func(f field) (err error) {
 				if f.num == 1 { // phase
 					var s string
-					s, err = f.str()
+					s, err = f.shared()
 					p.Phase = corev1.PodPhase(s)
 				}
 				return err
@@ -156,7 +164,7 @@ func decodeMeta(b []byte, p *Pod) error {
 		case 1:
 			p.Name, err = f.str()
 		case 3:
-			p.Namespace, err = f.str()
+			p.Namespace, err = f.shared()
 		case 5:
 			var s string
 			s, err = f.str()
@@ -184,7 +192,7 @@ func decodeMeta(b []byte, p *Pod) error {
 				if p.Labels == nil {
 					p.Labels = map[string]string{}
 				}
-				p.Labels[string(k)] = string(v)
+				p.Labels[intern.Bytes(k)] = intern.Bytes(v)
 			} else if string(k) == annotations.PodNetworks {
 				p.Networks, p.Annotated = string(v), true
 			}
@@ -215,7 +223,7 @@ func decodeSpec(b []byte, p *Pod) error {
 				})
 			}
 		case 10:
-			p.NodeName, err = f.str()
+			p.NodeName, err = f.shared()
 		case 11:
 			var x uint64
 			x, err = f.varint()
@@ -234,14 +242,14 @@ func decodePort(b []byte, p *Pod) error {
 	err := each(b, func(f field) (err error) {
 		switch f.num {
 		case 1:
-			np.Name, err = f.str()
+			np.Name, err = f.shared()
 		case 3:
 			var x uint64
 			x, err = f.varint()
 			np.Port = int32(x)
 		case 4:
 			var s string
-			s, err = f.str()
+			s, err = f.shared()
 			np.Protocol = corev1.Protocol(s)
 		}
 		return err

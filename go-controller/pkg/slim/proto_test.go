@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"reflect"
 	"testing"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -280,5 +281,40 @@ func BenchmarkDecodeCorePodAndTrim(b *testing.B) {
 			b.Fatal(err)
 		}
 		_ = FromPod(obj.(*corev1.Pod))
+	}
+}
+
+// Two pods decoded apart share the strings pods repeat (namespace, node,
+// phase, label keys and values), and nothing the decoder read from.
+func TestDecodeSharesRepeatedStrings(t *testing.T) {
+	pod := samplePods()[0]
+	first, second := encode(t, pod), encode(t, pod)
+	a, err := DecodePod(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := DecodePod(second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same := func(what, x, y string) {
+		if x != y || (x != "" && unsafe.StringData(x) != unsafe.StringData(y)) {
+			t.Errorf("%s: %q and %q are two copies", what, x, y)
+		}
+	}
+	same("namespace", a.Namespace, b.Namespace)
+	same("node", a.NodeName, b.NodeName)
+	same("phase", string(a.Phase), string(b.Phase))
+	for k, v := range a.Labels {
+		for k2, v2 := range b.Labels {
+			if k == k2 {
+				same("label key", k, k2)
+				same("label "+k, v, v2)
+			}
+		}
+	}
+	clear(first)
+	if a.Namespace != pod.Namespace || a.Labels["app"] != pod.Labels["app"] {
+		t.Errorf("the decoded pod changed with the bytes it was read from: %q %v", a.Namespace, a.Labels)
 	}
 }

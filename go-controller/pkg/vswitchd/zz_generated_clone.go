@@ -2,7 +2,11 @@
 
 package vswitchd
 
-import "github.com/ovn-org/libovsdb/model"
+import (
+	"github.com/ovn-org/libovsdb/model"
+
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/intern"
+)
 
 // DeepCopyInto copies a into b, sharing nothing.
 func (a *AutoAttach) DeepCopyInto(b *AutoAttach) {
@@ -46,7 +50,7 @@ func (a *Bridge) DeepCopyInto(b *Bridge) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.FailMode != nil {
@@ -78,7 +82,7 @@ func (a *Bridge) DeepCopyInto(b *Bridge) {
 	if a.OtherConfig != nil {
 		b.OtherConfig = make(map[string]string, len(a.OtherConfig))
 		for k, v := range a.OtherConfig {
-			b.OtherConfig[k] = v
+			b.OtherConfig[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.Ports != nil {
@@ -92,7 +96,7 @@ func (a *Bridge) DeepCopyInto(b *Bridge) {
 	if a.RSTPStatus != nil {
 		b.RSTPStatus = make(map[string]string, len(a.RSTPStatus))
 		for k, v := range a.RSTPStatus {
-			b.RSTPStatus[k] = v
+			b.RSTPStatus[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.Sflow != nil {
@@ -102,7 +106,7 @@ func (a *Bridge) DeepCopyInto(b *Bridge) {
 	if a.Status != nil {
 		b.Status = make(map[string]string, len(a.Status))
 		for k, v := range a.Status {
-			b.Status[k] = v
+			b.Status[intern.String(k)] = intern.String(v)
 		}
 	}
 }
@@ -126,7 +130,7 @@ func (a *CTTimeoutPolicy) DeepCopyInto(b *CTTimeoutPolicy) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.Timeouts != nil {
@@ -156,7 +160,7 @@ func (a *CTZone) DeepCopyInto(b *CTZone) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.TimeoutPolicy != nil {
@@ -204,7 +208,7 @@ func (a *Controller) DeepCopyInto(b *Controller) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.InactivityProbe != nil {
@@ -230,7 +234,7 @@ func (a *Controller) DeepCopyInto(b *Controller) {
 	if a.OtherConfig != nil {
 		b.OtherConfig = make(map[string]string, len(a.OtherConfig))
 		for k, v := range a.OtherConfig {
-			b.OtherConfig[k] = v
+			b.OtherConfig[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.Role != nil {
@@ -240,7 +244,7 @@ func (a *Controller) DeepCopyInto(b *Controller) {
 	if a.Status != nil {
 		b.Status = make(map[string]string, len(a.Status))
 		for k, v := range a.Status {
-			b.Status[k] = v
+			b.Status[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.Type != nil {
@@ -268,7 +272,7 @@ func (a *Datapath) DeepCopyInto(b *Datapath) {
 	if a.Capabilities != nil {
 		b.Capabilities = make(map[string]string, len(a.Capabilities))
 		for k, v := range a.Capabilities {
-			b.Capabilities[k] = v
+			b.Capabilities[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.CTZones != nil {
@@ -280,7 +284,7 @@ func (a *Datapath) DeepCopyInto(b *Datapath) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 }
@@ -304,7 +308,7 @@ func (a *FlowSampleCollectorSet) DeepCopyInto(b *FlowSampleCollectorSet) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.IPFIX != nil {
@@ -334,7 +338,7 @@ func (a *FlowTable) DeepCopyInto(b *FlowTable) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.FlowLimit != nil {
@@ -386,7 +390,7 @@ func (a *IPFIX) DeepCopyInto(b *IPFIX) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.ObsDomainID != nil {
@@ -400,7 +404,7 @@ func (a *IPFIX) DeepCopyInto(b *IPFIX) {
 	if a.OtherConfig != nil {
 		b.OtherConfig = make(map[string]string, len(a.OtherConfig))
 		for k, v := range a.OtherConfig {
-			b.OtherConfig[k] = v
+			b.OtherConfig[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.Sampling != nil {
@@ -436,13 +440,13 @@ func (a *Interface) DeepCopyInto(b *Interface) {
 	if a.BFD != nil {
 		b.BFD = make(map[string]string, len(a.BFD))
 		for k, v := range a.BFD {
-			b.BFD[k] = v
+			b.BFD[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.BFDStatus != nil {
 		b.BFDStatus = make(map[string]string, len(a.BFDStatus))
 		for k, v := range a.BFDStatus {
-			b.BFDStatus[k] = v
+			b.BFDStatus[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.CFMFault != nil {
@@ -484,7 +488,7 @@ func (a *Interface) DeepCopyInto(b *Interface) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.Ifindex != nil {
@@ -510,7 +514,7 @@ func (a *Interface) DeepCopyInto(b *Interface) {
 	if a.LLDP != nil {
 		b.LLDP = make(map[string]string, len(a.LLDP))
 		for k, v := range a.LLDP {
-			b.LLDP[k] = v
+			b.LLDP[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.MAC != nil {
@@ -540,13 +544,13 @@ func (a *Interface) DeepCopyInto(b *Interface) {
 	if a.Options != nil {
 		b.Options = make(map[string]string, len(a.Options))
 		for k, v := range a.Options {
-			b.Options[k] = v
+			b.Options[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.OtherConfig != nil {
 		b.OtherConfig = make(map[string]string, len(a.OtherConfig))
 		for k, v := range a.OtherConfig {
-			b.OtherConfig[k] = v
+			b.OtherConfig[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.Statistics != nil {
@@ -558,7 +562,7 @@ func (a *Interface) DeepCopyInto(b *Interface) {
 	if a.Status != nil {
 		b.Status = make(map[string]string, len(a.Status))
 		for k, v := range a.Status {
-			b.Status[k] = v
+			b.Status[intern.String(k)] = intern.String(v)
 		}
 	}
 }
@@ -586,7 +590,7 @@ func (a *Manager) DeepCopyInto(b *Manager) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.InactivityProbe != nil {
@@ -600,13 +604,13 @@ func (a *Manager) DeepCopyInto(b *Manager) {
 	if a.OtherConfig != nil {
 		b.OtherConfig = make(map[string]string, len(a.OtherConfig))
 		for k, v := range a.OtherConfig {
-			b.OtherConfig[k] = v
+			b.OtherConfig[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.Status != nil {
 		b.Status = make(map[string]string, len(a.Status))
 		for k, v := range a.Status {
-			b.Status[k] = v
+			b.Status[intern.String(k)] = intern.String(v)
 		}
 	}
 }
@@ -630,7 +634,7 @@ func (a *Mirror) DeepCopyInto(b *Mirror) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.OutputPort != nil {
@@ -692,7 +696,7 @@ func (a *NetFlow) DeepCopyInto(b *NetFlow) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.Targets != nil {
@@ -728,7 +732,7 @@ func (a *OpenvSwitch) DeepCopyInto(b *OpenvSwitch) {
 	if a.Datapaths != nil {
 		b.Datapaths = make(map[string]string, len(a.Datapaths))
 		for k, v := range a.Datapaths {
-			b.Datapaths[k] = v
+			b.Datapaths[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.DbVersion != nil {
@@ -742,7 +746,7 @@ func (a *OpenvSwitch) DeepCopyInto(b *OpenvSwitch) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.IfaceTypes != nil {
@@ -756,7 +760,7 @@ func (a *OpenvSwitch) DeepCopyInto(b *OpenvSwitch) {
 	if a.OtherConfig != nil {
 		b.OtherConfig = make(map[string]string, len(a.OtherConfig))
 		for k, v := range a.OtherConfig {
-			b.OtherConfig[k] = v
+			b.OtherConfig[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.OVSVersion != nil {
@@ -770,7 +774,7 @@ func (a *OpenvSwitch) DeepCopyInto(b *OpenvSwitch) {
 	if a.Statistics != nil {
 		b.Statistics = make(map[string]string, len(a.Statistics))
 		for k, v := range a.Statistics {
-			b.Statistics[k] = v
+			b.Statistics[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.SystemType != nil {
@@ -814,7 +818,7 @@ func (a *Port) DeepCopyInto(b *Port) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.Interfaces != nil {
@@ -832,7 +836,7 @@ func (a *Port) DeepCopyInto(b *Port) {
 	if a.OtherConfig != nil {
 		b.OtherConfig = make(map[string]string, len(a.OtherConfig))
 		for k, v := range a.OtherConfig {
-			b.OtherConfig[k] = v
+			b.OtherConfig[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.QOS != nil {
@@ -848,7 +852,7 @@ func (a *Port) DeepCopyInto(b *Port) {
 	if a.RSTPStatus != nil {
 		b.RSTPStatus = make(map[string]string, len(a.RSTPStatus))
 		for k, v := range a.RSTPStatus {
-			b.RSTPStatus[k] = v
+			b.RSTPStatus[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.Statistics != nil {
@@ -860,7 +864,7 @@ func (a *Port) DeepCopyInto(b *Port) {
 	if a.Status != nil {
 		b.Status = make(map[string]string, len(a.Status))
 		for k, v := range a.Status {
-			b.Status[k] = v
+			b.Status[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.Tag != nil {
@@ -896,13 +900,13 @@ func (a *QoS) DeepCopyInto(b *QoS) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.OtherConfig != nil {
 		b.OtherConfig = make(map[string]string, len(a.OtherConfig))
 		for k, v := range a.OtherConfig {
-			b.OtherConfig[k] = v
+			b.OtherConfig[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.Queues != nil {
@@ -936,13 +940,13 @@ func (a *Queue) DeepCopyInto(b *Queue) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.OtherConfig != nil {
 		b.OtherConfig = make(map[string]string, len(a.OtherConfig))
 		for k, v := range a.OtherConfig {
-			b.OtherConfig[k] = v
+			b.OtherConfig[intern.String(k)] = intern.String(v)
 		}
 	}
 }
@@ -970,7 +974,7 @@ func (a *SFlow) DeepCopyInto(b *SFlow) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 	if a.Header != nil {
@@ -1010,7 +1014,7 @@ func (a *SSL) DeepCopyInto(b *SSL) {
 	if a.ExternalIDs != nil {
 		b.ExternalIDs = make(map[string]string, len(a.ExternalIDs))
 		for k, v := range a.ExternalIDs {
-			b.ExternalIDs[k] = v
+			b.ExternalIDs[intern.String(k)] = intern.String(v)
 		}
 	}
 }
