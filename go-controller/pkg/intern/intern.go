@@ -11,7 +11,7 @@
 // and replaces what the slot held when it differs. A repeated string meets
 // itself there unless another string took the slot in between; a unique one
 // costs a hash and a compare and evicts one entry. So the table's size, not
-// its input, bounds what it holds (Slots strings, a few MiB at most), and no
+// its input, bounds what it holds (65,536 strings, a few MiB at most), and no
 // writer of the cluster's objects can grow it.
 package intern
 
@@ -21,10 +21,9 @@ import (
 )
 
 const (
+	// The table holds at most shards × perShard strings.
 	shards   = 64
 	perShard = 1024
-	// Slots is how many strings the table holds at most.
-	Slots = shards * perShard
 	// MaxLen is the longest string interned: longer ones (an LSP's
 	// address, a load balancer's backends) are rarely repeated.
 	MaxLen = 64
