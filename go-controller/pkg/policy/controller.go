@@ -146,9 +146,9 @@ type Controller struct {
 	podPorts sync.Map
 	// memo keeps per-namespace answers about pods between syncs (podmemo.go).
 	memo *podMemo
-	// setLocks hold a mutex per address set name, taken by the
-	// transactions creating that set (commitBuilt).
-	setLocks sync.Map
+	// setLocks hold a mutex per address set name while a transaction
+	// creating that set runs (createSet).
+	setLocks nameLocks
 	// groups serialize each port group's full and members syncs (portgroups.go).
 	groups groupLocks
 }
@@ -666,9 +666,7 @@ func (c *Controller) createSets(ctx context.Context, inserts map[string]ovsdb.Op
 }
 
 func (c *Controller) createSet(ctx context.Context, name string, insert ovsdb.Operation) error {
-	mu, _ := c.setLocks.LoadOrStore(name, &sync.Mutex{})
-	mu.(*sync.Mutex).Lock()
-	defer mu.(*sync.Mutex).Unlock()
+	defer c.setLocks.lock(name)()
 	if ovndb.Lookup(ovndb.NewTxn(c.nb), &nbdb.AddressSet{Name: name}) != nil {
 		return nil
 	}

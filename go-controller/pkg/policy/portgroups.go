@@ -46,6 +46,51 @@ func (l *groupLocks) lock(key string) func() {
 	return m.Unlock
 }
 
+// nameLocks hold a mutex per name while a caller holds it or waits for
+// it: an entry goes with its last user, so names that come and go (the
+// sets of policies long deleted) leave nothing behind, and names never
+// share a mutex (a set's creation waits for no other set's).
+type nameLocks struct {
+	mu sync.Mutex
+	m  map[string]*nameLock
+}
+
+type nameLock struct {
+	sync.Mutex
+	users int // holders and waiters (nameLocks.mu held)
+}
+
+// lock takes name's mutex and returns its unlock.
+func (l *nameLocks) lock(name string) func() {
+	l.mu.Lock()
+	if l.m == nil {
+		l.m = map[string]*nameLock{}
+	}
+	e := l.m[name]
+	if e == nil {
+		e = &nameLock{}
+		l.m[name] = e
+	}
+	e.users++
+	l.mu.Unlock()
+	e.Lock()
+	return func() {
+		e.Unlock()
+		l.mu.Lock()
+		if e.users--; e.users == 0 {
+			delete(l.m, name)
+		}
+		l.mu.Unlock()
+	}
+}
+
+// held counts the names with a holder or a waiter.
+func (l *nameLocks) held() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.m)
+}
+
 // commitGroup is commitBuilt under the lock of the port group of a full key.
 func (c *Controller) commitGroup(ctx context.Context, full string, build func(*ovndb.Txn)) error {
 	defer c.groups.lock(full)()
