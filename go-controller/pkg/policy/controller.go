@@ -143,7 +143,7 @@ type Controller struct {
 	// podPorts indexes the UUIDs of pods' ports by namespace/name, from
 	// the NB cache's events: reading a port from the cache copies it, and
 	// a port group's sync reads every port it holds.
-	podPorts sync.Map
+	podPorts portIndex
 	// memo keeps per-namespace answers about pods between syncs (podmemo.go).
 	memo *podMemo
 	// setLocks hold a mutex per address set name while a transaction
@@ -1155,10 +1155,10 @@ func (c *Controller) nbRowChanged(m model.Model, deleted bool) {
 		ns, name, _ := strings.Cut(o.Name, "/")
 		c.memo.changed(ns) // the subjects' port lists of its namespace
 		if deleted {       // it leaves port groups by itself
-			c.podPorts.CompareAndDelete(o.Name, row.UUID)
+			c.podPorts.forget(o.Name, row.UUID)
 			return
 		}
-		c.podPorts.Store(o.Name, row.UUID)
+		c.podPorts.store(o.Name, row.UUID)
 		if pod := c.podLister.Get(ns, name); pod != nil {
 			c.podChanged(nil, pod)
 		}

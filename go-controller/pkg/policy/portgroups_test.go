@@ -174,3 +174,23 @@ func TestNameLocks(t *testing.T) {
 		t.Errorf("names left after every holder is done: %d, want 0", got)
 	}
 }
+
+// TestPortIndexForgetsOnlyItsPort: a pod re-created under the same name
+// gets a new port before the old one's deletion is seen; that deletion
+// must not drop the new port's entry.
+func TestPortIndexForgetsOnlyItsPort(t *testing.T) {
+	var x portIndex
+	if _, ok := x.load("ns/a"); ok {
+		t.Fatal("an empty index holds ns/a")
+	}
+	x.store("ns/a", "old")
+	x.store("ns/a", "new")
+	x.forget("ns/a", "old")
+	if got, ok := x.load("ns/a"); !ok || got != "new" {
+		t.Fatalf("after the old port's deletion: %q, %v; want \"new\", true", got, ok)
+	}
+	x.forget("ns/a", "new")
+	if got, ok := x.load("ns/a"); ok {
+		t.Fatalf("after its own port's deletion ns/a still maps to %q", got)
+	}
+}
