@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -386,7 +388,14 @@ func (b *bench) masterArgs() []string {
 	return append(args, extra...)
 }
 
-func say(format string, args ...any) { fmt.Printf(format+"\n", args...) }
+func say(format string, args ...any) {
+	if _, err := fmt.Printf(format+"\n", args...); errors.Is(err, syscall.EPIPE) {
+		// The report's reader is gone (make killed, a pipe closed): stop
+		// as an interrupt does, removing what the benchmark created
+		// (stopOnSignal), rather than run on unread.
+		_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	}
+}
 
 // parallel runs f(0..n-1) on the given number of workers.
 func parallel(n, workers int, f func(i int)) {

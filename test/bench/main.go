@@ -212,10 +212,25 @@ func exit(s *harness.Session, tmp string, code int) {
 func stopOnSignal(s *harness.Session, tmp string) {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	surviveClosedStdout()
 	go func() {
 		sig := <-sigs
 		fmt.Fprintf(os.Stderr, "\n%v: stopping the benchmark and removing what it created\n", sig)
 		exit(s, tmp, 130)
+	}()
+}
+
+// surviveClosedStdout keeps a write to a closed stdout from killing the
+// benchmark before its cleanups (Go's default for SIGPIPE on fd 1 and 2):
+// with SIGPIPE notified, the write fails with EPIPE instead, which say
+// turns into a stop. A SIGPIPE of any other descriptor was an EPIPE
+// already.
+func surviveClosedStdout() {
+	pipes := make(chan os.Signal, 1)
+	signal.Notify(pipes, syscall.SIGPIPE)
+	go func() {
+		for range pipes {
+		}
 	}()
 }
 
