@@ -79,7 +79,8 @@ var NBUnmonitored = Unmonitored{
 // Connect dials the endpoints (comma-separated OVSDB remotes already split),
 // retrying with backoff until ctx ends, and monitors every table of the model,
 // each with all its columns but the unmonitored ones. The client reconnects by
-// itself after a lost connection and refills its cache.
+// itself after a lost connection and refills its cache, and drops a connection
+// whose server stops answering echoes (probe.go).
 // tlsConfig is required for ssl: endpoints and ignored otherwise.
 func Connect(ctx context.Context, endpoints []string, dbModel model.ClientDBModel, skip Unmonitored, log logr.Logger, tlsConfig ...*tls.Config) (client.Client, error) {
 	// libovsdb logs every transaction at V(4); keep that below our own debug level.
@@ -88,10 +89,6 @@ func Connect(ctx context.Context, endpoints []string, dbModel model.ClientDBMode
 		client.WithLogger(&quiet),
 		// MaxElapsedTime 0: never give up reconnecting (libovsdb panics if the backoff stops).
 		client.WithReconnect(10*time.Second, &backoff.ExponentialBackOff{
-			InitialInterval: 200 * time.Millisecond, RandomizationFactor: 0.2, Multiplier: 2,
-			MaxInterval: 5 * time.Second, MaxElapsedTime: 0, Stop: backoff.Stop, Clock: backoff.SystemClock,
-		}),
-		client.WithInactivityCheck(30*time.Second, 10*time.Second, &backoff.ExponentialBackOff{
 			InitialInterval: 200 * time.Millisecond, RandomizationFactor: 0.2, Multiplier: 2,
 			MaxInterval: 5 * time.Second, MaxElapsedTime: 0, Stop: backoff.Stop, Clock: backoff.SystemClock,
 		}),
@@ -139,7 +136,7 @@ func Connect(ctx context.Context, endpoints []string, dbModel model.ClientDBMode
 		c.Close()
 		return nil, fmt.Errorf("monitoring OVSDB %v: %w", endpoints, err)
 	}
-	return c, nil
+	return withProbe(c, probeEvery, probeTimeout, log), nil
 }
 
 // monitor requests every table of the model; a table with unmonitored columns

@@ -73,7 +73,8 @@ type Proxy struct {
 	conns    []net.Conn
 	loseNext bool // drop the reply to the next transact and the connection
 	lost     chan struct{}
-	hold     *hold // hold the next writing transact (and the transactions after it on its connection)
+	hold     *hold             // hold the next writing transact (and the transactions after it on its connection)
+	frozen   map[net.Conn]bool // client sides left open but dead (Freeze)
 }
 
 // hold is one armed HoldNextTransact.
@@ -154,7 +155,7 @@ func (p *Proxy) forwardUp(down, up net.Conn, lose func(id string)) {
 				holding.Store(false)
 			}
 			if write(q.msg) != nil {
-				down.Close()
+				p.closeDown(down)
 			}
 		}
 	}()
@@ -175,7 +176,7 @@ func (p *Proxy) forwardUp(down, up net.Conn, lose func(id string)) {
 			txq <- queued{msg: msg, hold: p.takeHold(msg, head.ID, lose)}
 		case holding.Load():
 			if write(msg) != nil {
-				down.Close()
+				p.closeDown(down)
 				return
 			}
 		default:
@@ -238,6 +239,33 @@ func (p *Proxy) Drop() {
 	}
 }
 
+// Freeze makes every proxied connection half-open, as a crashed host or a
+// partition leaves it: the server's side is closed (the server forgets the
+// client), while the client's stays open and nothing more reaches it, nor
+// anything it sends the server. Only a client that probes its server finds
+// out. New connections are served normally.
+func (p *Proxy) Freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.frozen == nil {
+		p.frozen = map[net.Conn]bool{}
+	}
+	for i := 0; i+1 < len(p.conns); i += 2 { // down, up pairs (serve)
+		p.frozen[p.conns[i]] = true
+		p.conns[i+1].Close()
+	}
+}
+
+// closeDown closes a client's side of a connection unless it is frozen.
+func (p *Proxy) closeDown(down net.Conn) {
+	p.mu.Lock()
+	frozen := p.frozen[down]
+	p.mu.Unlock()
+	if !frozen {
+		down.Close()
+	}
+}
+
 func (p *Proxy) serve(down net.Conn) {
 	p.mu.Lock()
 	backend := p.backend
@@ -261,7 +289,7 @@ func (p *Proxy) serve(down net.Conn) {
 	for {
 		var msg json.RawMessage
 		if err := dec.Decode(&msg); err != nil {
-			down.Close()
+			p.closeDown(down)
 			return
 		}
 		var head struct {
