@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -17,11 +18,73 @@ import (
 // MAC, MTU, the .2 address of each host subnet (one per family; IPv6 without
 // duplicate address detection) and routes to the cluster and service
 // ranges via that family's .1.
-// Every step is a replace, so a second run changes nothing.
+// ovs-vswitchd applies the port's MAC itself, and with the userspace datapath
+// it brings the tap down and up to do so: the kernel then drops the link's
+// routes (and IPv6 addresses), and a route added meanwhile fails with
+// ENETUNREACH. So the MAC is left to vswitchd for a while, and a step that
+// fails as a link settling makes it fail is retried: the whole configuration
+// again (every step is a replace, so a second run changes nothing) until it
+// holds or linkSettle has passed.
 func configureManagementLink(ctx context.Context, subnets []netip.Prefix, mac net.HardwareAddr, mtu int, routed []netip.Prefix) error {
 	link, err := waitForLink(ctx, ManagementPortName, 10*time.Second)
 	if err != nil {
 		return err
+	}
+	waitForMAC(ctx, link, mac, linkSettle/2)
+	return whileSettling(ctx, linkSettle, func() error { return configureLinkOnce(subnets, mac, mtu, routed) })
+}
+
+// whileSettling runs pass again while it fails as a settling link makes it
+// fail, for up to timeout; it returns pass's last error.
+func whileSettling(ctx context.Context, timeout time.Duration, pass func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := pass()
+		if err == nil || !settling(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (while %s settled: %w)", ctx.Err(), ManagementPortName, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// linkSettle bounds how long configureManagementLink waits for ovs-vswitchd
+// to have set the management link up.
+const linkSettle = 10 * time.Second
+
+// settling says whether err is what a link going down and up (or being
+// replaced) meanwhile gives.
+func settling(err error) bool {
+	return errors.Is(err, unix.ENETUNREACH) || errors.Is(err, unix.ENODEV) || errors.Is(err, unix.EADDRNOTAVAIL)
+}
+
+// waitForMAC waits up to timeout for the link to carry mac (ovs-vswitchd's
+// work: a MAC set here first may be set again by vswitchd, taking the link
+// down after it was configured).
+func waitForMAC(ctx context.Context, link netlink.Link, mac net.HardwareAddr, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for link.Attrs().HardwareAddr.String() != mac.String() && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+		l, err := netlink.LinkByName(ManagementPortName)
+		if err != nil {
+			return
+		}
+		link = l
+	}
+}
+
+// configureLinkOnce is one pass of configureManagementLink.
+func configureLinkOnce(subnets []netip.Prefix, mac net.HardwareAddr, mtu int, routed []netip.Prefix) error {
+	link, err := netlink.LinkByName(ManagementPortName)
+	if err != nil {
+		return fmt.Errorf("%s: %w", ManagementPortName, err)
 	}
 	if link.Attrs().HardwareAddr.String() != mac.String() {
 		if err := netlink.LinkSetHardwareAddr(link, mac); err != nil {
