@@ -21,10 +21,10 @@ import (
 // ovs-vswitchd applies the port's MAC itself, and with the userspace datapath
 // it brings the tap down and up to do so: the kernel then drops the link's
 // routes (and IPv6 addresses), and a route added meanwhile fails with
-// ENETUNREACH. So the MAC is left to vswitchd for a while, and a step that
-// fails as a link settling makes it fail is retried: the whole configuration
-// again (every step is a replace, so a second run changes nothing) until it
-// holds or linkSettle has passed.
+// ENETUNREACH (IPv6: EHOSTUNREACH). So the MAC is left to vswitchd for a
+// while, and a pass that fails as a settling link makes it fail is run
+// again, whole (every step is a replace, so a second run changes nothing),
+// until it holds or linkSettle has passed.
 func configureManagementLink(ctx context.Context, subnets []netip.Prefix, mac net.HardwareAddr, mtu int, routed []netip.Prefix) error {
 	link, err := waitForLink(ctx, ManagementPortName, 10*time.Second)
 	if err != nil {
@@ -58,7 +58,8 @@ const linkSettle = 10 * time.Second
 // settling says whether err is what a link going down and up (or being
 // replaced) meanwhile gives.
 func settling(err error) bool {
-	return errors.Is(err, unix.ENETUNREACH) || errors.Is(err, unix.ENODEV) || errors.Is(err, unix.EADDRNOTAVAIL)
+	return errors.Is(err, unix.ENETUNREACH) || errors.Is(err, unix.EHOSTUNREACH) || // IPv4, IPv6
+		errors.Is(err, unix.ENODEV) || errors.Is(err, unix.EADDRNOTAVAIL)
 }
 
 // waitForMAC waits up to timeout for the link to carry mac (ovs-vswitchd's

@@ -58,7 +58,12 @@ func TestManagementLinkConfiguredAfterVswitchdTookItDown(t *testing.T) {
 			err := netlink.RouteReplace(&netlink.Route{LinkIndex: link.Attrs().Index,
 				Dst: &net.IPNet{IP: net.IPv4(10, 244, 0, 0), Mask: net.CIDRMask(16, 32)}, Gw: net.IPv4(10, 244, 1, 1)})
 			if !errors.Is(err, unix.ENETUNREACH) {
-				t.Errorf("a route over the link taken down: %v, want ENETUNREACH", err)
+				t.Errorf("an IPv4 route over the link taken down: %v, want ENETUNREACH", err)
+			}
+			err6 := netlink.RouteReplace(&netlink.Route{LinkIndex: link.Attrs().Index,
+				Dst: &net.IPNet{IP: net.ParseIP("fd00:10:96::"), Mask: net.CIDRMask(112, 128)}, Gw: net.ParseIP("fd00:10:244:1::1")})
+			if !errors.Is(err6, unix.EHOSTUNREACH) || !settling(err6) {
+				t.Errorf("an IPv6 route over the link taken down: %v, want EHOSTUNREACH, a settling link's error", err6)
 			}
 			return err
 		})
