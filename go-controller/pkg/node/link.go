@@ -10,6 +10,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
@@ -26,11 +27,10 @@ import (
 // again, whole (every step is a replace, so a second run changes nothing),
 // until it holds or linkSettle has passed.
 func configureManagementLink(ctx context.Context, subnets []netip.Prefix, mac net.HardwareAddr, mtu int, routed []netip.Prefix) error {
-	link, err := waitForLink(ctx, ManagementPortName, 10*time.Second)
-	if err != nil {
+	if _, err := waitForLink(ctx, ManagementPortName, 10*time.Second); err != nil {
 		return err
 	}
-	waitForMAC(ctx, link, mac, linkSettle/2)
+	waitForMAC(ctx, mac, linkSettle/2)
 	return whileSettling(ctx, linkSettle, func() error { return configureLinkOnce(subnets, mac, mtu, routed) })
 }
 
@@ -64,21 +64,12 @@ func settling(err error) bool {
 
 // waitForMAC waits up to timeout for the link to carry mac (ovs-vswitchd's
 // work: a MAC set here first may be set again by vswitchd, taking the link
-// down after it was configured).
-func waitForMAC(ctx context.Context, link netlink.Link, mac net.HardwareAddr, timeout time.Duration) {
-	deadline := time.Now().Add(timeout)
-	for link.Attrs().HardwareAddr.String() != mac.String() && time.Now().Before(deadline) {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(20 * time.Millisecond):
-		}
-		l, err := netlink.LinkByName(ManagementPortName)
-		if err != nil {
-			return
-		}
-		link = l
-	}
+// down after it was configured). A link gone meanwhile ends the wait.
+func waitForMAC(ctx context.Context, mac net.HardwareAddr, timeout time.Duration) {
+	_ = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		link, err := netlink.LinkByName(ManagementPortName)
+		return err != nil || link.Attrs().HardwareAddr.String() == mac.String(), nil
+	})
 }
 
 // configureLinkOnce is one pass of configureManagementLink.
