@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -660,6 +662,7 @@ func (b *bench) moveNamespaces(m map[string]float64, sets map[string]policy.Peer
 			ours = append(ours, float64(mv.done.Sub(mv.watched).Microseconds())/1000)
 		}
 	}
+	writeMoves(filepath.Join(b.o.out, "adminpolicies-moves.tsv"), movesStart, moves)
 	b.adminTrack.mu.Unlock()
 	sort.Float64s(lat)
 	sort.Float64s(apiLat)
@@ -700,6 +703,24 @@ func (b *bench) moveNamespaces(m map[string]float64, sets map[string]policy.Peer
 		m["moves_"+cpuMetric(name)] = v
 	}
 	m["moves_wall_s"] = movesWall
+}
+
+// writeMoves records each timed move in the order sent (sent, peer sets
+// done and subject groups done, in ms from the first move), so that a
+// run's latencies can be read against time: a backlog that builds and
+// drains, or one that only grows.
+func writeMoves(path string, start time.Time, moves []*nsMove) {
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	var sb strings.Builder
+	sb.WriteString("namespace\tsent_ms\tpeer_sets_ms\tsubject_groups_ms\n")
+	for _, mv := range moves {
+		groups := "-"
+		if !mv.groupsDone.IsZero() {
+			groups = fmt.Sprintf("%.1f", ms(mv.groupsDone.Sub(mv.start)))
+		}
+		fmt.Fprintf(&sb, "%s\t%.1f\t%.1f\t%s\n", mv.ns, ms(mv.start.Sub(start)), ms(mv.done.Sub(mv.start)), groups)
+	}
+	_ = os.WriteFile(path, []byte(sb.String()), 0o644)
 }
 
 // plannedMove is a namespace move worked out ahead: its PATCH and what it
