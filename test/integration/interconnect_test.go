@@ -35,7 +35,7 @@ type zoneNode struct {
 // ovn-ic of the stack: two zones (each its own NB, SB and northd) join the
 // IC databases, and a transit switch is made in the IC NB. Each zone's NB
 // gets the rows a zone's master writes: the zone's name and route exchange
-// (master.EnsureZone), the cluster router and join switch (EnsureCluster),
+// (master.EnsureGlobal), the cluster router and join switch (EnsureCluster),
 // its node (EnsureNode, both families) and the node's port on the transit
 // switch (EnsureTransitPort, at config.NodeAddrs). Then: each zone's
 // transit port is a remote port in the other, with its addresses of both
@@ -96,7 +96,7 @@ func TestInterconnectJoinsZones(t *testing.T) {
 			return ovndb.Transact(ctx, nb, ops)
 		}
 		for _, step := range []func() error{
-			func() error { return master.EnsureZone(ctx, nb, commit, "az-"+z.name, join) },
+			func() error { return master.EnsureGlobal(ctx, nb, commit, "az-"+z.name, topology.ZoneOptions(join)) },
 			func() error { return master.EnsureCluster(ctx, nb, commit, join) },
 			func() error {
 				return master.EnsureNode(ctx, nb, commit, z.name, z.subnets, nil, []netip.Addr{hostIP[z.name]}, false, nil, nil)

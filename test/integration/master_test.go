@@ -36,6 +36,15 @@ func TestMasterProgramsNodesAndPods(t *testing.T) {
 		return nil
 	})
 
+	// ovn-northd's backoff, the master's default, beside northd's own options.
+	harness.Eventually(t, 10*time.Second, "northd's backoff in NB_Global", func() error {
+		out, err := c.ovn.NBCtl("get", "NB_Global", ".", "options")
+		if err != nil || !strings.Contains(out, `northd-backoff-interval-ms="300"`) || !strings.Contains(out, "mac_prefix") {
+			return fmt.Errorf("options %s (%v)", out, err)
+		}
+		return nil
+	})
+
 	// Nodes: distinct subnets, switch, router port, management port.
 	s1, s2 := c.nodeSubnet("node1"), c.nodeSubnet("node2")
 	if s1 == s2 || s1.Bits() != 24 || s2.Bits() != 24 || !netip.MustParsePrefix("10.244.0.0/16").Contains(s1.Addr()) {

@@ -71,6 +71,10 @@ type Master struct {
 	// DNSService is the cluster DNS's Service, namespace/name
 	// (--dns-service).
 	DNSService string
+	// NorthdBackoff is the longest ovn-northd waits after a run before the
+	// next (NB_Global options:northd-backoff-interval-ms, which the master
+	// keeps; --northd-backoff-interval; 0: northd runs at once).
+	NorthdBackoff time.Duration
 	// EgressIPReachTimeout bounds each reachability probe of an egress node
 	// (--egressip-reachability-timeout; 0: no probes).
 	EgressIPReachTimeout time.Duration
@@ -79,6 +83,14 @@ type Master struct {
 // DefaultDNSService is --dns-service's default: kubeadm's name of the
 // cluster DNS's Service.
 const DefaultDNSService = "kube-system/kube-dns"
+
+// DefaultNorthdBackoff is --northd-backoff-interval's default, the value
+// upstream OVN-Kubernetes deploys (OVN recommends less than 500 ms: the
+// southbound lags by up to that much more under churn).
+const DefaultNorthdBackoff = 300 * time.Millisecond
+
+// MaxNorthdBackoff bounds --northd-backoff-interval.
+const MaxNorthdBackoff = 5 * time.Second
 
 // DefaultResyncInterval is the master's periodic full resync.
 const DefaultResyncInterval = 5 * time.Minute

@@ -196,7 +196,7 @@ func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client,
 		},
 		DeleteFunc: func(obj any) { m.latency.forget(obj); m.enqueuePod(obj) },
 	})
-	nb.Cache().AddEventHandler(&ovsdbcache.EventHandlerFuncs{DeleteFunc: m.nbRowDeleted})
+	nb.Cache().AddEventHandler(&ovsdbcache.EventHandlerFuncs{DeleteFunc: m.nbRowDeleted, UpdateFunc: m.nbRowUpdated})
 	m.services = services.New(factory, nb, m.committer.Commit, log.WithName("services"), cfg.RetryMaxDelay, serviceOptions(cfg, m.recorder))
 	var podRanges []netip.Prefix
 	var nodeSources []string
@@ -269,10 +269,35 @@ func (m *Master) nbRowDeleted(table string, row model.Model) {
 	case topology.OwnerPod:
 		m.podQueue.Add(owner.Name)
 	case topology.OwnerCluster:
-		select {
-		case m.clusterDirty <- struct{}{}:
-		default:
+		m.markClusterDirty()
+	}
+}
+
+// nbRowUpdated puts back the NB_Global options the master keeps when
+// another writer changes or removes one (ovn-northd's own writes to the row
+// leave them alone, and cost a map lookup per key).
+func (m *Master) nbRowUpdated(_ string, _, cur model.Model) {
+	g, ok := cur.(*nbdb.NBGlobal)
+	if !ok {
+		return
+	}
+	for k, v := range m.globalOptions() {
+		if g.Options[k] != v {
+			m.markClusterDirty()
+			return
 		}
+	}
+}
+
+// globalOptions are the NB_Global options this master keeps.
+func (m *Master) globalOptions() map[string]string {
+	return topology.GlobalOptions(m.cfg.Zone, m.cfg.JoinSubnets, m.cfg.NorthdBackoff)
+}
+
+func (m *Master) markClusterDirty() {
+	select {
+	case m.clusterDirty <- struct{}{}:
+	default:
 	}
 }
 
@@ -493,8 +518,8 @@ func (m *Master) ensureClusterWithRetry(ctx context.Context) error {
 	backoff := 200 * time.Millisecond
 	for {
 		err := EnsureCluster(ctx, m.nb, m.committer.Commit, m.cfg.JoinSubnets)
-		if err == nil && m.cfg.Zone != "" {
-			err = EnsureZone(ctx, m.nb, m.committer.Commit, m.cfg.Zone, m.cfg.JoinSubnets)
+		if err == nil {
+			err = EnsureGlobal(ctx, m.nb, m.committer.Commit, m.cfg.Zone, m.globalOptions())
 		}
 		if err == nil {
 			return nil

@@ -20,14 +20,14 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 )
 
-// EnsureZone names a zone's NB and turns on OVN interconnection's route
-// exchange in it (issue 38): the zone advertises its cluster router's routes
-// (its nodes' subnets, the host routes) and learns the other zones', all but
-// those inside the ranges every zone has alike (the join subnets), which
-// ovn-ic must neither advertise nor learn. Only these keys of NB_Global's
-// options are written: ovn-northd keeps its own there.
-func EnsureZone(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc, zone string, sameInEveryZone []netip.Prefix) error {
-	want := topology.ZoneOptions(sameInEveryZone)
+// EnsureGlobal writes the NB_Global options the master keeps
+// (topology.GlobalOptions: northd's backoff; in zone mode, OVN
+// interconnection's route exchange, issue 38, by which the zone advertises
+// its cluster router's routes and learns the other zones', all but those
+// inside the ranges every zone has alike) and, in zone mode, names the
+// zone's NB. Only the keys of want are written: ovn-northd keeps its own
+// options there. An empty zone leaves the name alone.
+func EnsureGlobal(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc, zone string, want map[string]string) error {
 	var globals []nbdb.NBGlobal
 	if err := nb.List(ctx, &globals); err != nil {
 		return err
@@ -41,7 +41,7 @@ func EnsureZone(ctx context.Context, nb libovsdbclient.Client, commit CommitFunc
 	}
 	g := &globals[0]
 	var ops []ovsdb.Operation
-	if g.Name != zone {
+	if zone != "" && g.Name != zone {
 		g.Name = zone
 		o, err := nb.Where(g).Update(g, &g.Name)
 		if err != nil {

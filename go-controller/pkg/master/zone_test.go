@@ -11,6 +11,7 @@ import (
 	"time"
 
 	libovsdbclient "github.com/ovn-org/libovsdb/client"
+	"github.com/ovn-org/libovsdb/model"
 	"github.com/ovn-org/libovsdb/ovsdb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -26,10 +27,10 @@ import (
 	"github.com/ovn-k8s/ovn-k8s/test/harness"
 )
 
-// EnsureZone names the zone and writes its route exchange options beside
+// EnsureGlobal names the zone and writes its route exchange options beside
 // the options others keep in NB_Global (northd's), changes only what
 // differs, and writes nothing the second time.
-func TestEnsureZoneKeepsOthersOptions(t *testing.T) {
+func TestEnsureGlobalKeepsOthersOptions(t *testing.T) {
 	ctx, nb, commit, ops := countingNB(t)
 	join := []netip.Prefix{netip.MustParsePrefix("100.64.0.1/16"), netip.MustParsePrefix("fd98::/64")}
 	global := func() nbdb.NBGlobal {
@@ -48,7 +49,7 @@ func TestEnsureZoneKeepsOthersOptions(t *testing.T) {
 		}
 	}
 	// No NB_Global yet: one is made.
-	if err := EnsureZone(ctx, nb, commit, "az-1", join); err != nil {
+	if err := EnsureGlobal(ctx, nb, commit, "az-1", topology.ZoneOptions(join)); err != nil {
 		t.Fatal(err)
 	}
 	g := global()
@@ -64,7 +65,7 @@ func TestEnsureZoneKeepsOthersOptions(t *testing.T) {
 	}
 	waitFor(t, "the options written", func() bool { return global().Options["mac_prefix"] != "" })
 	*ops = 0
-	if err := EnsureZone(ctx, nb, commit, "az-2", join); err != nil {
+	if err := EnsureGlobal(ctx, nb, commit, "az-2", topology.ZoneOptions(join)); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the zone renamed", func() bool { return global().Name == "az-2" })
@@ -75,7 +76,7 @@ func TestEnsureZoneKeepsOthersOptions(t *testing.T) {
 		t.Errorf("repair took %d operations, want 3", *ops)
 	}
 	*ops = 0
-	if err := EnsureZone(ctx, nb, commit, "az-2", join); err != nil || *ops != 0 {
+	if err := EnsureGlobal(ctx, nb, commit, "az-2", topology.ZoneOptions(join)); err != nil || *ops != 0 {
 		t.Errorf("again: %d operations, %v; want none", *ops, err)
 	}
 }
@@ -568,5 +569,68 @@ func TestZoneNodeRecreatedWithTheSameName(t *testing.T) {
 	_ = e.nb.WhereCache(func(g *nbdb.GatewayChassis) bool { return g.ExternalIDs != nil && strings.Contains(g.Name, "n1") }).List(context.Background(), &gws)
 	if len(gws) != 1 {
 		t.Errorf("gateway chassis rows of n1: %+v, want the new one only", gws)
+	}
+}
+
+// A master in central mode keeps northd's backoff in NB_Global's options
+// beside northd's own, and names no zone: it puts the value back when another
+// writer changes or removes it, an idle restart writes nothing, and an NB
+// replaced by an empty database gets it again.
+func TestMasterKeepsNorthdBackoff(t *testing.T) {
+	e := newEnv(t)
+	e.cfg.NorthdBackoff = 300 * time.Millisecond
+	e.start()
+	ctx := context.Background()
+	// global is the NB_Global row, or a row with no options while there is none.
+	global := func() nbdb.NBGlobal {
+		var gs []nbdb.NBGlobal
+		if err := e.nb.List(ctx, &gs); err != nil || len(gs) == 0 {
+			return nbdb.NBGlobal{}
+		}
+		return gs[0]
+	}
+	backoff := func() string { return global().Options[topology.NorthdBackoffOption] }
+	waitFor(t, "the backoff written", func() bool { return backoff() == "300" })
+	if g := global(); g.Name != "" {
+		t.Errorf("central mode named the NB %q", g.Name)
+	}
+	// Another writer's value, beside an option of northd's.
+	g := global()
+	g.Options = map[string]string{topology.NorthdBackoffOption: "0", "mac_prefix": "0a:00:00"}
+	if err := ovndb.Transact(ctx, e.nb, mustOps(t)(e.nb.Where(&g).Update(&g, &g.Options))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the backoff put back, northd's option kept", func() bool {
+		o := global().Options
+		return o[topology.NorthdBackoffOption] == "300" && o["mac_prefix"] == "0a:00:00"
+	})
+	// Removed.
+	g = global()
+	ops := mustOps(t)(e.nb.Where(&g).Mutate(&g, model.Mutation{Field: &g.Options, Mutator: ovsdb.MutateOperationDelete, Value: []string{topology.NorthdBackoffOption}}))
+	if err := ovndb.Transact(ctx, e.nb, ops); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the removed backoff put back", func() bool { return backoff() == "300" })
+	if n := e.restartIdle(); n != 0 {
+		t.Errorf("idle restart sent %d NB transactions; want 0", n)
+	}
+	e.replaceNB()
+	waitFor(t, "the backoff in the new NB", func() bool { return backoff() == "300" })
+}
+
+func TestGlobalOptions(t *testing.T) {
+	join := []netip.Prefix{netip.MustParsePrefix("100.64.0.0/16")}
+	for _, c := range []struct {
+		zone    string
+		backoff time.Duration
+		want    string
+	}{
+		{"", 300 * time.Millisecond, "northd-backoff-interval-ms=300"},
+		{"", 0, "northd-backoff-interval-ms=0"},
+		{"az-1", 1500 * time.Millisecond, "ic-route-adv=true ic-route-blacklist=100.64.0.0/16 ic-route-denylist=100.64.0.0/16 ic-route-learn=true northd-backoff-interval-ms=1500"},
+	} {
+		if got := optionsString(topology.GlobalOptions(c.zone, join, c.backoff)); got != c.want {
+			t.Errorf("GlobalOptions(%q, %s) = %s, want %s", c.zone, c.backoff, got, c.want)
+		}
 	}
 }

@@ -1,8 +1,11 @@
 package topology
 
 import (
+	"maps"
 	"net/netip"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 )
@@ -52,6 +55,24 @@ func Transit(node, chassis string, addrs []netip.Prefix) TransitRows {
 			Options: map[string]string{"router-port": rtots}, ExternalIDs: owner},
 		Gateway: &nbdb.GatewayChassis{Name: rtots + "-" + chassis, ChassisName: chassis, Priority: 1, ExternalIDs: owner},
 	}
+}
+
+// NorthdBackoffOption is the NB_Global option bounding how soon ovn-northd
+// runs again after a run: by as long as the run took, at most this many
+// milliseconds (OVN 23.09 and later; older northds ignore it). Changes
+// arriving meanwhile are taken in one run: under churn northd recomputes
+// less often and leaves the cores to the NB and the master.
+const NorthdBackoffOption = "northd-backoff-interval-ms"
+
+// GlobalOptions are the NB_Global options the master keeps (no others are
+// written: ovn-northd keeps its own there): northd's backoff, and in zone
+// mode (zone set) the zone's route exchange (ZoneOptions).
+func GlobalOptions(zone string, sameInEveryZone []netip.Prefix, northdBackoff time.Duration) map[string]string {
+	want := map[string]string{NorthdBackoffOption: strconv.FormatInt(northdBackoff.Milliseconds(), 10)}
+	if zone != "" {
+		maps.Copy(want, ZoneOptions(sameInEveryZone))
+	}
+	return want
 }
 
 // ZoneOptions are the NB_Global options of a zone: route exchange through

@@ -232,6 +232,7 @@ func masterSettingFlags() []cli.Flag {
 		&cli.IntFlag{Name: "service-workers", Value: 8, Usage: "services synced concurrently"},
 		&cli.BoolFlag{Name: "namespace-isolation", Usage: "make every namespace a tenant of its own, as OpenShift SDN's multitenant mode did (namespace annotation k8s.ovn.org/tenant: isolate, global or join:<namespace>)"},
 		&cli.IntFlag{Name: "policy-workers", Value: config.DefaultPolicyWorkers, Usage: "network policies, peer address sets and namespaces synced concurrently"},
+		&cli.DurationFlag{Name: "northd-backoff-interval", Value: config.DefaultNorthdBackoff, Usage: "the master keeps NB_Global options:northd-backoff-interval-ms at this (whole milliseconds, at most 5s): after each run ovn-northd waits as long as the run took, at most this, and takes the changes that came meanwhile in one run, so that under churn it recomputes less often and leaves CPU to the NB and the master, while the southbound lags by up to this much more (OVN 23.09 and later; older northds ignore it); 0: northd runs at once"},
 		&cli.DurationFlag{Name: "resync-interval", Value: config.DefaultResyncInterval, Usage: "sync every object again this often whatever the events said, logging what it repaired (0 turns it off)"},
 	), serviceAddressFlags()...)
 }
@@ -391,6 +392,9 @@ func masterConfig(c *cli.Context) (config.Master, error) {
 				}
 			}
 		}
+	}
+	if cfg.NorthdBackoff = c.Duration("northd-backoff-interval"); cfg.NorthdBackoff < 0 || cfg.NorthdBackoff > config.MaxNorthdBackoff || cfg.NorthdBackoff%time.Millisecond != 0 {
+		return cfg, flagError("northd-backoff-interval", fmt.Errorf("%s: want whole milliseconds from 0 to %s", cfg.NorthdBackoff, config.MaxNorthdBackoff))
 	}
 	if cfg.PodWorkers = c.Int("pod-workers"); cfg.PodWorkers < 1 {
 		return cfg, flagError("pod-workers", fmt.Errorf("must be at least 1"))

@@ -70,6 +70,17 @@ func TestGCBudgetFlagRefusedNamingTheFlag(t *testing.T) {
 	}
 }
 
+// A --northd-backoff-interval below 0, above 5 s, not in whole milliseconds
+// or not a duration exits 2 naming the flag.
+func TestNorthdBackoffFlagRefusedNamingTheFlag(t *testing.T) {
+	for _, v := range []string{"-1ms", "6s", "1500us", "300"} {
+		status, out := runMain(t, 10*time.Second, "master", "--kubeconfig", "/nonexistent", "--nb-address", "unix:/nonexistent", "--northd-backoff-interval", v)
+		if status != exitUsage || !strings.Contains(out, "northd-backoff-interval") {
+			t.Errorf("--northd-backoff-interval %s: exit %d, output %q; want 2 naming the flag", v, status, out)
+		}
+	}
+}
+
 // Bad zone mode flags exit 2 naming the flag.
 func TestZoneFlagsRefusedNamingTheFlag(t *testing.T) {
 	for _, tc := range []struct {
