@@ -81,10 +81,7 @@ func newDNSNames(opts DNSOptions, kube kubernetes.Interface, log logr.Logger) *D
 	d.dns = dnsname.New(dnsname.Options{ObserveOnly: true, Known: k8sovnv1.KnownAddresses(store)}, func(name string) { d.queue.Add(name) }, log.WithName("dns"))
 	d.queue = controller.NewQueue("cluster-manager-dns-names", 30*time.Second, d.sync, log)
 	requeue := func(obj any) {
-		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = t.Obj
-		}
-		if o, ok := obj.(*k8sovnv1.DNSNameResolver); ok {
+		if o := controller.ObjectOf[*k8sovnv1.DNSNameResolver](obj); o != nil {
 			d.queue.Add(o.Spec.Name)
 		}
 	}

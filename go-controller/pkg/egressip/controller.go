@@ -684,10 +684,7 @@ func (c *Controller) syncStatus(ctx context.Context, name string) error {
 }
 
 func (c *Controller) eipChanged(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	e := eipOf(obj)
+	e := controller.ObjectOf[*k8sovnv1.EgressIP](obj)
 	if e == nil || !c.started.Load() {
 		return
 	}
@@ -795,13 +792,7 @@ func nodeView(n *corev1.Node) (eligibility, addrs string) {
 	return eligibility, fmt.Sprint(n.Status.Addresses) + n.Annotations[annotations.NodeL3GatewayConfig]
 }
 
-func nodeOf(obj any) *corev1.Node {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	n, _ := obj.(*corev1.Node)
-	return n
-}
+func nodeOf(obj any) *corev1.Node { return controller.ObjectOf[*corev1.Node](obj) }
 
 // nbRowDeleted re-syncs the owner of a row of ours that left the NB.
 func (c *Controller) nbRowDeleted(m model.Model) {
@@ -902,10 +893,4 @@ func eipOf(obj any) *k8sovnv1.EgressIP {
 	return e
 }
 
-func podOf(obj any) *slim.Pod {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	p, _ := obj.(*slim.Pod)
-	return p
-}
+func podOf(obj any) *slim.Pod { return controller.ObjectOf[*slim.Pod](obj) }

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/cache"
 
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/controller"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/metrics"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/slim"
 )
@@ -55,10 +55,7 @@ func (l *podLatency) observe(uid types.UID, lsp bool) {
 
 // forget drops a deleted pod's timer.
 func (l *podLatency) forget(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	if pod, ok := obj.(*slim.Pod); ok {
+	if pod := controller.ObjectOf[*slim.Pod](obj); pod != nil {
 		l.timers.Delete(pod.UID)
 	}
 }

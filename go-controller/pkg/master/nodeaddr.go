@@ -6,9 +6,9 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/controller"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/policy"
 )
 
@@ -114,11 +114,8 @@ func (m *Master) reportDuplicateAddress(ip netip.Addr, winner, loser *corev1.Nod
 // chassis with this one: a change of its addresses or chassis, or its
 // deletion, can hand them what they claim.
 func (m *Master) enqueueClaimPeers(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	n, ok := obj.(*corev1.Node)
-	if !ok {
+	n := controller.ObjectOf[*corev1.Node](obj)
+	if n == nil {
 		return
 	}
 	var peers []*corev1.Node

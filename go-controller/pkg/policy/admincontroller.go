@@ -24,6 +24,7 @@ import (
 	cnplisters "sigs.k8s.io/network-policy-api/pkg/client/listers/apis/v1alpha2"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/controller"
 	k8sovnv1 "github.com/ovn-k8s/ovn-k8s/go-controller/pkg/k8sovn/v1"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb"
@@ -590,10 +591,4 @@ func (c *Controller) adminNamespaceChanged(oldL, curL labels.Set) {
 	}
 }
 
-func nodeOf(obj any) *corev1.Node {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	n, _ := obj.(*corev1.Node)
-	return n
-}
+func nodeOf(obj any) *corev1.Node { return controller.ObjectOf[*corev1.Node](obj) }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/controller"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/slim"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
@@ -244,18 +245,6 @@ func (c *Controller) nbRowChanged(m model.Model, deleted bool) {
 	}
 }
 
-func podOf(obj any) *slim.Pod {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	p, _ := obj.(*slim.Pod)
-	return p
-}
+func podOf(obj any) *slim.Pod { return controller.ObjectOf[*slim.Pod](obj) }
 
-func nsOf(obj any) *corev1.Namespace {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	n, _ := obj.(*corev1.Namespace)
-	return n
-}
+func nsOf(obj any) *corev1.Namespace { return controller.ObjectOf[*corev1.Namespace](obj) }

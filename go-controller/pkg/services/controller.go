@@ -619,11 +619,8 @@ func NodeOwnAddresses(node *corev1.Node) []netip.Addr {
 }
 
 func sliceServiceKey(obj any) string {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	s, ok := obj.(*discovery.EndpointSlice)
-	if !ok {
+	s := controller.ObjectOf[*discovery.EndpointSlice](obj)
+	if s == nil {
 		return ""
 	}
 	name := s.Labels[discovery.LabelServiceName]
