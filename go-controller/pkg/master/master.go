@@ -196,7 +196,8 @@ func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client,
 		},
 		DeleteFunc: func(obj any) { m.latency.forget(obj); m.enqueuePod(obj) },
 	})
-	nb.Cache().AddEventHandler(&ovsdbcache.EventHandlerFuncs{DeleteFunc: m.nbRowDeleted, UpdateFunc: m.nbRowUpdated})
+	nb.Cache().AddEventHandler(&ovsdbcache.EventHandlerFuncs{DeleteFunc: m.nbRowDeleted, UpdateFunc: m.nbRowUpdated,
+		AddFunc: func(table string, row model.Model) { m.nbRowUpdated(table, nil, row) }})
 	m.services = services.New(factory, nb, m.committer.Commit, log.WithName("services"), cfg.RetryMaxDelay, serviceOptions(cfg, m.recorder))
 	var podRanges []netip.Prefix
 	var nodeSources []string
@@ -274,8 +275,8 @@ func (m *Master) nbRowDeleted(table string, row model.Model) {
 }
 
 // nbRowUpdated puts back the NB_Global options the master keeps when
-// another writer changes or removes one (ovn-northd's own writes to the row
-// leave them alone, and cost a map lookup per key).
+// another writer changes or removes one, or replaces the row (ovn-northd's
+// own writes to the row leave them alone, and cost a map lookup per key).
 func (m *Master) nbRowUpdated(_ string, _, cur model.Model) {
 	g, ok := cur.(*nbdb.NBGlobal)
 	if !ok {

@@ -574,8 +574,8 @@ func TestZoneNodeRecreatedWithTheSameName(t *testing.T) {
 
 // A master in central mode keeps northd's backoff in NB_Global's options
 // beside northd's own, and names no zone: it puts the value back when another
-// writer changes or removes it, an idle restart writes nothing, and an NB
-// replaced by an empty database gets it again.
+// writer changes or removes it or replaces the row, an idle restart writes
+// nothing, and an NB replaced by an empty database gets it again.
 func TestMasterKeepsNorthdBackoff(t *testing.T) {
 	e := newEnv(t)
 	e.cfg.NorthdBackoff = 300 * time.Millisecond
@@ -611,6 +611,16 @@ func TestMasterKeepsNorthdBackoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the removed backoff put back", func() bool { return backoff() == "300" })
+	// The row replaced by one without it (as northd makes one when there is none).
+	g = global()
+	ops = append(mustOps(t)(e.nb.Where(&g).Delete()), mustOps(t)(e.nb.Create(&nbdb.NBGlobal{Options: map[string]string{"mac_prefix": "0a:00:00"}}))...)
+	if err := ovndb.Transact(ctx, e.nb, ops); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the backoff in the new row", func() bool {
+		g := global()
+		return g.UUID != "" && backoff() == "300" && g.Options["mac_prefix"] == "0a:00:00"
+	})
 	if n := e.restartIdle(); n != 0 {
 		t.Errorf("idle restart sent %d NB transactions; want 0", n)
 	}
