@@ -139,7 +139,7 @@ func New(api *API, factory informers.SharedInformerFactory, nb libovsdbclient.Cl
 	_, _ = api.Informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { c.eipChanged(obj) },
 		UpdateFunc: func(old, cur any) {
-			switch o, n := eipOf(old), eipOf(cur); {
+			switch o, n := controller.ObjectOf[*k8sovnv1.EgressIP](old), controller.ObjectOf[*k8sovnv1.EgressIP](cur); {
 			case o == nil || n == nil || o.Generation != n.Generation || !labels.Equals(o.Labels, n.Labels):
 				c.eipChanged(cur)
 			case c.opts.Role == RoleProgram:
@@ -886,11 +886,6 @@ func (c *Controller) ownedNames() []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-func eipOf(obj any) *k8sovnv1.EgressIP {
-	e, _ := obj.(*k8sovnv1.EgressIP)
-	return e
 }
 
 func podOf(obj any) *slim.Pod { return controller.ObjectOf[*slim.Pod](obj) }

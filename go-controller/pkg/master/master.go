@@ -73,6 +73,9 @@ type Master struct {
 	syncedOnce sync.Once
 	// clusterDirty asks for the cluster-wide rows to be checked again.
 	clusterDirty chan struct{}
+	// globalOptions are the NB_Global options this master keeps
+	// (topology.GlobalOptions of its settings).
+	globalOptions map[string]string
 	// nodesReady holds the nodes whose last sync succeeded; a node entering
 	// it queues its pods (which wait, retrying, for their node's subnet).
 	nodesReady sync.Map
@@ -172,7 +175,8 @@ func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client,
 		podLister:   slim.NewLister(podInformer.Informer()),
 		synced:      make(chan struct{}),
 
-		clusterDirty: make(chan struct{}, 1),
+		clusterDirty:  make(chan struct{}, 1),
+		globalOptions: topology.GlobalOptions(cfg.Zone, cfg.JoinSubnets, cfg.NorthdBackoff),
 	}
 	m.nodeQueue = controller.NewQueue("nodes", cfg.RetryMaxDelay, m.syncNode, log)
 	m.podQueue = controller.NewQueue("pods", cfg.RetryMaxDelay, m.syncPod, log)
@@ -282,17 +286,12 @@ func (m *Master) nbRowUpdated(_ string, _, cur model.Model) {
 	if !ok {
 		return
 	}
-	for k, v := range m.globalOptions() {
+	for k, v := range m.globalOptions {
 		if g.Options[k] != v {
 			m.markClusterDirty()
 			return
 		}
 	}
-}
-
-// globalOptions are the NB_Global options this master keeps.
-func (m *Master) globalOptions() map[string]string {
-	return topology.GlobalOptions(m.cfg.Zone, m.cfg.JoinSubnets, m.cfg.NorthdBackoff)
 }
 
 func (m *Master) markClusterDirty() {
@@ -520,7 +519,7 @@ func (m *Master) ensureClusterWithRetry(ctx context.Context) error {
 	for {
 		err := EnsureCluster(ctx, m.nb, m.committer.Commit, m.cfg.JoinSubnets)
 		if err == nil {
-			err = EnsureGlobal(ctx, m.nb, m.committer.Commit, m.cfg.Zone, m.globalOptions())
+			err = EnsureGlobal(ctx, m.nb, m.committer.Commit, m.cfg.Zone, m.globalOptions)
 		}
 		if err == nil {
 			return nil
