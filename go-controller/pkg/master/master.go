@@ -71,8 +71,10 @@ type Master struct {
 	// synced is closed once startup (rebuild + first full sync) is done.
 	synced     chan struct{}
 	syncedOnce sync.Once
-	// clusterDirty asks for the cluster-wide rows to be checked again.
+	// clusterDirty asks for the cluster-wide rows to be checked again;
+	// globalDirty for NB_Global's options only.
 	clusterDirty chan struct{}
+	globalDirty  chan struct{}
 	// globalOptions are the NB_Global options this master keeps
 	// (topology.GlobalOptions of its settings).
 	globalOptions map[string]string
@@ -176,6 +178,7 @@ func New(cfg config.Master, kube kubernetes.Interface, nb libovsdbclient.Client,
 		synced:      make(chan struct{}),
 
 		clusterDirty:  make(chan struct{}, 1),
+		globalDirty:   make(chan struct{}, 1),
 		globalOptions: topology.GlobalOptions(cfg.Zone, cfg.JoinSubnets, cfg.NorthdBackoff),
 	}
 	m.nodeQueue = controller.NewQueue("nodes", cfg.RetryMaxDelay, m.syncNode, log)
@@ -281,6 +284,8 @@ func (m *Master) nbRowDeleted(table string, row model.Model) {
 // nbRowUpdated puts back the NB_Global options the master keeps when
 // another writer changes or removes one, or replaces the row (ovn-northd's
 // own writes to the row leave them alone, and cost a map lookup per key).
+// Only the options: nodes are queued again by a reconnect's resync, which
+// counts what it repairs.
 func (m *Master) nbRowUpdated(_ string, _, cur model.Model) {
 	g, ok := cur.(*nbdb.NBGlobal)
 	if !ok {
@@ -288,7 +293,10 @@ func (m *Master) nbRowUpdated(_ string, _, cur model.Model) {
 	}
 	for k, v := range m.globalOptions {
 		if g.Options[k] != v {
-			m.markClusterDirty()
+			select {
+			case m.globalDirty <- struct{}{}:
+			default:
+			}
 			return
 		}
 	}
@@ -496,12 +504,18 @@ func (m *Master) logCommitStats(ctx context.Context, every time.Duration) {
 	})
 }
 
-// watchCluster repairs the cluster-wide rows when one of them is deleted.
+// watchCluster repairs the cluster-wide rows when one of them is deleted,
+// and NB_Global's options when another writer changed them.
 func (m *Master) watchCluster(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-m.globalDirty:
+			if err := m.ensureClusterWithRetry(ctx); err != nil {
+				return
+			}
+			continue
 		case <-m.clusterDirty:
 		}
 		if err := m.ensureClusterWithRetry(ctx); err != nil {
