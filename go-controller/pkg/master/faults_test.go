@@ -18,10 +18,13 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/ovn-org/libovsdb/ovsdb"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/annotations"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/config"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/metrics"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
+	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/ovndb/ovndbtest"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
 	"github.com/ovn-k8s/ovn-k8s/test/harness"
 )
@@ -79,6 +82,49 @@ func TestNBReplacedByEmptyDatabase(t *testing.T) {
 	// A service change after the replacement syncs (no stale index of old UUIDs).
 	e.createSlice("ns", "web-y", "web", "10.244.9.9")
 	e.waitVIPs(lbName, map[string]string{"10.96.0.10:80": pn.IPs[0].Addr().String() + ":8080,10.244.9.9:8080"})
+}
+
+// The NB replaced by one whose NB_Global row ovn-northd has already made
+// (without the master's options): the reconnect's resync finds every node and
+// pod drifted and counts them as its repairs. The row's arrival puts back
+// only NB_Global's options; queueing the nodes then too (51116fd) had them
+// repaired ahead of the resync, uncounted.
+func TestNBReplacedRepairsCountedByTheResync(t *testing.T) {
+	e := newEnv(t)
+	e.createNode("n1")
+	e.start()
+	e.createPod("ns", "p1", "n1")
+	e.podNetwork("ns", "p1")
+	nodes, pods := resyncRepairs(t, "nodes"), resyncRepairs(t, "pods")
+
+	sock := ovndbtest.NewServer(t)
+	northd := ovndbtest.Connect(t, sock)
+	ops, err := northd.Create(&nbdb.NBGlobal{Options: map[string]string{"mac_prefix": "0a:00:00"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := northd.Transact(context.Background(), ops...); err != nil {
+		t.Fatal(err)
+	}
+	e.proxy.SwitchTo(sock)
+	t.Cleanup(e.checkReferences)
+	e.lsp(topology.PodPort("ns", "p1"), nil)
+	e.lsp(topology.ManagementPort("n1"), nil)
+	harness.Eventually(t, 10*time.Second, "the resync's repairs counted", func() error {
+		if n, p := resyncRepairs(t, "nodes")-nodes, resyncRepairs(t, "pods")-pods; n < 1 || p < 1 {
+			return fmt.Errorf("the resync counted %v node and %v pod repairs; want at least 1 of each", n, p)
+		}
+		return nil
+	})
+}
+
+// resyncRepairs reads ovnkube_resync_repairs_total for queue.
+func resyncRepairs(t *testing.T, queue string) float64 {
+	var m dto.Metric
+	if err := metrics.ResyncRepairs.WithLabelValues(queue).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
 }
 
 // Item 1: a reconnect faster than any poll (drop and immediate reconnect)
