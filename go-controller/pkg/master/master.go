@@ -277,7 +277,7 @@ func (m *Master) nbRowDeleted(table string, row model.Model) {
 	case topology.OwnerPod:
 		m.podQueue.Add(owner.Name)
 	case topology.OwnerCluster:
-		m.markClusterDirty()
+		signal(m.clusterDirty)
 	}
 }
 
@@ -293,18 +293,16 @@ func (m *Master) nbRowUpdated(_ string, _, cur model.Model) {
 	}
 	for k, v := range m.globalOptions {
 		if g.Options[k] != v {
-			select {
-			case m.globalDirty <- struct{}{}:
-			default:
-			}
+			signal(m.globalDirty)
 			return
 		}
 	}
 }
 
-func (m *Master) markClusterDirty() {
+// signal leaves a mark on a channel of capacity 1 unless one is there.
+func signal(ch chan<- struct{}) {
 	select {
-	case m.clusterDirty <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
