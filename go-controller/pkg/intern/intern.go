@@ -12,7 +12,9 @@
 // itself there unless another string took the slot in between; a unique one
 // costs a hash and a compare and evicts one entry. So the table's size, not
 // its input, bounds what it holds (65,536 strings, a few MiB at most), and no
-// writer of the cluster's objects can grow it.
+// writer of the cluster's objects can grow it. Label sets, which the pods of
+// one workload repeat whole, have a table of their own of the same kind
+// (Labels).
 package intern
 
 import (
@@ -27,6 +29,11 @@ const (
 	// MaxLen is the longest string interned: longer ones (an LSP's
 	// address, a load balancer's backends) are rarely repeated.
 	MaxLen = 64
+
+	// The label table holds at most shards × setsPerShard sets, each
+	// encoded in at most MaxSetLen bytes.
+	setsPerShard = 64
+	MaxSetLen    = 512
 )
 
 type shard struct {
@@ -34,9 +41,20 @@ type shard struct {
 	slots [perShard]string
 }
 
+type setShard struct {
+	mu    sync.Mutex
+	slots [setsPerShard]labelSet
+}
+
+type labelSet struct {
+	enc string
+	m   map[string]string
+}
+
 var (
 	seed  = maphash.MakeSeed()
 	table [shards]shard
+	sets  [shards]setShard
 )
 
 // String is s or an equal string met before. It is safe for concurrent use.
@@ -69,6 +87,31 @@ func Bytes(b []byte) string {
 	s := string(b)
 	sh.slots[i] = s
 	return s
+}
+
+// Labels is the label set encoded as enc: the map met before for the same
+// encoding, or build's. The pods of one workload carry the same labels, and
+// each map is objects the collector marks on every cycle (a map a pod at
+// 150,000 pods, about 0.5 KiB each). The map returned is shared by every
+// holder of that encoding, so none may write it: an informer's objects are
+// read-only anyway. An encoding over MaxSetLen bytes is built and not kept.
+func Labels(enc []byte, build func() map[string]string) map[string]string {
+	if len(enc) == 0 || len(enc) > MaxSetLen {
+		return build()
+	}
+	h := maphash.Bytes(seed, enc)
+	sh, i := &sets[h%shards], (h/shards)%setsPerShard
+	sh.mu.Lock()
+	if c := sh.slots[i]; c.m != nil && c.enc == string(enc) {
+		sh.mu.Unlock()
+		return c.m
+	}
+	sh.mu.Unlock()
+	m := build()
+	sh.mu.Lock()
+	sh.slots[i] = labelSet{string(enc), m}
+	sh.mu.Unlock()
+	return m
 }
 
 // slot is where a string of hash h lives (the same for a string and its

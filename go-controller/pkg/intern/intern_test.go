@@ -2,6 +2,7 @@ package intern
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -86,4 +87,54 @@ func BenchmarkStringHit(b *testing.B) {
 	for b.Loop() {
 		String(c)
 	}
+}
+
+func mapData(m map[string]string) unsafe.Pointer { return reflect.ValueOf(m).UnsafePointer() }
+
+// A label set met again by its encoding is the first map built for it,
+// without building another; other encodings, and ones too long to keep, get
+// their own.
+func TestLabels(t *testing.T) {
+	builds := 0
+	build := func(v string) func() map[string]string {
+		return func() map[string]string { builds++; return map[string]string{"app": v} }
+	}
+	web := Labels([]byte("\n\x03app\x12\x03web"), build("web"))
+	again := Labels([]byte("\n\x03app\x12\x03web"), build("other"))
+	if builds != 1 || mapData(again) != mapData(web) || again["app"] != "web" {
+		t.Errorf("the same encoding: %d builds, maps %p and %p (%v)", builds, mapData(web), mapData(again), again)
+	}
+	db := Labels([]byte("\n\x03app\x12\x02db"), build("db"))
+	if builds != 2 || mapData(db) == mapData(web) || db["app"] != "db" || web["app"] != "web" {
+		t.Errorf("another encoding: %d builds, %v and %v", builds, web, db)
+	}
+	long := []byte(strings.Repeat("x", MaxSetLen+1))
+	a, b := Labels(long, build("a")), Labels(long, build("b"))
+	if builds != 4 || mapData(a) == mapData(b) || b["app"] != "b" {
+		t.Errorf("an encoding over MaxSetLen was kept: %d builds, %v %v", builds, a, b)
+	}
+	if m := Labels(nil, func() map[string]string { return nil }); m != nil {
+		t.Errorf("no labels came back as %v", m)
+	}
+}
+
+// Under concurrent use, with more sets than the table holds, every set comes
+// back with what its encoding says.
+func TestLabelsBoundedAndConcurrent(t *testing.T) {
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20000 {
+				v := fmt.Sprintf("v-%d-%d", g, i%6000)
+				m := Labels([]byte(v), func() map[string]string { return map[string]string{"app": v} })
+				if m["app"] != v {
+					t.Errorf("Labels(%q) = %v", v, m)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

@@ -157,9 +157,12 @@ func decodePod(b []byte, p *Pod) error {
 	})
 }
 
-// decodeMeta reads the ObjectMeta fields Pod keeps.
+// decodeMeta reads the ObjectMeta fields Pod keeps. The labels are one map
+// for every pod whose labels are encoded alike (intern.Labels): read-only.
 func decodeMeta(b []byte, p *Pod) error {
-	return each(b, func(f field) (err error) {
+	var enc []byte         // the label entries, as encoded, one after another
+	var labels [][2][]byte // their keys and values
+	err := each(b, func(f field) (err error) {
 		switch f.num {
 		case 1:
 			p.Name, err = f.str()
@@ -189,10 +192,8 @@ func decodeMeta(b []byte, p *Pod) error {
 				return err
 			}
 			if f.num == 11 {
-				if p.Labels == nil {
-					p.Labels = map[string]string{}
-				}
-				p.Labels[intern.Bytes(k)] = intern.Bytes(v)
+				enc = protowire.AppendBytes(enc, entry)
+				labels = append(labels, [2][]byte{k, v})
 			} else if string(k) == annotations.PodNetworks {
 				p.Networks, p.Annotated = string(v), true
 			}
@@ -202,6 +203,16 @@ func decodeMeta(b []byte, p *Pod) error {
 		}
 		return nil
 	})
+	if err == nil && len(labels) > 0 {
+		p.Labels = intern.Labels(enc, func() map[string]string {
+			m := make(map[string]string, len(labels))
+			for _, kv := range labels {
+				m[intern.Bytes(kv[0])] = intern.Bytes(kv[1])
+			}
+			return m
+		})
+	}
+	return err
 }
 
 // decodeSpec reads the node, host network and named container ports.

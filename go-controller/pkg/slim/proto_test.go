@@ -313,6 +313,18 @@ func TestDecodeSharesRepeatedStrings(t *testing.T) {
 			}
 		}
 	}
+	if reflect.ValueOf(a.Labels).UnsafePointer() != reflect.ValueOf(b.Labels).UnsafePointer() {
+		t.Error("two pods with the same labels hold two maps")
+	}
+	other := pod.DeepCopy()
+	other.Labels["role"] = "server"
+	c, err := DecodePod(encode(t, other))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reflect.ValueOf(c.Labels).UnsafePointer() == reflect.ValueOf(a.Labels).UnsafePointer() || c.Labels["role"] != "server" || a.Labels["role"] != "client" {
+		t.Errorf("pods with other labels share a map: %v and %v", a.Labels, c.Labels)
+	}
 	clear(first)
 	if a.Namespace != pod.Namespace || a.Labels["app"] != pod.Labels["app"] {
 		t.Errorf("the decoded pod changed with the bytes it was read from: %q %v", a.Namespace, a.Labels)
