@@ -160,8 +160,7 @@ func decodePod(b []byte, p *Pod) error {
 // decodeMeta reads the ObjectMeta fields Pod keeps. The labels are one map
 // for every pod whose labels are encoded alike (intern.Labels): read-only.
 func decodeMeta(b []byte, p *Pod) error {
-	var enc []byte         // the label entries, as encoded, one after another
-	var labels [][2][]byte // their keys and values
+	var enc []byte // the label entries, length-prefixed, one after another
 	err := each(b, func(f field) (err error) {
 		switch f.num {
 		case 1:
@@ -175,25 +174,15 @@ func decodeMeta(b []byte, p *Pod) error {
 		case 6:
 			p.ResourceVersion, err = f.str()
 		case 11, 12: // labels, annotations: map entries {1: key, 2: value}
-			var entry []byte
+			var entry, k, v []byte
 			if entry, err = f.bytesOf(); err != nil {
 				return err
 			}
-			var k, v []byte
-			if err = each(entry, func(e field) (err error) {
-				switch e.num {
-				case 1:
-					k, err = e.bytesOf()
-				case 2:
-					v, err = e.bytesOf()
-				}
-				return err
-			}); err != nil {
+			if k, v, err = mapEntry(entry); err != nil {
 				return err
 			}
 			if f.num == 11 {
 				enc = protowire.AppendBytes(enc, entry)
-				labels = append(labels, [2][]byte{k, v})
 			} else if string(k) == annotations.PodNetworks {
 				p.Networks, p.Annotated = string(v), true
 			}
@@ -203,16 +192,39 @@ func decodeMeta(b []byte, p *Pod) error {
 		}
 		return nil
 	})
-	if err == nil && len(labels) > 0 {
-		p.Labels = intern.Labels(enc, func() map[string]string {
-			m := make(map[string]string, len(labels))
-			for _, kv := range labels {
-				m[intern.Bytes(kv[0])] = intern.Bytes(kv[1])
-			}
-			return m
-		})
+	if err == nil && len(enc) > 0 {
+		p.Labels = intern.Labels(enc, func() map[string]string { return labelMap(enc) })
 	}
 	return err
+}
+
+// mapEntry is a protobuf map entry's key and value.
+func mapEntry(entry []byte) (k, v []byte, err error) {
+	err = each(entry, func(e field) (err error) {
+		switch e.num {
+		case 1:
+			k, err = e.bytesOf()
+		case 2:
+			v, err = e.bytesOf()
+		}
+		return err
+	})
+	return k, v, err
+}
+
+// labelMap builds the labels of enc, entries decodeMeta has already checked.
+func labelMap(enc []byte) map[string]string {
+	m := map[string]string{}
+	for len(enc) > 0 {
+		entry, n := protowire.ConsumeBytes(enc)
+		if n < 0 {
+			break
+		}
+		enc = enc[n:]
+		k, v, _ := mapEntry(entry)
+		m[intern.Bytes(k)] = intern.Bytes(v)
+	}
+	return m
 }
 
 // decodeSpec reads the node, host network and named container ports.
