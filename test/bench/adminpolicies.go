@@ -85,44 +85,38 @@ func newAdminTracker() *adminTracker {
 }
 
 func (a *adminTracker) row(row model.Model) {
-	switch r := row.(type) {
-	case *nbdb.PortGroup:
-		o, ok := topology.OwnerOf(r.ExternalIDs)
-		if !ok || o.Type != policy.KindCNP {
-			return
+	r, ok := row.(*nbdb.PortGroup)
+	if !ok {
+		return
+	}
+	o, ok := topology.OwnerOf(r.ExternalIDs)
+	if !ok || o.Type != policy.KindCNP {
+		return
+	}
+	now := time.Now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if want, ok := a.want[o.Name]; ok && len(r.ACLs) >= want {
+		if _, seen := a.seen[o.Name]; !seen {
+			a.seen[o.Name] = now
 		}
-		now := time.Now()
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		if want, ok := a.want[o.Name]; ok && len(r.ACLs) >= want {
-			if _, seen := a.seen[o.Name]; !seen {
-				a.seen[o.Name] = now
-			}
-		}
-		a.rowChanged(rowKey{nbdb.PortGroupTable, r.Name}, r.Ports, now)
-	case *nbdb.AddressSet:
-		now := time.Now()
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		a.rowChanged(rowKey{nbdb.AddressSetTable, r.Name}, r.Addresses, now)
 	}
 }
 
-// rowChanged checks the moves waiting for a row whose column now holds
-// items; a move's sets (or groups) are done with the last of them (a.mu
-// held).
-func (a *adminTracker) rowChanged(k rowKey, items []string, now time.Time) {
+// setChanged takes setWatch's changes of address sets and port groups: a
+// move waiting for the row is done with it once the row's members hold its
+// items (or none of them); a move's sets (or groups) are done with the last.
+func (a *adminTracker) setChanged(r *setRow, _ bool, now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	k := rowKey{r.table, r.name}
 	waits := a.waits[k]
 	if len(waits) == 0 {
 		return
 	}
-	have := make(map[string]bool, len(items))
-	for _, it := range items {
-		have[it] = true
-	}
 	var left []*rowWait
 	for _, w := range waits {
-		if w.in && !containsAll(have, w.items) || !w.in && slices.ContainsFunc(w.items, func(it string) bool { return have[it] }) {
+		if !r.has(w.items, w.in) {
 			left = append(left, w)
 			continue
 		}
@@ -143,15 +137,6 @@ func (a *adminTracker) rowChanged(k rowKey, items []string, now time.Time) {
 	} else {
 		a.waits[k] = left
 	}
-}
-
-func containsAll(have map[string]bool, addrs []string) bool {
-	for _, a := range addrs {
-		if !have[a] {
-			return false
-		}
-	}
-	return true
 }
 
 // expect starts a namespace move: the addresses each named set must
@@ -549,7 +534,7 @@ func (b *bench) adminRows(sets map[string]policy.PeerSet, nodeSets map[string]bo
 	_ = b.nb.WhereCache(func(r *nbdb.AddressSet) bool { _, ok := sets[r.Name]; return ok || nodeSets[r.Name] }).List(ctx, &ass)
 	m := map[string]float64{"port_groups": float64(len(pgs)), "acls": float64(len(acls))}
 	for _, pg := range pgs {
-		m["subject_ports"] += float64(len(pg.Ports))
+		m["subject_ports"] += float64(b.sets.size(nbdb.PortGroupTable, pg.Name))
 	}
 	for _, as := range ass {
 		if nodeSets[as.Name] {
@@ -557,7 +542,7 @@ func (b *bench) adminRows(sets map[string]policy.PeerSet, nodeSets map[string]bo
 		} else {
 			m["peer_sets"]++
 		}
-		m["set_addresses"] += float64(len(as.Addresses))
+		m["set_addresses"] += float64(b.sets.size(nbdb.AddressSetTable, as.Name))
 	}
 	return m
 }

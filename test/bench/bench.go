@@ -42,6 +42,7 @@ type bench struct {
 	logDir string
 	master *harness.Process
 	nb     client.Client
+	sets   *setWatch               // the NB's address set and port group members (setColumns)
 	pods   listerscorev1.PodLister // the benchmark's own informer's
 
 	mu          sync.Mutex
@@ -132,15 +133,30 @@ func (b *bench) podSeen(obj any) {
 }
 
 // watchNB connects a monitoring client that timestamps pod LSPs and counts
-// changes to the tables ovn-k8s writes.
+// changes to the tables ovn-k8s writes, and the set watch beside it (b.sets)
+// for the set columns that client leaves out.
 func (b *bench) watchNB() client.Client {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, err := ovndb.ConnectNB(ctx, []string{b.ovn.NBAddress()}, logr.Discard())
+	m, err := ovndb.NBModel()
+	if err != nil {
+		b.s.Fatal(err)
+	}
+	c, err := ovndb.Connect(ctx, []string{b.ovn.NBAddress()}, m, benchUnmonitored(), logr.Discard())
 	if err != nil {
 		b.s.Fatal(err)
 	}
 	b.s.Cleanup(c.Close)
+	b.sets = newSetWatch(b.ovn.NBEndpoints()[0])
+	b.sets.changed = func() { b.nbEvents.Add(1) }
+	b.sets.onChange(b.policyTrack.setChanged)
+	b.sets.onChange(b.adminTrack.setChanged)
+	b.sets.onChange(b.eipTrack.setChanged)
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	b.s.Cleanup(stopWatch)
+	if err := b.sets.start(watchCtx, 20*time.Second); err != nil {
+		b.s.Fatal(err)
+	}
 	count := func(table string) {
 		switch table {
 		case nbdb.LogicalSwitchTable, nbdb.LogicalSwitchPortTable, nbdb.LogicalRouterTable, nbdb.LogicalRouterPortTable, nbdb.LoadBalancerTable, nbdb.LoadBalancerGroupTable,

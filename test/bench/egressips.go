@@ -118,6 +118,25 @@ func (t *eipTracker) updated(old, cur model.Model) { t.event(old, cur, false) }
 
 func (t *eipTracker) deleted(row model.Model) { t.event(nil, row, true) }
 
+// setChanged takes setWatch's changes: an EgressIP's address set holding
+// exactly its pods' addresses or not.
+func (t *eipTracker) setChanged(r *setRow, deleted bool, now time.Time) {
+	name, ok := eipOwner(r.ids)
+	if r.table != nbdb.AddressSetTable || !ok || strings.HasSuffix(r.name, topology.V6SetSuffix) {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.writes.setWrites++
+	w := t.want[name]
+	exact := !deleted && w != nil && len(r.members) == len(w.pods)
+	for a := range r.members {
+		exact = exact && w.pods[a]
+	}
+	t.setExact[name] = exact
+	t.check(name, now)
+}
+
 func (t *eipTracker) event(old, row model.Model, deleted bool) {
 	now := time.Now()
 	t.mu.Lock()
@@ -161,19 +180,6 @@ func (t *eipTracker) event(old, row model.Model, deleted bool) {
 		} else {
 			t.hops[name] = slices.Clone(r.Nexthops)
 		}
-	case *nbdb.AddressSet:
-		name, ok := eipOwner(r.ExternalIDs)
-		if !ok || strings.HasSuffix(r.Name, topology.V6SetSuffix) {
-			return
-		}
-		touched[name] = true
-		t.writes.setWrites++
-		w := t.want[name]
-		exact := !deleted && w != nil && len(r.Addresses) == len(w.pods)
-		for _, a := range r.Addresses {
-			exact = exact && w.pods[a]
-		}
-		t.setExact[name] = exact
 	case *nbdb.LogicalRouter:
 		if _, ok := topology.GatewayRouterNode(r.Name); !ok {
 			return
@@ -666,6 +672,12 @@ func (b *bench) eipRows(names []string, nodes map[string]string) map[string]floa
 			routerOf[u] = r.Name
 		}
 	}
+	// The sets' members from the set watch, before the tracker's lock (the
+	// watch calls the tracker under its own).
+	members := make(map[string][]string, len(sets))
+	for _, s := range sets {
+		members[s.Name] = b.sets.members(nbdb.AddressSetTable, s.Name)
+	}
 	b.eipTrack.mu.Lock()
 	defer b.eipTrack.mu.Unlock()
 	var wrong []string
@@ -694,13 +706,13 @@ func (b *bench) eipRows(names []string, nodes map[string]string) map[string]floa
 	}
 	for _, s := range sets {
 		if cluster(s.ExternalIDs) {
-			m["nodes_set_addresses"] += float64(len(s.Addresses))
+			m["nodes_set_addresses"] += float64(len(members[s.Name]))
 			continue
 		}
 		m["sets"]++
-		m["set_addresses"] += float64(len(s.Addresses))
+		m["set_addresses"] += float64(len(members[s.Name]))
 		if name, _ := eipOwner(s.ExternalIDs); s.Name == topology.FamilySetName(egressip.SetName(name), false) {
-			setOf[name] = s.Addresses
+			setOf[name] = members[s.Name]
 		}
 	}
 	joinOf := map[string]string{}

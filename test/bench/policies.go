@@ -40,8 +40,7 @@ func newPolicyTracker() *policyTracker {
 const teamPeers = "pods=[role=client]"
 
 func (p *policyTracker) row(row model.Model) {
-	switch r := row.(type) {
-	case *nbdb.PortGroup:
+	if r, ok := row.(*nbdb.PortGroup); ok {
 		if o, ok := topology.OwnerOf(r.ExternalIDs); ok && o.Type == policy.OwnerPolicy && len(r.ACLs) > 0 {
 			now := time.Now()
 			p.mu.Lock()
@@ -50,21 +49,22 @@ func (p *policyTracker) row(row model.Model) {
 			}
 			p.mu.Unlock()
 		}
-	case *nbdb.AddressSet:
-		if !strings.Contains(r.ExternalIDs[policy.PeersKey], teamPeers) {
-			return
+	}
+}
+
+// setChanged takes setWatch's changes: relabelled pods' addresses reaching
+// a team peer set.
+func (p *policyTracker) setChanged(r *setRow, _ bool, now time.Time) {
+	if r.table != nbdb.AddressSetTable || !strings.Contains(r.ids[policy.PeersKey], teamPeers) {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for a := range p.pending {
+		if _, ok := r.members[a]; ok {
+			delete(p.pending, a)
+			p.ipSeen[a] = now
 		}
-		now := time.Now()
-		p.mu.Lock()
-		if len(p.pending) > 0 {
-			for _, a := range r.Addresses {
-				if p.pending[a] {
-					delete(p.pending, a)
-					p.ipSeen[a] = now
-				}
-			}
-		}
-		p.mu.Unlock()
 	}
 }
 
