@@ -127,7 +127,7 @@ INTEGRATION_RUN ?=
 # tests: wait-bound, each on its own API server and databases) run four at a
 # time once the others are done.
 integration: build deps
-	$(GO) test -count=1 -p 1 -parallel 4 -timeout 35m -v $(if $(INTEGRATION_RUN),-run '$(INTEGRATION_RUN)') ./test/integration/...
+	$(GO) test -count=1 -p 1 -parallel 4 -timeout 35m -v $(if $(value INTEGRATION_RUN),-run '$(value INTEGRATION_RUN)') ./test/integration/...
 
 ## e2e: a whole cluster in a box (two nodes, pods via ovn_cni), traffic on every path (E2E_SKIP= leaves tests out by name, as go test -skip)
 E2E_SKIP ?=
