@@ -8,9 +8,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/nbdb"
@@ -91,7 +93,13 @@ func (w *setWatch) start(ctx context.Context, timeout time.Duration) error {
 	var lastMu sync.Mutex
 	go func() {
 		for ctx.Err() == nil {
-			err := w.session(ctx, func() { once.Do(func() { close(synced) }) })
+			held := false
+			err := w.session(ctx, func() { held = true; once.Do(func() { close(synced) }) })
+			if held && ctx.Err() == nil && !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+				// A restarted or stopped NB ends a session quietly (EOF); anything
+				// else (a message it could not read) is said.
+				say("  (the set watch's NB session ended: %v; reconnecting)", err)
+			}
 			lastMu.Lock()
 			last = err
 			lastMu.Unlock()
