@@ -133,21 +133,21 @@ type rpcMessage struct {
 }
 
 // rpcParams are a notification's or request's parameters: an update2's
-// table updates (after its monitor's id), or kept raw (echo's, sent back).
+// table updates (after its monitor's id), or else kept raw (echo's, sent
+// back), so that an update's members are not copied only to be dropped.
 type rpcParams struct {
 	raw     json.RawMessage
 	updates tableUpdates2
 }
 
 func (p *rpcParams) UnmarshalJSON(data []byte) error {
-	p.raw = append(json.RawMessage(nil), data...)
 	// update2: ["<monitor id>", {table updates}]; the id is our "sets".
 	rest := bytes.TrimSpace(data)
-	if len(rest) < 2 || rest[0] != '[' || rest[len(rest)-1] != ']' {
-		return nil
+	if len(rest) >= 2 && rest[0] == '[' && rest[len(rest)-1] == ']' {
+		rest = bytes.TrimSpace(rest[1 : len(rest)-1])
 	}
-	rest = bytes.TrimSpace(rest[1 : len(rest)-1])
 	if !bytes.HasPrefix(rest, []byte(`"sets"`)) {
+		p.raw = append(json.RawMessage(nil), data...) // not ours to read: kept to send back
 		return nil
 	}
 	rest = bytes.TrimSpace(rest[len(`"sets"`):])
