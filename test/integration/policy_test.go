@@ -99,7 +99,9 @@ func newTracer(c *cluster, pods map[string]tracePod) *tracer {
 	return &tracer{t: c.t, c: c, pods: pods, routerMAC: map[string]string{"n1": c.lrp("rtos-n1").MAC, "n2": c.lrp("rtos-n2").MAC}}
 }
 
-// tracePods waits for the pods' addresses and ports.
+// tracePods waits for the pods' addresses and ports, in the NB and then in
+// the SB: ovn-trace aborts on a port northd has not bound yet, and on a
+// loaded machine (or the older stack's full recomputes) it lags the NB.
 func (c *cluster) tracePods(specs ...[3]string) map[string]tracePod {
 	pods := map[string]tracePod{}
 	for _, p := range specs {
@@ -115,7 +117,16 @@ func (c *cluster) tracePods(specs ...[3]string) map[string]tracePod {
 		}
 		pods[name] = tp
 	}
+	c.waitSB()
 	return pods
+}
+
+// waitSB waits until northd has written the NB as it is now into the SB.
+func (c *cluster) waitSB() {
+	c.t.Helper()
+	if out, err := c.ovn.NBCtl("--timeout=60", "--wait=sb", "sync"); err != nil {
+		c.t.Fatalf("northd did not catch up with the NB in 60 s: %v\n%s", err, out)
+	}
 }
 
 // trace sends the packet and reports whether it reaches its port.
