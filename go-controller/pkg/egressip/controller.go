@@ -541,7 +541,7 @@ func (c *Controller) syncEIP(ctx context.Context, name string) error {
 	if len(ops) == 0 {
 		return nil
 	}
-	if err := c.commit(ctx, ops); err != nil {
+	if err := t.Committed(c.commit(ctx, ops)); err != nil {
 		return fmt.Errorf("EgressIP %s: %w", name, err)
 	}
 	return nil
@@ -647,7 +647,7 @@ func (c *Controller) syncCluster(ctx context.Context) error {
 	if err != nil || len(ops) == 0 {
 		return err
 	}
-	return c.commit(ctx, ops)
+	return t.Committed(c.commit(ctx, ops))
 }
 
 // syncStatus writes an EgressIP's status items (its assignment) when they

@@ -456,6 +456,9 @@ func (m *Master) resync(ctx context.Context, reason string) {
 		return
 	}
 	metrics.Resyncs.WithLabelValues(reason).Inc()
+	// The address sets' members are read from the NB again, so that what
+	// someone else changed in them is repaired too (they are not monitored).
+	ovndb.ForgetMembers(m.nb)
 	nodes, pods := m.enqueueAll(true)
 	services := m.services.Resync()
 	policies := m.policies.Resync()

@@ -70,10 +70,15 @@ type Unmonitored map[string][]string
 //     change made every client copy the whole group twice (make bench-scale).
 //     The services controller inserts a balancer it writes and reads the
 //     members from the server where it must know them (FetchByName).
+//   - Address_Set.addresses, up to thousands per set: every change made every
+//     client copy the whole set and diff it, and a sync inserting large sets
+//     waited for its own echo to be decoded (make bench, adminpolicies).
+//     SetMembers changes them from the members ovndb keeps (members.go).
 var NBUnmonitored = Unmonitored{
 	nbdb.LogicalSwitchPortTable: {"up"},
 	nbdb.LogicalSwitchTable:     {"ports"},
 	nbdb.LoadBalancerGroupTable: {"load_balancer"},
+	nbdb.AddressSetTable:        {"addresses"},
 }
 
 // Connect dials the endpoints (comma-separated OVSDB remotes already split),

@@ -41,6 +41,9 @@ type Txn struct {
 	// and removing the extra ones copies each row once, not three times.
 	// The copies are only compared, never handed out.
 	read map[string]model.Model
+	// writes are the changes of unmonitored set columns' members, recorded
+	// in their ledger by Committed (members.go).
+	writes map[memberKey]*memberWrite
 }
 
 type childKey struct {
@@ -563,8 +566,15 @@ func (t *Txn) Create(row model.Model) string {
 
 // SetMembers makes a set column of a cached row (field points into it) hold
 // exactly want, by inserting what is missing and deleting what is extra: a
-// change of a few members of a large set sends only those members.
+// change of a few members of a large set sends only those members. For a
+// column the client does not monitor (Address_Set.addresses), the members it
+// has are those ovndb keeps (members.go), and the transaction must end with
+// Committed.
 func (t *Txn) SetMembers(row model.Model, field any, want []string) {
+	if t.unmonitored(row, field) {
+		t.setLedgerMembers(row, field, want)
+		return
+	}
 	have := reflect.ValueOf(field).Elem().Interface().([]string)
 	haveSet := make(map[string]bool, len(have))
 	for _, h := range have {

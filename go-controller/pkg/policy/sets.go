@@ -63,7 +63,12 @@ func (c *Controller) createSet(ctx context.Context, name string, insert ovsdb.Op
 	if ovndb.Lookup(ovndb.NewTxn(c.nb), &nbdb.AddressSet{Name: name}) != nil {
 		return nil
 	}
-	return c.commit(ctx, []ovsdb.Operation{insert})
+	ops := []ovsdb.Operation{insert}
+	if err := c.commit(ctx, ops); err != nil {
+		return err
+	}
+	ovndb.Inserted(c.nb, ops) // its first change is computed from these members
+	return nil
 }
 
 // setInserts are the address set inserts of a transaction, by set name.
@@ -80,12 +85,14 @@ func setInserts(t *ovndb.Txn) map[string]ovsdb.Operation {
 	return out
 }
 
+// commitTxn commits t's operations and tells t how it ended (Committed:
+// the address sets' members it changed are kept by ovndb).
 func (c *Controller) commitTxn(ctx context.Context, t *ovndb.Txn) error {
 	ops, err := t.Ops()
 	if err != nil {
 		return err
 	}
-	return c.commit(ctx, ops)
+	return t.Committed(c.commit(ctx, ops))
 }
 
 // ensurePeerSet creates a peer address set's rows (one per family) that do

@@ -68,14 +68,18 @@ func connect(t testing.TB, sock string, dial func(context.Context, []string, log
 type Proxy struct {
 	Sock string
 
-	mu       sync.Mutex
-	backend  string
-	conns    []net.Conn
-	loseNext bool // drop the reply to the next transact and the connection
-	lost     chan struct{}
-	hold     *hold             // hold the next writing transact (and the transactions after it on its connection)
-	frozen   map[net.Conn]bool // client sides left open but dead (Freeze)
+	mu        sync.Mutex
+	backend   string
+	conns     []net.Conn
+	loseNext  bool // drop the reply to the next transact and the connection
+	lost      chan struct{}
+	hold      *hold             // hold the next writing transact (and the transactions after it on its connection)
+	frozen    map[net.Conn]bool // client sides left open but dead (Freeze)
+	transacts atomic.Int64
 }
+
+// Transactions is how many transact requests clients sent through the proxy.
+func (p *Proxy) Transactions() int64 { return p.transacts.Load() }
 
 // hold is one armed HoldNextTransact.
 type hold struct{ held, release chan struct{} }
@@ -173,6 +177,7 @@ func (p *Proxy) forwardUp(down, up net.Conn, lose func(id string)) {
 		_ = json.Unmarshal(msg, &head)
 		switch {
 		case head.Method == "transact":
+			p.transacts.Add(1)
 			txq <- queued{msg: msg, hold: p.takeHold(msg, head.ID, lose)}
 		case holding.Load():
 			if write(msg) != nil {
