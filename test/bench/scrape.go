@@ -136,5 +136,11 @@ func masterBreakdown(m map[string]float64, prefix string, before, after promSamp
 		m[prefix+"nb_txn_p99_ms"] = after.quantile(before, "ovnkube_master_nb_transaction_duration_seconds", l, 0.99)
 		parts = append(parts, fmt.Sprintf("NB: %.0f transactions, round trip mean %.1f ms (p99 ≤ %.0f ms)", n, rt, m[prefix+"nb_txn_p99_ms"]))
 	}
+	table := after.delta(before, `ovnkube_master_nb_set_member_reads_total{scope="table"}`)
+	row := after.delta(before, `ovnkube_master_nb_set_member_reads_total{scope="row"}`)
+	if table+row > 0 {
+		m[prefix+"set_member_reads_table"], m[prefix+"set_member_reads_row"] = table, row
+		parts = append(parts, fmt.Sprintf("address sets' members read from the NB: %.0f whole, %.0f one set", table, row))
+	}
 	return strings.Join(parts, "; ")
 }

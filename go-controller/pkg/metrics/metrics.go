@@ -38,6 +38,12 @@ var (
 		Help:    "Operations carried by one OVN Northbound transaction (batched across objects).",
 		Buckets: prometheus.ExponentialBuckets(1, 2, 13),
 	})
+	// NBSetMemberReads counts reads of address sets' members from the NB
+	// (the client does not monitor them: ovndb keeps them), by scope.
+	NBSetMemberReads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ovnkube_master_nb_set_member_reads_total",
+		Help: "Reads of address sets' members from the OVN Northbound, which the master keeps instead of monitoring them: of the whole table (after a start, a reconnect or a resync) or of one set.",
+	}, []string{"scope"})
 	// Resyncs counts full resyncs by reason.
 	Resyncs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ovnkube_master_resyncs_total",
@@ -73,7 +79,7 @@ func Result(err error) string {
 // Go runtime and process metrics, and the gauges given (leader, NB connection).
 func RegisterMaster(reg prometheus.Registerer, gauges ...prometheus.Collector) {
 	registerCommon(reg)
-	reg.MustRegister(PodLSPLatency, PodAnnotatedLatency, NBTransactionDuration, NBTransactionOperations, Resyncs, ResyncRepairs)
+	reg.MustRegister(PodLSPLatency, PodAnnotatedLatency, NBTransactionDuration, NBTransactionOperations, NBSetMemberReads, Resyncs, ResyncRepairs)
 	reg.MustRegister(gauges...)
 }
 
