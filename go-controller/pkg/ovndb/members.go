@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sync"
@@ -179,28 +180,38 @@ func (l *memberLedger) members(now Epoch, key memberKey, name, column string, re
 // insertedRows notes the members of the rows ops inserted into a kept
 // column's table, once they committed.
 func (l *memberLedger) insertedRows(now Epoch, ops []ovsdb.Operation) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.syncEpoch(now)
+	inserted := map[memberKey]map[string]struct{}{}
 	for _, op := range ops {
 		column, kept := keptColumns[op.Table]
 		name, named := op.Row["name"].(string)
-		if op.Op != ovsdb.OperationInsert || !kept || !named {
-			continue
+		if op.Op == ovsdb.OperationInsert && kept && named {
+			inserted[memberKey{op.Table, name}] = stringSet(op.Row[column])
 		}
-		members := map[string]struct{}{}
-		switch v := op.Row[column].(type) {
-		case ovsdb.OvsSet:
-			for _, m := range v.GoSet {
-				if m, ok := m.(string); ok {
-					members[m] = struct{}{}
-				}
-			}
-		case string:
-			members[v] = struct{}{}
-		}
-		l.inserted[memberKey{op.Table, name}] = members
 	}
+	if len(inserted) == 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.syncEpoch(now)
+	maps.Copy(l.inserted, inserted)
+}
+
+// stringSet reads a set column of strings as OVSDB sends it (a set, a lone
+// atom, or nothing for the empty set).
+func stringSet(v any) map[string]struct{} {
+	out := map[string]struct{}{}
+	switch v := v.(type) {
+	case ovsdb.OvsSet:
+		for _, m := range v.GoSet {
+			if m, ok := m.(string); ok {
+				out[m] = struct{}{}
+			}
+		}
+	case string:
+		out[v] = struct{}{}
+	}
+	return out
 }
 
 // Inserted tells ovndb that ops, committed, inserted rows: the first change
@@ -382,17 +393,10 @@ func (t *Txn) Committed(err error) error {
 // waitMembers makes the transaction commit only if the row's column (field
 // i) holds exactly members: the members of a row found by name.
 func (t *Txn) waitMembers(row model.Model, i int, members map[string]struct{}) {
-	target := reflect.New(reflect.TypeOf(row).Elem()).Interface().(model.Model)
-	setUUID(target, getUUID(row))
-	list := make([]string, 0, len(members))
-	for m := range members {
-		list = append(list, m)
-	}
-	slices.Sort(list) // ovsdb-server compares sets as sets; libovsdb's test server, as lists
-	fv := reflect.ValueOf(target).Elem().Field(i)
-	fv.Set(reflect.ValueOf(list))
+	list := slices.Sorted(maps.Keys(members)) // ovsdb-server compares sets as sets; libovsdb's test server, as lists
+	target, set := uuidRowWith(row, i, list)
 	zero := 0
-	ops, err := t.c.Where(target).Wait(ovsdb.WaitConditionEqual, &zero, target, fv.Addr().Interface())
+	ops, err := t.c.Where(target).Wait(ovsdb.WaitConditionEqual, &zero, target, set)
 	t.fail(err)
 	t.ops = append(t.ops, ops...)
 }
@@ -400,11 +404,9 @@ func (t *Txn) waitMembers(row model.Model, i int, members map[string]struct{}) {
 // readMembers reads column of the row uuid (or of every row) of table from
 // the server.
 func (t *Txn) readMembers(table, column, uuid string) (map[string]map[string]struct{}, error) {
-	tc := t.c.Cache()
-	if tc == nil || t.c.CurrentEndpoint() == "" {
+	if t.c.Cache() == nil || t.c.CurrentEndpoint() == "" {
 		return nil, ErrNotConnected
 	}
-	dbm := tc.DatabaseModel()
 	op := ovsdb.Operation{Op: ovsdb.OperationSelect, Table: table, Columns: []string{"_uuid", column}}
 	if uuid != "" {
 		op.Where = []ovsdb.Condition{ovsdb.NewCondition("_uuid", ovsdb.ConditionEqual, ovsdb.UUID{GoUUID: uuid})}
@@ -419,32 +421,12 @@ func (t *Txn) readMembers(table, column, uuid string) (map[string]map[string]str
 		return nil, err
 	}
 	out := make(map[string]map[string]struct{}, len(results[0].Rows))
-	for i := range results[0].Rows {
-		row, err := dbm.NewModel(table)
-		if err != nil {
-			return nil, err
-		}
-		info, err := dbm.NewModelInfo(row)
-		if err != nil {
-			return nil, err
-		}
-		if err := dbm.Mapper.GetRowData(&results[0].Rows[i], info); err != nil {
-			return nil, fmt.Errorf("decoding %s: %w", table, err)
-		}
-		f, err := info.FieldByColumn(column)
-		if err != nil {
-			return nil, err
-		}
-		id, ok := results[0].Rows[i]["_uuid"].(ovsdb.UUID)
+	for _, row := range results[0].Rows {
+		id, ok := row["_uuid"].(ovsdb.UUID)
 		if !ok {
 			return nil, fmt.Errorf("reading %s: the server sent no _uuid", table)
 		}
-		list, _ := f.([]string)
-		set := make(map[string]struct{}, len(list))
-		for _, m := range list {
-			set[m] = struct{}{}
-		}
-		out[id.GoUUID] = set
+		out[id.GoUUID] = stringSet(row[column])
 	}
 	return out, nil
 }

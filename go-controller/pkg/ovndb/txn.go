@@ -390,18 +390,25 @@ func (t *Txn) mutateSet(parent model.Model, field any, mutator ovsdb.Mutator, uu
 	// Mutate needs the field of the model it is given to hold the mutation's
 	// value; the rest of a row holding hundreds of ports need not be copied,
 	// only its UUID (the mutation's condition).
-	target := reflect.New(reflect.TypeOf(parent).Elem()).Interface().(model.Model)
-	setUUID(target, getUUID(parent))
 	i, err := fieldIndex(parent, field)
 	if err != nil {
 		t.fail(err)
 		return
 	}
-	fv := reflect.ValueOf(target).Elem().Field(i)
-	fv.Set(reflect.ValueOf(uuids))
-	ops, err := t.c.Where(target).Mutate(target, model.Mutation{Field: fv.Addr().Interface(), Mutator: mutator, Value: uuids})
+	target, set := uuidRowWith(parent, i, uuids)
+	ops, err := t.c.Where(target).Mutate(target, model.Mutation{Field: set, Mutator: mutator, Value: uuids})
 	t.fail(err)
 	t.ops = append(t.ops, ops...)
+}
+
+// uuidRowWith is a new row of row's table holding only row's UUID and, in
+// its field i (a set column), values; set points to that field.
+func uuidRowWith(row model.Model, i int, values []string) (target model.Model, set any) {
+	target = reflect.New(reflect.TypeOf(row).Elem()).Interface().(model.Model)
+	setUUID(target, getUUID(row))
+	fv := reflect.ValueOf(target).Elem().Field(i)
+	fv.Set(reflect.ValueOf(values))
+	return target, fv.Addr().Interface()
 }
 
 func checkOwner(cached, want model.Model) error {
