@@ -56,7 +56,37 @@ type nameLock struct {
 
 // lock takes name's mutex and returns its unlock.
 func (l *nameLocks) lock(name string) func() {
+	e := l.entry(name)
+	e.Lock()
+	return l.release(name, e, true)
+}
+
+// tryLockAll takes the mutexes of all names when all are free and returns
+// their unlock, or takes none and returns nil. It never waits, so a caller
+// holding its result can never be part of a cycle of waiters.
+func (l *nameLocks) tryLockAll(names []string) (unlock func()) {
+	var unlocks []func()
+	unlock = func() {
+		for _, u := range unlocks {
+			u()
+		}
+	}
+	for _, name := range names {
+		e := l.entry(name)
+		if !e.TryLock() {
+			l.release(name, e, false)()
+			unlock()
+			return nil
+		}
+		unlocks = append(unlocks, l.release(name, e, true))
+	}
+	return unlock
+}
+
+// entry returns name's lock counting the caller as a user.
+func (l *nameLocks) entry(name string) *nameLock {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.m == nil {
 		l.m = map[string]*nameLock{}
 	}
@@ -66,15 +96,21 @@ func (l *nameLocks) lock(name string) func() {
 		l.m[name] = e
 	}
 	e.users++
-	l.mu.Unlock()
-	e.Lock()
+	return e
+}
+
+// release returns the function that unlocks name's lock e when the caller
+// holds it and drops the caller as its user.
+func (l *nameLocks) release(name string, e *nameLock, held bool) func() {
 	return func() {
-		e.Unlock()
+		if held {
+			e.Unlock()
+		}
 		l.mu.Lock()
+		defer l.mu.Unlock()
 		if e.users--; e.users == 0 {
 			delete(l.m, name)
 		}
-		l.mu.Unlock()
 	}
 }
 

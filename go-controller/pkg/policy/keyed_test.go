@@ -44,6 +44,32 @@ func TestNameLocks(t *testing.T) {
 	}
 }
 
+// TestNameLocksTryLockAll: all names are taken when all are free, none
+// when one is held, without waiting, and nothing is left once all are
+// released.
+func TestNameLocksTryLockAll(t *testing.T) {
+	var l nameLocks
+	unlockB := l.lock("b")
+	if unlock := l.tryLockAll([]string{"a", "b", "c"}); unlock != nil {
+		t.Fatal("tryLockAll took a, b and c while b was held")
+	}
+	if got := l.held(); got != 1 {
+		t.Errorf("names held after a failed tryLockAll: %d, want 1 (b)", got)
+	}
+	unlock := l.tryLockAll([]string{"a", "c"})
+	if unlock == nil {
+		t.Fatal("tryLockAll did not take a and c, both free")
+	}
+	if again := l.tryLockAll([]string{"c"}); again != nil {
+		t.Error("c taken twice")
+	}
+	unlock()
+	unlockB()
+	if got := l.held(); got != 0 {
+		t.Errorf("names left after every holder is done: %d, want 0", got)
+	}
+}
+
 // TestPortIndexForgetsOnlyItsPort: a pod re-created under the same name
 // gets a new port before the old one's deletion is seen; that deletion
 // must not drop the new port's entry.

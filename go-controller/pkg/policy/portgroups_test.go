@@ -58,9 +58,13 @@ func TestNamespaceMoveQueuesAdminMembers(t *testing.T) {
 	}
 }
 
-// Syncs creating the same address set at once insert it once, and none of
-// them fails: each insert goes under the set name's lock, after a look at
-// the cache the previous holder's commit has filled.
+// Syncs creating the same address sets at once insert each once, none of
+// them fails and none waits for ever: a sync inserts its new sets with the
+// rest under their names' locks, taken only when all are free; one finding
+// a set busy holds nothing while it waits, creates each set on its own
+// under that set's lock, then builds again from the cache. Here each sync
+// shares two of three sets with others (a and b, or b and c) beside one of
+// its own.
 func TestConcurrentSyncsCreateASharedSetOnce(t *testing.T) {
 	nb := ovndbtest.Connect(t, ovndbtest.NewServer(t))
 	var inserts atomic.Int64
@@ -73,34 +77,83 @@ func TestConcurrentSyncsCreateASharedSetOnce(t *testing.T) {
 		return ovndb.Transact(ctx, nb, ops)
 	}
 	c := New(informers.NewSharedInformerFactory(fake.NewClientset(), 0), nb, commit, Options{}, logr.Discard(), time.Second)
+	team := func(name string) PeerSet {
+		return PeerSet{Namespaces: labels.SelectorFromSet(labels.Set{"team": name}), Pods: labels.Everything()}
+	}
 	const syncs = 8
 	errs := make(chan error, syncs)
 	for i := range syncs {
+		sets := []PeerSet{team("b"), team([]string{"a", "c"}[i%2]), {Namespace: fmt.Sprintf("ns-%d", i), Pods: labels.Everything()}}
+		if i%4 == 0 {
+			sets[0], sets[1] = sets[1], sets[0] // a transaction's order is not the locks' order
+		}
 		go func() {
-			txn := ovndb.NewTxn(nb)
-			shared := PeerSet{Namespaces: labels.SelectorFromSet(labels.Set{"team": "a"}), Pods: labels.Everything()}
-			own := PeerSet{Namespace: fmt.Sprintf("ns-%d", i), Pods: labels.Everything()}
-			for _, s := range []PeerSet{shared, own} {
-				ensureAddressSet(txn, ovndb.Lookup(txn, &nbdb.AddressSet{Name: topology.FamilySetName(s.Name(), false)}), s.AddressSet(false, nil))
-			}
-			if _, err := txn.Ops(); err != nil {
-				errs <- err
-				return
-			}
-			errs <- c.createSets(context.Background(), setInserts(txn))
+			errs <- c.commitBuilt(context.Background(), func(txn *ovndb.Txn) {
+				for _, s := range sets {
+					ensureAddressSet(txn, ovndb.Lookup(txn, &nbdb.AddressSet{Name: topology.FamilySetName(s.Name(), false)}), s.AddressSet(false, nil))
+				}
+			})
 		}()
 	}
-	for range syncs {
-		if err := <-errs; err != nil {
-			t.Errorf("a sync creating the shared set failed: %v", err)
+	deadline := time.After(30 * time.Second)
+	for n := range syncs {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Errorf("a sync creating shared sets failed: %v", err)
+			}
+		case <-deadline:
+			t.Fatalf("%d of %d syncs still running after 30 s (deadlocked on the sets' locks?)", syncs-n, syncs)
 		}
 	}
 	var sets []nbdb.AddressSet
 	if err := nb.List(context.Background(), &sets); err != nil {
 		t.Fatal(err)
 	}
-	if len(sets) != syncs+1 || inserts.Load() != syncs+1 {
-		t.Errorf("%d address sets in the NB after %d inserts; want %d of each (one shared, one per sync)", len(sets), inserts.Load(), syncs+1)
+	if want := syncs + 3; len(sets) != want || inserts.Load() != int64(want) {
+		t.Errorf("%d address sets in the NB after %d inserts; want %d of each (three shared, one per sync)", len(sets), inserts.Load(), want)
+	}
+	if n := c.setLocks.held(); n != 0 {
+		t.Errorf("%d set names still locked after every sync returned", n)
+	}
+}
+
+// A sync that alone creates address sets commits them with the rows
+// naming them in one transaction, and builds them once.
+func TestNewSetsCommitWithTheirRows(t *testing.T) {
+	nb := ovndbtest.Connect(t, ovndbtest.NewServer(t))
+	var txns [][]ovsdb.Operation
+	commit := func(ctx context.Context, ops []ovsdb.Operation) error {
+		txns = append(txns, ops)
+		return ovndb.Transact(ctx, nb, ops)
+	}
+	c := New(informers.NewSharedInformerFactory(fake.NewClientset(), 0), nb, commit, Options{}, logr.Discard(), time.Second)
+	builds := 0
+	sets := []PeerSet{{Namespace: "a", Pods: labels.Everything()}, {Namespace: "b", Pods: labels.Everything()}}
+	err := c.commitBuilt(context.Background(), func(txn *ovndb.Txn) {
+		builds++
+		for _, s := range sets {
+			ensureAddressSet(txn, ovndb.Lookup(txn, &nbdb.AddressSet{Name: topology.FamilySetName(s.Name(), false)}), s.AddressSet(false, []string{"10.0.0.1"}))
+		}
+		txn.Create(&nbdb.PortGroup{Name: "pg", ExternalIDs: map[string]string{"owner": "test"}})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(txns) != 1 || builds != 1 {
+		t.Fatalf("%d transactions after %d builds, want 1 of each: %v", len(txns), builds, txns)
+	}
+	tables := map[string]int{}
+	for _, op := range txns[0] {
+		if op.Op == ovsdb.OperationInsert {
+			tables[op.Table]++
+		}
+	}
+	if tables[nbdb.AddressSetTable] != 2 || tables[nbdb.PortGroupTable] != 1 {
+		t.Errorf("inserts of the one transaction by table: %v, want 2 address sets and 1 port group", tables)
+	}
+	if n := c.setLocks.held(); n != 0 {
+		t.Errorf("%d set names still locked after the commit", n)
 	}
 }
 
