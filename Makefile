@@ -143,6 +143,8 @@ $(BIN)/ovnk-cluster: $(GO_SOURCES) $(shell find test/harness test/cluster -name 
 
 ## NPAPI: 1 (the default) has `make conformance` run SIG Network's network-policy-api conformance suites after Kubernetes' tests, on the same cluster (docs/conformance.md, "Cluster-wide admin policy"); NPAPI=0 leaves them out
 NPAPI ?= 1
+## NORTHSOUTH: 1 (the default) has `make conformance` check the north-south paths last (`make northsouth`'s checks), on the same cluster; NORTHSOUTH=0 leaves them out
+NORTHSOUTH ?= 1
 # One tools module per version (test/tools/npapi-<version>), each built into
 # upstream's suite and, for a kernel without SCTP, into the same suite whose
 # pods serve no SCTP (hack/npapi nosctp; the runner picks by the kernel).
@@ -151,17 +153,22 @@ NPAPI_SUITES := $(subst $(eval) ,$(comma),$(NPAPI_VERSIONS))
 NPAPI_TOOLS := $(foreach v,$(NPAPI_VERSIONS),$(BIN)/npapi-conformance-$(v) $(BIN)/npapi-conformance-$(v)-nosctp)
 NPAPI_RUN ?=
 
-## conformance: a real cluster (kubelet, containerd, CoreDNS) on ovn-k8s, Kubernetes' [sig-network] [Conformance] tests and its other tests of Services, Conntrack, DNS, EndpointSlices, proxying, pod lifecycle and the granular service checks, then on the same cluster SIG Network's network-policy-api conformance suites (NPAPI=0 leaves them out), teardown (FOCUS=, SKIP=, PARALLEL=)
+## conformance: a real cluster (kubelet, containerd, CoreDNS) on ovn-k8s, Kubernetes' [sig-network] [Conformance] tests and its other tests of Services, Conntrack, DNS, EndpointSlices, proxying, pod lifecycle and the granular service checks, six of its NetworkPolicy tests, then on the same cluster SIG Network's network-policy-api conformance suites (NPAPI=0 leaves them out) and the north-south paths (NORTHSOUTH=0 leaves them out), teardown (FOCUS=, SKIP=, PARALLEL=)
 # Not selected, as upstream's CI leaves them out of a default run: [Slow],
 # [Serial], [Disruptive], feature-gated, alpha/beta and cloud-provider tests
 # (a cloud load balancer, the internet, kube-proxy itself, SCTP).
 SIG_NETWORK_FOCUS = \[sig-network\] (Services|Conntrack|DNS|EndpointSlice|EndpointSliceMirroring|Proxy|Connectivity Pod Lifecycle|Networking Granular Checks)
 # On a dual-stack cluster also Kubernetes' dual-stack tests, [Feature:IPv6DualStack].
 DUAL_STACK_FOCUS = $(if $(filter dual,$(IP_FAMILY)),|\[Feature:IPv6DualStack\])
-FOCUS ?= \[sig-network\].*\[Conformance\]|$(SIG_NETWORK_FOCUS)$(DUAL_STACK_FOCUS)
-# Every [Feature:...] but IPv6DualStack, which is chosen by the focus above
-# (RE2 has no lookahead: "a feature not beginning with IP").
-NOT_SELECTED = \[Slow\]|\[Serial\]|\[Disruptive\]|\[Feature:([^I]|I[^P])|\[FeatureGate:|\[Alpha\]|\[Beta\]|\[Provider:
+# Six tests of Kubernetes' NetworkPolicy suite, one of each kind (named ports,
+# ipBlock except, pod+namespace selectors, relabelled pods, default deny of both
+# directions, ports over UDP), in the same ginkgo run: `make netpol` runs all.
+NETPOL_SUBSET = Netpol.*(should allow ingress access on one named port|should enforce except clause while egress access|should enforce policy based on PodSelector and NamespaceSelector|should allow ingress access from updated pod|default-deny-all. policy|using UDP should enforce policy based on Ports)
+FOCUS ?= \[sig-network\].*\[Conformance\]|$(SIG_NETWORK_FOCUS)$(DUAL_STACK_FOCUS)|$(NETPOL_SUBSET)
+# Every [Feature:...] but IPv6DualStack and NetworkPolicy, which are chosen by
+# the focus above (RE2 has no lookahead: "a feature beginning neither with IP
+# nor with N, or with N but not NetworkPolicy]").
+NOT_SELECTED = \[Slow\]|\[Serial\]|\[Disruptive\]|\[Feature:([^IN]|I[^P]|N[^e]|Network[^P]|NetworkPolicy[^\]])|\[FeatureGate:|\[Alpha\]|\[Beta\]|\[Provider:
 # Not passing yet, each with its reason in docs/conformance.md ("Not passing
 # yet"; issue 32 stays open): UDP datagrams larger than the MTU through a load
 # balancer (the userspace datapath hands OVN's balancer the fragments, not the
@@ -177,7 +184,7 @@ PARALLEL ?= 4
 CONFORMANCE_WORKERS ?= 3
 conformance: deps build images $(BIN)/ovnk-cluster $(if $(filter 1,$(NPAPI)),npapi-tools)
 	$(BIN)/ovnk-cluster -ip-family $(IP_FAMILY) $(ZONES_FLAG) -workers $(CONFORMANCE_WORKERS) -focus '$(FOCUS)' -skip '$(NOT_SELECTED)|$(NOT_PASSING)$(if $(SKIP),|$(SKIP))' -parallel $(PARALLEL) \
-		-npapi $(if $(filter 1,$(NPAPI)),$(NPAPI_SUITES),none) conformance
+		-npapi $(if $(filter 1,$(NPAPI)),$(NPAPI_SUITES),none) $(if $(filter 1,$(NORTHSOUTH)),-northsouth) conformance
 
 ## npapi-tools: the network-policy-api conformance suites' binaries (about 3 minutes on a cold build cache)
 npapi-tools: $(NPAPI_TOOLS)
@@ -199,8 +206,7 @@ NETPOL_FOCUS ?= Netpol.*\[Feature:NetworkPolicy\]
 netpol: deps build images $(BIN)/ovnk-cluster
 	$(BIN)/ovnk-cluster -ip-family $(IP_FAMILY) $(ZONES_FLAG) -focus '$(NETPOL_FOCUS)' -skip '$(SKIP)' -parallel $(PARALLEL) -npapi none conformance
 
-## netpol-subset: six of the suite's tests, one of each kind (named ports, ipBlock except, pod+namespace selectors, relabelled pods, default deny of both directions, ports over UDP); part of `make test`
-NETPOL_SUBSET = Netpol.*(should allow ingress access on one named port|should enforce except clause while egress access|should enforce policy based on PodSelector and NamespaceSelector|should allow ingress access from updated pod|default-deny-all. policy|using UDP should enforce policy based on Ports)
+## netpol-subset: the six tests of the suite that `make conformance` runs, alone on a cluster of their own
 netpol-subset: deps build images $(BIN)/ovnk-cluster
 	$(BIN)/ovnk-cluster -ip-family $(IP_FAMILY) $(ZONES_FLAG) -focus '$(NETPOL_SUBSET)' -parallel $(PARALLEL) -npapi none conformance
 
@@ -266,7 +272,7 @@ STACK_TESTS = ModelsFit|OVNTrace|TraceNames|Interconnect
 # the isolation ACL's negated IPv6 address sets into ~200,000 OpenFlow rules
 # per node (docs/design.md, "Namespace isolation").
 STACK_E2E_SKIP_23.03 = /tenant-isolation
-test: deps build lint verify-generate bench-quick unit fuzz integration e2e conformance netpol-subset northsouth dist-e2e
+test: deps build lint verify-generate bench-quick unit fuzz integration e2e conformance dist-e2e
 	@echo "=== dist-e2e in the other mode (central or a zone per node): dist/kubernetes/zones/ installed and checked" && \
 		$(MAKE) --no-print-directory ZONES=$(if $(ZONES),,per-node) dist-e2e
 	@$(foreach s,$(filter-out $(firstword $(STACKS)),$(STACKS)),\

@@ -248,7 +248,7 @@ func (c *Cluster) kubectlExec(pod string, args ...string) (string, error) {
 func (c *Cluster) demoObjects(ctx context.Context) error {
 	cs := c.Client
 	labels := map[string]string{"app": "web"}
-	replicas := int32(2)
+	replicas := int32(len(c.Nodes) - 1) // one per worker: the control plane is tainted
 	for _, err := range []error{
 		ignoreExists(cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: demoNS}}, metav1.CreateOptions{})),
 		ignoreExists(cs.AppsV1().Deployments(demoNS).Create(ctx, &appsv1.Deployment{
@@ -259,7 +259,8 @@ func (c *Cluster) demoObjects(ctx context.Context) error {
 				Template: corev1.PodTemplateSpec{
 					ObjectMeta: metav1.ObjectMeta{Labels: labels},
 					Spec: corev1.PodSpec{
-						// One per worker, so the report shows both paths.
+						// One per worker, so the report shows both paths and
+						// every node's ETP Local NodePort has a local endpoint.
 						Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 							RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
 								LabelSelector: &metav1.LabelSelector{MatchLabels: labels}, TopologyKey: "kubernetes.io/hostname",
@@ -315,8 +316,8 @@ func (c *Cluster) demoReady() error {
 		}
 		states = append(states, p.Name+": "+string(p.Status.Phase))
 	}
-	if ready < 3 {
-		return fmt.Errorf("%d of 3 pods ready: %v", ready, states)
+	if want := len(c.Nodes); ready < want { // a web pod per worker, and the client
+		return fmt.Errorf("%d of %d pods ready: %v", ready, want, states)
 	}
 	return nil
 }

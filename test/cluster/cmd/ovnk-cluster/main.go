@@ -25,8 +25,8 @@ const usage = `usage: ovnk-cluster [flags] up|down|kubectl ARGS...|e2e|npapi|con
   e2e          run the e2e tests (-focus, -skip) against the running cluster
   npapi        run the network-policy-api conformance suites (-npapi, -npapi-run)
                against the running cluster
-  conformance  up, e2e, the network-policy-api suites (-npapi), down (down also
-               on failure or interrupt)
+  conformance  up, e2e, the network-policy-api suites (-npapi), the north-south
+               paths (-northsouth), down (down also on failure or interrupt)
   demo         up (unless running), a Deployment, a Service and a client pod, and a report
   northsouth   up, the demo's paths, a node's gateway removed and restored, down
   install      up with ovn-k8s installed from dist/kubernetes/ and the ovnkube image
@@ -49,6 +49,7 @@ func main() {
 	npapiCfg := cluster.NPAPIConfig{}
 	fs.StringVar(&npapiCfg.Suites, "npapi", "all", "network-policy-api conformance suites to run after the e2e tests: all (every one built), none, or versions separated by commas")
 	fs.StringVar(&npapiCfg.Run, "npapi-run", "", "narrow the network-policy-api suites' tests: a -test.run pattern after TestConformance/")
+	northSouth := fs.Bool("northsouth", false, "conformance: the northsouth command's checks last, on the same cluster")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
 	}
@@ -126,11 +127,7 @@ func main() {
 			code = 1
 		}
 	case "northsouth":
-		code = upRunDown(ctx, c, "northsouth", func() error {
-			report, err := c.NorthSouth(ctx)
-			fmt.Print(report)
-			return err
-		})
+		code = upRunDown(ctx, c, "northsouth", func() error { return runNorthSouth(ctx, c) })
 	case "install":
 		c.Dist = true
 		code = upRunDown(ctx, c, "install", func() error {
@@ -139,14 +136,18 @@ func main() {
 			return err
 		})
 	case "conformance":
-		// The network-policy-api suites run on the same cluster after the
-		// e2e tests, whatever those gave.
+		// The network-policy-api suites, then the north-south paths, run
+		// on the same cluster after the e2e tests, whatever those gave.
 		code = upRunDown(ctx, c, "conformance", func() error {
 			err := c.E2E(ctx, e2eCfg)
 			if ctx.Err() != nil {
 				return err
 			}
-			return errors.Join(err, c.NPAPI(ctx, npapiCfg))
+			err = errors.Join(err, c.NPAPI(ctx, npapiCfg))
+			if !*northSouth || ctx.Err() != nil {
+				return err
+			}
+			return errors.Join(err, runNorthSouth(ctx, c))
 		})
 	default:
 		fs.Usage()
@@ -172,6 +173,14 @@ func upRunDown(ctx context.Context, c *cluster.Cluster, name string, f func() er
 		code = 1
 	}
 	return code
+}
+
+// runNorthSouth checks the north-south paths on the running cluster and
+// prints their report.
+func runNorthSouth(ctx context.Context, c *cluster.Cluster) error {
+	report, err := c.NorthSouth(ctx)
+	fmt.Print(report)
+	return err
 }
 
 func repoRoot() (string, error) {
