@@ -127,14 +127,10 @@ func main() {
 			code = 1
 		}
 	case "northsouth":
-		code = upRunDown(ctx, c, "northsouth", func() error { return runNorthSouth(ctx, c) })
+		code = upRunDown(ctx, c, "northsouth", func() error { return printed(c.NorthSouth(ctx)) })
 	case "install":
 		c.Dist = true
-		code = upRunDown(ctx, c, "install", func() error {
-			report, err := c.Install(ctx)
-			fmt.Print(report)
-			return err
-		})
+		code = upRunDown(ctx, c, "install", func() error { return printed(c.Install(ctx)) })
 	case "conformance":
 		// The network-policy-api suites, then the north-south paths, run
 		// on the same cluster after the e2e tests, whatever those gave.
@@ -147,7 +143,7 @@ func main() {
 			if !*northSouth || ctx.Err() != nil {
 				return err
 			}
-			return errors.Join(err, runNorthSouth(ctx, c))
+			return errors.Join(err, printed(c.NorthSouth(ctx)))
 		})
 	default:
 		fs.Usage()
@@ -175,10 +171,9 @@ func upRunDown(ctx context.Context, c *cluster.Cluster, name string, f func() er
 	return code
 }
 
-// runNorthSouth checks the north-south paths on the running cluster and
-// prints their report.
-func runNorthSouth(ctx context.Context, c *cluster.Cluster) error {
-	report, err := c.NorthSouth(ctx)
+// printed prints a check's report, whatever it gave, and passes on its
+// error.
+func printed(report string, err error) error {
 	fmt.Print(report)
 	return err
 }
