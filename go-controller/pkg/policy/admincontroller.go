@@ -252,6 +252,7 @@ func statusOnly(old, cur any) bool {
 // whose priority collision its change may start or end: those refused for
 // one and those sharing its rank.
 func (c *Controller) adminChanged(kind string, obj any, deleted bool) {
+	c.pacer.event()
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj, deleted = t.Obj, true
 	}
@@ -448,8 +449,27 @@ func programmedCondition(r *Rows) metav1.Condition {
 // syncAdminStatus writes a policy's Ready condition, as its last sync
 // computed it, when it differs from the one it carries (an idle restart
 // writes nothing). Status writes have a queue of their own, so that the
-// NB's workers never wait on the API server.
+// NB's workers never wait on the API server, and yield to the policies'
+// own writes for a while (statuspacer.go).
 func (c *Controller) syncAdminStatus(ctx context.Context, key string) error {
+	write := c.statusWrite(ctx, key)
+	if write == nil {
+		c.pacer.done(key)
+		return nil
+	}
+	if c.pacer.hold(key) {
+		return nil
+	}
+	if err := write(); err != nil {
+		return err
+	}
+	c.pacer.done(key)
+	return nil
+}
+
+// statusWrite is the write that brings a policy's status in line with the
+// condition its last sync computed (nil: none is needed).
+func (c *Controller) statusWrite(ctx context.Context, key string) func() error {
 	kind, name, _ := strings.Cut(key, "/")
 	c.mu.RLock()
 	cond, ok := c.wantStatus[key]
@@ -459,7 +479,7 @@ func (c *Controller) syncAdminStatus(ctx context.Context, key string) error {
 		return nil
 	}
 	if ef, ok := a.obj.(*k8sovnv1.EgressFirewall); ok {
-		return c.writeEFStatus(ctx, ef, cond)
+		return c.efStatusWrite(ctx, ef, cond)
 	}
 	obj := a.obj
 	cond.ObservedGeneration = obj.GetGeneration()
@@ -494,20 +514,22 @@ func (c *Controller) syncAdminStatus(ctx context.Context, key string) error {
 		old.Message == cond.Message && old.ObservedGeneration == cond.ObservedGeneration {
 		return nil
 	}
-	if cond.Status == metav1.ConditionFalse {
-		c.log.Info("admin policy not programmed", "kind", kind, "name", obj.GetName(), "reason", cond.Reason, "message", cond.Message)
-	}
 	meta.SetStatusCondition(conds, cond)
-	if err := update(); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("%s %s: writing its status: %w", kind, obj.GetName(), err)
+	return func() error {
+		if cond.Status == metav1.ConditionFalse {
+			c.log.Info("admin policy not programmed", "kind", kind, "name", obj.GetName(), "reason", cond.Reason, "message", cond.Message)
+		}
+		if err := update(); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("%s %s: writing its status: %w", kind, obj.GetName(), err)
+		}
+		return nil
 	}
-	return nil
 }
 
-// writeEFStatus writes an egress firewall's status, upstream's words for
-// the condition its last sync computed, when it differs from the one it
-// carries.
-func (c *Controller) writeEFStatus(ctx context.Context, ef *k8sovnv1.EgressFirewall, cond metav1.Condition) error {
+// efStatusWrite is the write of an egress firewall's status, upstream's
+// words for the condition its last sync computed, when it differs from the
+// one it carries (nil: none is needed).
+func (c *Controller) efStatusWrite(ctx context.Context, ef *k8sovnv1.EgressFirewall, cond metav1.Condition) func() error {
 	want := k8sovnv1.EgressFirewallStatus{Status: k8sovnv1.EgressFirewallApplied}
 	if cond.Reason != ReasonProgrammed {
 		want = k8sovnv1.EgressFirewallStatus{Status: k8sovnv1.EgressFirewallNotApplied, Messages: []string{cond.Message}}
@@ -515,17 +537,19 @@ func (c *Controller) writeEFStatus(ctx context.Context, ef *k8sovnv1.EgressFirew
 	if ef.Status.Status == want.Status && slices.Equal(ef.Status.Messages, want.Messages) {
 		return nil
 	}
-	if want.Status == k8sovnv1.EgressFirewallNotApplied { // once per change of what is wrong
-		c.log.Info("egress firewall not applied as written", "namespace", ef.Namespace, "reason", cond.Reason, "message", cond.Message)
-		if c.opts.Events != nil {
-			c.opts.Events.Eventf(ef, corev1.EventTypeWarning, "EgressFirewall"+cond.Reason, "%s", cond.Message)
+	return func() error {
+		if want.Status == k8sovnv1.EgressFirewallNotApplied { // once per change of what is wrong
+			c.log.Info("egress firewall not applied as written", "namespace", ef.Namespace, "reason", cond.Reason, "message", cond.Message)
+			if c.opts.Events != nil {
+				c.opts.Events.Eventf(ef, corev1.EventTypeWarning, "EgressFirewall"+cond.Reason, "%s", cond.Message)
+			}
 		}
+		err := k8sovnv1.WriteEgressFirewallStatus(ctx, c.admin.api.Dynamic, ef.Namespace, ef.Name, want)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("EgressFirewall %s/%s: writing its status: %w", ef.Namespace, ef.Name, err)
+		}
+		return nil
 	}
-	err := k8sovnv1.WriteEgressFirewallStatus(ctx, c.admin.api.Dynamic, ef.Namespace, ef.Name, want)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("EgressFirewall %s/%s: writing its status: %w", ef.Namespace, ef.Name, err)
-	}
-	return nil
 }
 
 // adminLogging is an admin policy's ACL logging, from its

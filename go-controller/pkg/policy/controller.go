@@ -136,6 +136,7 @@ type Controller struct {
 	ranks       map[string]tierPriority
 	wantStatus  map[string]metav1.Condition
 	statusQueue *controller.Queue
+	pacer       *statusPacer
 
 	// podPorts indexes the UUIDs of pods' ports by namespace/name, from
 	// the NB cache's events: reading a port from the cache copies it, and
@@ -256,6 +257,7 @@ func New(factory informers.SharedInformerFactory, nb libovsdbclient.Client, comm
 	})
 	if opts.Admin != nil {
 		c.statusQueue = controller.NewQueue("adminpolicystatus", maxDelay, c.syncAdminStatus, log)
+		c.pacer = newStatusPacer(statusQuiet, statusMaxHold, time.Now, func() bool { return !c.queue.rows.Idle() })
 		c.watchAdmin(opts.Admin)
 		nodes := factory.Core().V1().Nodes()
 		c.nodeLister = nodes.Lister()
@@ -282,13 +284,14 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	c.enqueueAll(c.queue.Add)
 	if c.statusQueue != nil {
 		go c.statusQueue.Run(ctx, 2)
+		go c.pacer.run(ctx, c.statusQueue.Add)
 	}
 	c.queue.Run(ctx, workers)
 }
 
 // Idle reports whether nothing is queued or being synced.
 func (c *Controller) Idle() bool {
-	return c.queue.Idle() && (c.statusQueue == nil || c.statusQueue.Idle())
+	return c.queue.Idle() && (c.statusQueue == nil || c.statusQueue.Idle() && !c.pacer.pending())
 }
 
 // Resync queues everything for a check whose repairs are logged.
