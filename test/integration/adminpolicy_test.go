@@ -267,6 +267,30 @@ func TestOVNTraceAdminTiers(t *testing.T) {
 		return nil
 	})
 
+	// A union of namespaces ("tenant in (b, c)") is matched through the
+	// sets of its values, those of "tenant=b" and "tenant=c": a namespace
+	// moving from one value to the other stays a peer, and moving out
+	// leaves. a/plain takes tenant b through its NetworkPolicy, and anyone
+	// else falls to the Baseline Deny: tenant c is let in by the Accept only.
+	union := cnp("union", cnpv1alpha2.AdminTier, 40, cnpv1alpha2.ClusterNetworkPolicySubject{
+		Pods: &cnpv1alpha2.NamespacedPod{NamespaceSelector: *sel("tenant", "a"), PodSelector: *sel("app", "plain")}})
+	union.Spec.Ingress = []cnpv1alpha2.ClusterNetworkPolicyIngressRule{cnpIngress(cnpv1alpha2.ClusterNetworkPolicyRuleActionAccept,
+		&metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tenant", Operator: metav1.LabelSelectorOpIn, Values: []string{"b", "c"}}}}, 6060)}
+	if _, err := np.PolicyV1alpha2().ClusterNetworkPolicies().Create(c.ctx(), union, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.cnpCondition(np, "union", policy.ReasonProgrammed)
+	c.namespace("b", map[string]string{"tenant": "c"})
+	tr.expect("namespace b moved to tenant c, the union's other value: client → plain:6060 accepted", tr.to("client", "plain", 6060), true)
+	tr.expect("and on another port the Baseline Deny: client → plain:7070 dropped", tr.to("client", "plain", 7070), false)
+	c.namespace("b", map[string]string{"tenant": "d"})
+	tr.expect("namespace b moved out of the union: client → plain:6060 dropped", tr.to("client", "plain", 6060), false)
+	c.namespace("b", map[string]string{"tenant": "b"})
+	tr.expect("namespace b back: client → plain:6060 allowed", tr.to("client", "plain", 6060), true)
+	if keys := c.peerSetKeys(); slices.ContainsFunc(keys, func(k string) bool { return strings.Contains(k, " in (") }) {
+		t.Errorf("a peer set of the union itself: %q", keys)
+	}
+
 	// The tiers are ACL tiers in the NB: 1 for Admin, 2 for NetworkPolicy, 3 for Baseline.
 	tiers := c.aclTiers()
 	for pg, want := range map[string]int{"cnp.deny_b": 1, "np.a.server": 2, "banp.default": 3} {
@@ -323,6 +347,23 @@ func (c *cluster) nodePeerAddresses() []string {
 		}
 	}
 	sort.Strings(out)
+	return out
+}
+
+// peerSetKeys are the selectors (PeersKey) of the peer address sets in
+// the NB.
+func (c *cluster) peerSetKeys() []string {
+	c.t.Helper()
+	var sets []nbdb.AddressSet
+	if err := c.nb.List(c.ctx(), &sets); err != nil {
+		c.t.Fatal(err)
+	}
+	var out []string
+	for _, s := range sets {
+		if k, ok := s.ExternalIDs[policy.PeersKey]; ok {
+			out = append(out, k)
+		}
+	}
 	return out
 }
 

@@ -85,7 +85,7 @@ func AdminRows(p *AdminPolicy, resolve Resolver, log AdminLogging, fams topology
 	for d, rules := range map[Direction][]AdminRule{Ingress: p.Ingress, Egress: p.Egress} {
 		for i, rule := range rules {
 			where := fmt.Sprintf("%s[%d]", d, i)
-			ps := peers{sets: rule.Pods, nodes: rule.Nodes, domains: rule.Domains, blocks: networkGroups(rule.Networks)}
+			ps := peers{sets: splitUnions(rule.Pods), nodes: rule.Nodes, domains: rule.Domains, blocks: networkGroups(rule.Networks)}
 			if ps.empty() {
 				continue // peers that all match nothing
 			}

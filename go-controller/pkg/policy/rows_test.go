@@ -2,6 +2,7 @@ package policy
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	cnpv1alpha2 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
 
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/slim"
 	"github.com/ovn-k8s/ovn-k8s/go-controller/pkg/topology"
@@ -344,5 +346,77 @@ func TestPolicyFamilies(t *testing.T) {
 	if a4, a6 := s.AddressSet(false, []string{"10.244.1.5"}), s.AddressSet(true, []string{"fd00::5"}); a4.Name != s.Name() ||
 		a6.Name != s.Name()+"_v6" || a4.ExternalIDs[FamilyKey] != "v4" || a6.ExternalIDs[FamilyKey] != "v6" || a6.ExternalIDs[PeersKey] != s.Key() {
 		t.Errorf("rows %+v and %+v", a4, a6)
+	}
+}
+
+// A namespace selector "key in (a, b)" names the sets of "key=a" and
+// "key=b", those a matchLabels selector of one team names, in both
+// families; other selectors stay one set each.
+func TestSplitUnions(t *testing.T) {
+	in := func(key string, values ...string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: key, Operator: metav1.LabelSelectorOpIn, Values: values}}}
+	}
+	set := func(ns *metav1.LabelSelector, pods *metav1.LabelSelector) PeerSet {
+		s := PeerSet{Namespaces: must(metav1.LabelSelectorAsSelector(ns)), Pods: labels.Everything()}
+		if pods != nil {
+			s.Pods = must(metav1.LabelSelectorAsSelector(pods))
+		}
+		return s
+	}
+	keys := func(sets []PeerSet) []string {
+		var out []string
+		for _, s := range sets {
+			out = append(out, s.Key())
+		}
+		return out
+	}
+	many := make([]string, MaxUnionParts+1)
+	for i := range many {
+		many[i] = string(rune('a' + i))
+	}
+	notIn := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"a", "b"}}}}
+	twoReqs := in("team", "a", "b")
+	twoReqs.MatchLabels = map[string]string{"env": "prod"}
+	for _, tc := range []struct {
+		name string
+		in   []PeerSet
+		want []PeerSet
+	}{
+		{"union of two teams", []PeerSet{set(in("team", "b", "a"), nil)}, []PeerSet{set(sel("team", "a"), nil), set(sel("team", "b"), nil)}},
+		{"pods of a union keep their selector", []PeerSet{set(in("team", "a", "b"), sel("app", "db"))},
+			[]PeerSet{set(sel("team", "a"), sel("app", "db")), set(sel("team", "b"), sel("app", "db"))}},
+		{"a part named twice is named once", []PeerSet{set(sel("team", "a"), nil), set(in("team", "a", "b"), nil)},
+			[]PeerSet{set(sel("team", "a"), nil), set(sel("team", "b"), nil)}},
+		{"one value", []PeerSet{set(in("team", "a"), nil)}, []PeerSet{set(sel("team", "a"), nil)}},
+		{"not in", []PeerSet{set(notIn, nil)}, []PeerSet{set(notIn, nil)}},
+		{"two requirements", []PeerSet{set(twoReqs, nil)}, []PeerSet{set(twoReqs, nil)}},
+		{"more values than MaxUnionParts", []PeerSet{set(in("team", many...), nil)}, []PeerSet{set(in("team", many...), nil)}},
+		{"one namespace's pods", []PeerSet{{Namespace: "x", Pods: labels.Everything()}}, []PeerSet{{Namespace: "x", Pods: labels.Everything()}}},
+	} {
+		if got, want := keys(splitUnions(tc.in)), keys(tc.want); !slices.Equal(got, want) {
+			t.Errorf("%s: got %q, want %q", tc.name, got, want)
+		}
+	}
+
+	// In a NetworkPolicy and an admin policy alike, the rule's ACL names
+	// the parts and the rows list them, not the union.
+	a, b := nsSet("team", "a"), nsSet("team", "b")
+	wantMatch := "(ip4.src == {$" + a + ", $" + b + "} || ip6.src == {$" + a + "_v6, $" + b + "_v6})"
+	nrows := Policy(np(networkingv1.NetworkPolicySpec{Ingress: []networkingv1.NetworkPolicyIngressRule{{
+		From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: in("team", "a", "b")}},
+	}}}), noResolve, Logging{}, topology.Families{V4: true, V6: true})
+	cnp := &cnpv1alpha2.ClusterNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "teams"}, Spec: cnpv1alpha2.ClusterNetworkPolicySpec{
+		Tier: cnpv1alpha2.AdminTier, Priority: 1, Subject: cnpv1alpha2.ClusterNetworkPolicySubject{Namespaces: sel("tenant", "x")},
+		Ingress: []cnpv1alpha2.ClusterNetworkPolicyIngressRule{{Action: cnpv1alpha2.ClusterNetworkPolicyRuleActionDeny,
+			From: []cnpv1alpha2.ClusterNetworkPolicyIngressPeer{{Namespaces: in("team", "a", "b")}}}},
+	}}
+	arows := AdminRows(FromCNP(cnp), noResolve, AdminLogging{}, topology.Families{V4: true, V6: true})
+	for name, r := range map[string]Rows{"NetworkPolicy": nrows, "ClusterNetworkPolicy": arows} {
+		if len(r.ACLs) != 1 || !strings.Contains(r.ACLs[0].Match, wantMatch) {
+			t.Errorf("%s: ACLs %v, want one matching %s", name, viewACLs(r.ACLs), wantMatch)
+		}
+		if got := keys(r.PeerSets); !slices.Equal(got, []string{set(sel("team", "a"), nil).Key(), set(sel("team", "b"), nil).Key()}) {
+			t.Errorf("%s: peer sets %q", name, got)
+		}
 	}
 }
