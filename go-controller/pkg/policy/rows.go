@@ -184,13 +184,13 @@ const MaxUnionParts = 8
 // splitUnions replaces each set whose namespace selector is a single "key
 // in (v1, ..., vn)" by the n sets of "key=vi" (the selector matchLabels
 // writes), which hold the same pods: a namespace has one value for key, so
-// the parts are disjoint and their addresses add up to the union's. Those
-// sets are the ones other rules name for one team, so a policy naming a
-// union inserts no address the NB does not hold already (make bench: the
-// first admin policies of a burst inserted 32,000 addresses, 20,000 of them
-// unions of sets already there), and a namespace moving between two values
-// changes only the sets of its value, as two peers of one value each do.
-// Duplicates (by name) are dropped, the first kept.
+// the parts are disjoint and their addresses add up to the union's. Where
+// other rules name those sets (one team's, one tenant's), a rule naming the
+// union inserts no address (make bench: the first admin policies of a burst
+// inserted 32,000 addresses, 20,000 of them unions of team sets already
+// there), and a namespace moving between two values changes only the sets
+// of its value, as with two peers of one value each. Duplicates (by name)
+// are dropped, the first kept.
 func splitUnions(sets []PeerSet) []PeerSet {
 	var out []PeerSet
 	seen := map[string]bool{}
