@@ -332,16 +332,22 @@ func (c *cluster) nodeAddresses(name string, addrs ...string) {
 	}
 }
 
-// nodePeerAddresses are the addresses of every node peer address set in
-// the NB, sorted.
-func (c *cluster) nodePeerAddresses() []string {
+// addressSets lists the NB's address sets.
+func (c *cluster) addressSets() []nbdb.AddressSet {
 	c.t.Helper()
 	var sets []nbdb.AddressSet
 	if err := c.nb.List(c.ctx(), &sets); err != nil {
 		c.t.Fatal(err)
 	}
+	return sets
+}
+
+// nodePeerAddresses are the addresses of every node peer address set in
+// the NB, sorted.
+func (c *cluster) nodePeerAddresses() []string {
+	c.t.Helper()
 	var out []string
-	for _, s := range sets {
+	for _, s := range c.addressSets() {
 		if o, ok := topology.OwnerOf(s.ExternalIDs); ok && o.Type == policy.OwnerNodePeers {
 			out = append(out, s.Addresses...)
 		}
@@ -354,12 +360,8 @@ func (c *cluster) nodePeerAddresses() []string {
 // the NB.
 func (c *cluster) peerSetKeys() []string {
 	c.t.Helper()
-	var sets []nbdb.AddressSet
-	if err := c.nb.List(c.ctx(), &sets); err != nil {
-		c.t.Fatal(err)
-	}
 	var out []string
-	for _, s := range sets {
+	for _, s := range c.addressSets() {
 		if k, ok := s.ExternalIDs[policy.PeersKey]; ok {
 			out = append(out, k)
 		}
