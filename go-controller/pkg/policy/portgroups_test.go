@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -186,5 +187,97 @@ func TestSelectedPortsAfterTheClientCloses(t *testing.T) {
 	}
 	if _, err := txn.Ops(); err == nil {
 		t.Error("the transaction of a sync on a closed client did not fail")
+	}
+}
+
+// A peer set no policy names any more is deleted only once no ACL of ours
+// names it: after a restart the sets' queue may reach it before the rows
+// queue has rewritten the ACLs of a policy changed while the master was
+// down, and an ACL never names a set that does not exist.
+func TestUnusedSetWaitsForItsACLs(t *testing.T) {
+	nb := ovndbtest.Connect(t, ovndbtest.NewServer(t))
+	commit := func(ctx context.Context, ops []ovsdb.Operation) error { return ovndb.Transact(ctx, nb, ops) }
+	c := New(informers.NewSharedInformerFactory(fake.NewClientset(), 0), nb, commit, Options{}, logr.Discard(), time.Second)
+	ctx := context.Background()
+	old := PeerSet{Namespaces: labels.SelectorFromSet(labels.Set{"team": "a"}), Pods: labels.Everything()}
+	other := PeerSet{Namespaces: labels.SelectorFromSet(labels.Set{"team": "ab"}), Pods: labels.Everything()}
+	owner := topology.Owner{Type: OwnerPolicy, Name: "x/p"}
+	pg := &nbdb.PortGroup{Name: PolicyPortGroup("x", "p"), ExternalIDs: owner.ExternalIDs()}
+	acl := func(set PeerSet) *nbdb.ACL {
+		return NewACL(Ingress, 1001, "outport == @"+pg.Name+" && "+addrMatch(topology.Families{V4: true, V6: true}, "src", []string{set.Name()}),
+			nbdb.ACLActionAllowRelated, owner, "ingress[0]/ports", "", "")
+	}
+	write := func(a *nbdb.ACL, sets ...PeerSet) {
+		t.Helper()
+		txn := ovndb.NewTxn(nb)
+		for _, s := range sets {
+			for _, v6 := range []bool{false, true} {
+				ensureAddressSet(txn, nil, s.AddressSet(v6, nil))
+			}
+		}
+		c.ensurePortGroup(txn, pg, []*nbdb.ACL{a}, nil)
+		ops, err := txn.Ops()
+		if err == nil {
+			err = ovndb.Transact(ctx, nb, ops)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	sets := func() int {
+		var out []nbdb.AddressSet
+		if err := nb.List(ctx, &out); err != nil {
+			t.Fatal(err)
+		}
+		return len(out)
+	}
+	write(acl(old), old, other)
+	// Neither set is registered: the old one is named by the ACL, the
+	// other by nothing.
+	if err := c.syncPeers(ctx, old.Name()); err == nil || !strings.Contains(err.Error(), "ingress[0]/ports") {
+		t.Fatalf("sync of a set an ACL still names: %v, want an error naming the ACL", err)
+	}
+	if n := sets(); n != 4 {
+		t.Fatalf("%d address sets after that sync, want the 4 rows still there", n)
+	}
+	if err := c.syncPeers(ctx, other.Name()); err != nil {
+		t.Fatalf("sync of a set no ACL names: %v", err)
+	}
+	// The policy's sync rewrites its ACL to name another set; the old one
+	// then goes.
+	write(acl(other), other)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := c.syncPeers(ctx, old.Name())
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the set is still kept after its ACL was rewritten: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond) // the cache catching up with the rewrite
+	}
+	if n := sets(); n != 2 {
+		t.Errorf("%d address sets, want the 2 rows of the set the ACL names now", n)
+	}
+}
+
+func TestNamesSet(t *testing.T) {
+	for _, tc := range []struct {
+		match, name string
+		want        bool
+	}{
+		{"ip4.src == $peers.ab", "peers.ab", true},
+		{"ip4.src == {$peers.ab, $peers.c} && tcp", "peers.ab", true},
+		{"ip4.src == {$peers.c, $peers.ab}", "peers.ab", true},
+		{"ip6.src == $peers.ab_v6", "peers.ab", false},
+		{"ip6.src == $peers.ab_v6", "peers.ab_v6", true},
+		{"ip4.src == $peers.abc || ip4.src == $peers.ab", "peers.ab", true},
+		{"ip4.src == $peers.abc", "peers.ab", false},
+		{"ip4.src == 10.0.0.1", "peers.ab", false},
+	} {
+		if got := namesSet(tc.match, tc.name); got != tc.want {
+			t.Errorf("namesSet(%q, %q) = %v, want %v", tc.match, tc.name, got, tc.want)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/ovn-org/libovsdb/ovsdb"
 	corev1 "k8s.io/api/core/v1"
@@ -155,6 +156,11 @@ func (c *Controller) ensureNewSet(t *ovndb.Txn, name, key string, row setRow) {
 // sync creates it (commitBuilt: under its name's lock), so that the two,
 // racing, do not both insert it and one fail on its name.
 func (c *Controller) syncSet(ctx context.Context, name string, owner topology.Owner, row setRow) error {
+	if row == nil {
+		if acl := c.aclNaming(name); acl != "" {
+			return fmt.Errorf("address set %s: no policy names it, but ACL %s still does; it is deleted once that ACL's policy is synced", name, acl)
+		}
+	}
 	var rows [2]*nbdb.AddressSet // computed once, though built up to three times
 	build := func(t *ovndb.Txn) {
 		for i, v6 := range []bool{false, true} {
@@ -175,6 +181,47 @@ func (c *Controller) syncSet(ctx context.Context, name string, owner topology.Ow
 		return fmt.Errorf("address set %s: %w", name, err)
 	}
 	return nil
+}
+
+// aclNaming names an ACL of ours whose match still names the address set
+// (either family's row), "" when none does. A set no policy names any more
+// waits for it: after a restart the sets' queue may reach a set before the
+// rows queue rewrites the ACLs of a policy changed while the master was
+// down, and an ACL never names a set that does not exist (northd would drop
+// it: a Deny not enforced).
+func (c *Controller) aclNaming(name string) string {
+	var acls []nbdb.ACL
+	_ = c.nb.WhereCache(func(a *nbdb.ACL) bool {
+		_, ours := ownerKey(a.ExternalIDs)
+		return ours && (namesSet(a.Match, name) || namesSet(a.Match, topology.FamilySetName(name, true)))
+	}).List(context.Background(), &acls)
+	if len(acls) == 0 {
+		return ""
+	}
+	o, _ := topology.OwnerOf(acls[0].ExternalIDs)
+	return fmt.Sprintf("%s of %s %s", acls[0].ExternalIDs[ACLIDKey], o.Type, o.Name)
+}
+
+// namesSet says whether an OVN match refers to the address set ($name, not
+// a longer name it begins).
+func namesSet(match, name string) bool {
+	ref := "$" + name
+	for i := strings.Index(match, ref); i >= 0; {
+		end := i + len(ref)
+		if end == len(match) || !isIdentChar(match[end]) {
+			return true
+		}
+		next := strings.Index(match[end:], ref)
+		if next < 0 {
+			return false
+		}
+		i = end + next
+	}
+	return false
+}
+
+func isIdentChar(b byte) bool {
+	return b == '_' || b == '.' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
 }
 
 // memberMemo keeps the members computed for new address sets during one
