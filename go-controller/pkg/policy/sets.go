@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
-	"strings"
 
 	"github.com/ovn-org/libovsdb/ovsdb"
 	corev1 "k8s.io/api/core/v1"
@@ -205,23 +204,8 @@ func (c *Controller) aclNaming(name string) string {
 // namesSet says whether an OVN match refers to the address set ($name, not
 // a longer name it begins).
 func namesSet(match, name string) bool {
-	ref := "$" + name
-	for i := strings.Index(match, ref); i >= 0; {
-		end := i + len(ref)
-		if end == len(match) || !isIdentChar(match[end]) {
-			return true
-		}
-		next := strings.Index(match[end:], ref)
-		if next < 0 {
-			return false
-		}
-		i = end + next
-	}
-	return false
-}
-
-func isIdentChar(b byte) bool {
-	return b == '_' || b == '.' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
+	sets, _ := topology.MatchReferences(match)
+	return slices.Contains(sets, name)
 }
 
 // memberMemo keeps the members computed for new address sets during one
