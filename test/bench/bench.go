@@ -76,6 +76,7 @@ type bench struct {
 	apiCPUPerService float64 // the same for a bare Service + EndpointSlice CREATE
 	serviceLimit     float64 // bare Service + EndpointSlice CREATEs per second
 	nbLimit          float64 // batched LSP inserts per second
+	cnpCreateP99     float64 // a bare ClusterNetworkPolicy CREATE call's p99 (ms) at the policy rate (0: not measured)
 	scaleLoad        []int   // pods the scale scenario put on each node
 	nodeSide         *nodeSide
 	zones            *zones // the scale scenario in zone mode (-scale-zones)

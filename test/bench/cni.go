@@ -129,18 +129,15 @@ func (b *bench) cniRound(n *harness.Node, mode string, cni *harness.CNI) ([]floa
 
 // podGets is the API server's count of single-pod GETs so far.
 func (b *bench) podGets() float64 {
-	body, err := b.kube.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	p, err := b.scrapeAPIServer()
 	if err != nil {
 		b.s.Fatal(err)
 	}
 	total := 0.0
-	for _, line := range strings.Split(string(body), "\n") {
-		if strings.HasPrefix(line, "apiserver_request_total{") && strings.Contains(line, `resource="pods"`) &&
-			strings.Contains(line, `verb="GET"`) && strings.Contains(line, `scope="resource"`) && strings.Contains(line, `subresource=""`) {
-			var v float64
-			if _, err := fmt.Sscanf(line[strings.LastIndex(line, " ")+1:], "%g", &v); err == nil {
-				total += v
-			}
+	for series, v := range p {
+		if strings.HasPrefix(series, "apiserver_request_total{") && seriesLabel(series, "resource") == "pods" && seriesLabel(series, "verb") == "GET" &&
+			seriesLabel(series, "scope") == "resource" && seriesLabel(series, "subresource") == "" {
+			total += v
 		}
 	}
 	return total

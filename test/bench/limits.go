@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"sort"
+	"sync"
 	"time"
 
 	"github.com/ovn-org/libovsdb/model"
@@ -57,6 +60,7 @@ func (b *bench) limits() Result {
 		}
 	})
 	_ = b.kube.Client.DiscoveryV1().EndpointSlices("limit").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+	cnpLine := b.adminCreateLimit()
 	ops, _ := b.nb.Create(&nbdb.LogicalSwitch{UUID: "sw", Name: "bench-limit"})
 	if _, err := b.nb.Transact(ctx, ops...); err != nil {
 		b.s.Fatal(err)
@@ -109,9 +113,62 @@ func (b *bench) limits() Result {
 	say("  CPU during the CREATEs: %s", createCPU.describe(createWall))
 	say("  CPU during the PATCHes: %s", patchCPU.describe(patchWall))
 	say("  API: %.0f Services with their EndpointSlice created/s (%d concurrent clients); CPU: %s", serviceRate, b.o.serviceWorkers, serviceCPU.describe(serviceWall))
+	if cnpLine != "" {
+		say("%s", cnpLine)
+	}
 	b.apiCPUPerPod = 1000 * (createCPU["kube-apiserver"] + createCPU["etcd"] + patchCPU["kube-apiserver"] + patchCPU["etcd"]) / float64(b.o.limitPatches)
 	m := map[string]float64{"nb_lsp_insert_per_s": nbRate, "pod_create_per_s": createRate, "patch_per_s": patchRate,
 		"service_create_per_s": serviceRate, "service_api_cpu_ms": b.apiCPUPerService,
 		"create_api_cpu_ms": 1000 * createCPU["kube-apiserver"] / float64(b.o.limitPatches), "patch_api_cpu_ms": 1000 * patchCPU["kube-apiserver"] / float64(b.o.limitPatches)}
+	if b.cnpCreateP99 > 0 {
+		m["cnp_create_call_p99_ms"] = b.cnpCreateP99
+	}
 	return Result{Scenario: "limits", Metrics: m}
+}
+
+// adminCreateLimit times the API server's CREATE of the adminpolicies
+// scenario's ClusterNetworkPolicies at its rate with nothing else running
+// (the master has not started), then deletes them: the floor under that
+// scenario's creation latency. It says what it found in one line ("" when
+// the scenario does not run or the stack has no such API).
+func (b *bench) adminCreateLimit() string {
+	if b.np == nil || !slices.Contains(b.o.scenarioList(), "adminpolicies") {
+		return ""
+	}
+	ctx := context.Background()
+	cl := b.np.PolicyV1alpha2().ClusterNetworkPolicies()
+	n, interval := b.o.adminPolicies, time.Second/time.Duration(b.o.policyRate)
+	lat := make([]float64, n)
+	var wg sync.WaitGroup
+	start, cpu := time.Now(), cpuSnapshot()
+	for k := range n {
+		time.Sleep(time.Until(start.Add(time.Duration(k) * interval)))
+		cnp := benchCNP(k)
+		cnp.Name = "limit-" + cnp.Name
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t0 := time.Now()
+			if _, err := cl.Create(ctx, cnp, metav1.CreateOptions{}); err != nil {
+				b.s.Fatal(err)
+			}
+			lat[k] = float64(time.Since(t0).Microseconds()) / 1000
+		}()
+	}
+	wg.Wait()
+	used := cpuSnapshot().since(cpu)
+	if err := cl.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		b.s.Fatal(err)
+	}
+	harness.Eventually(b.s, 60*time.Second, "the limit's ClusterNetworkPolicies deleted before the master starts", func() error {
+		l, err := cl.List(ctx, metav1.ListOptions{})
+		if err == nil && len(l.Items) > 0 {
+			err = fmt.Errorf("%d left", len(l.Items))
+		}
+		return err
+	})
+	sort.Float64s(lat)
+	b.cnpCreateP99 = pct(lat, 0.99)
+	return fmt.Sprintf("  API: ClusterNetworkPolicy CREATE at %d/s (the adminpolicies scenario's %d, alone): call p50 %.0f ms, p99 %.0f ms; kube-apiserver %.1f ms CPU each",
+		b.o.policyRate, n, pct(lat, 0.5), b.cnpCreateP99, 1000*used["kube-apiserver"]/float64(n))
 }

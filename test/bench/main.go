@@ -306,13 +306,13 @@ func run(s *harness.Session, o options) {
 		data, _ := json.MarshalIndent(r, "", "  ")
 		_ = os.WriteFile(filepath.Join(o.out, r.Scenario+".json"), append(data, '\n'), 0o644)
 	}
-	limits := b.limits()
-	record(limits)
 	if slices.Contains(o.scenarioList(), "adminpolicies") || slices.Contains(o.scenarioList(), "egressips") {
 		// The master follows the admin policy kinds and EgressIPs the API
-		// server serves when it starts.
+		// server serves when it starts; the limits time the first's CREATE.
 		b.np = b.kube.InstallCRDs(s)
 	}
+	limits := b.limits()
+	record(limits)
 	b.startMaster()
 	for _, sc := range []struct {
 		name string

@@ -2,9 +2,14 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -16,18 +21,45 @@ type promSample map[string]float64
 
 // scrapeMaster reads the master's /metrics (empty when it serves none).
 func (b *bench) scrapeMaster() promSample {
-	out := promSample{}
 	if b.metricsAddr == "" {
-		return out
+		return promSample{}
 	}
 	cl := http.Client{Timeout: 5 * time.Second}
 	resp, err := cl.Get("http://" + b.metricsAddr + "/metrics")
 	if err != nil {
 		say("  (master metrics: %v)", err)
-		return out
+		return promSample{}
 	}
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(io.LimitReader(resp.Body, 64<<20))
+	return parseProm(resp.Body)
+}
+
+// scrapeAPIServer reads kube-apiserver's /metrics, which it serves to
+// system:masters, as the benchmark is.
+func (b *bench) scrapeAPIServer() (promSample, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	body, err := b.kube.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("API server metrics: %w", err)
+	}
+	return parseProm(bytes.NewReader(body)), nil
+}
+
+// apiSample is scrapeAPIServer's sample for a report, empty (and said)
+// when it cannot be read.
+func (b *bench) apiSample() promSample {
+	p, err := b.scrapeAPIServer()
+	if err != nil {
+		say("  (%v)", err)
+	}
+	return p
+}
+
+// parseProm reads the Prometheus text format (values by series).
+func parseProm(r io.Reader) promSample {
+	out := promSample{}
+	sc := bufio.NewScanner(io.LimitReader(r, 64<<20))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
@@ -43,6 +75,82 @@ func (b *bench) scrapeMaster() promSample {
 		}
 	}
 	return out
+}
+
+// seriesLabel is the value of label name in a series ("" when it has none).
+func seriesLabel(series, name string) string {
+	_, rest, ok := strings.Cut(series, "{")
+	for ok && rest != "" {
+		var pair string
+		// Values are quoted; none of the API server's holds `",`.
+		pair, rest, _ = strings.Cut(rest, `",`)
+		k, v, found := strings.Cut(pair, `="`)
+		if found && k == name {
+			return strings.TrimSuffix(strings.TrimSuffix(v, "}"), `"`)
+		}
+	}
+	return ""
+}
+
+// apiRequests are the API server's requests between two samples of its
+// metrics, by "VERB resource[/subresource]", with the sum of their
+// durations in seconds (long-running requests, WATCH, have none).
+func apiRequests(before, after promSample) (count, seconds map[string]float64) {
+	count, seconds = map[string]float64{}, map[string]float64{}
+	key := func(series string) string {
+		k := seriesLabel(series, "verb") + " " + seriesLabel(series, "resource")
+		if sub := seriesLabel(series, "subresource"); sub != "" {
+			k += "/" + sub
+		}
+		return k
+	}
+	for series, v := range after {
+		switch {
+		case strings.HasPrefix(series, "apiserver_request_total{"):
+			if d := v - before[series]; d > 0 {
+				count[key(series)] += d
+			}
+		case strings.HasPrefix(series, "apiserver_request_duration_seconds_sum{"):
+			if d := v - before[series]; d > 0 {
+				seconds[key(series)] += d
+			}
+		}
+	}
+	return count, seconds
+}
+
+// describeAPI says what the API server served between two samples: the
+// requests in all and the most frequent kinds with their mean duration, as
+// metrics under prefix and one line of text.
+func describeAPI(m map[string]float64, prefix string, before, after promSample) string {
+	count, seconds := apiRequests(before, after)
+	if len(count) == 0 {
+		return "no request counts"
+	}
+	kinds := slices.Collect(maps.Keys(count))
+	sort.Slice(kinds, func(i, j int) bool {
+		if count[kinds[i]] != count[kinds[j]] {
+			return count[kinds[i]] > count[kinds[j]]
+		}
+		return kinds[i] < kinds[j]
+	})
+	total := 0.0
+	var parts []string
+	for i, k := range kinds {
+		total += count[k]
+		metric := prefix + "api_" + strings.NewReplacer(" ", "_", "/", "_").Replace(strings.ToLower(k))
+		m[metric] = count[k]
+		if i < 6 {
+			part := fmt.Sprintf("%s %.0f", k, count[k])
+			if s := seconds[k]; s > 0 {
+				m[metric+"_mean_ms"] = 1000 * s / count[k]
+				part += fmt.Sprintf(" (mean %.0f ms)", m[metric+"_mean_ms"])
+			}
+			parts = append(parts, part)
+		}
+	}
+	m[prefix+"api_requests"] = total
+	return fmt.Sprintf("%.0f requests; %s", total, strings.Join(parts, ", "))
 }
 
 // mean is the mean of a histogram between two samples, in milliseconds
